@@ -1,0 +1,134 @@
+// The only reader of process.env. Every setting aiq has is declared here, validated once
+// at start with zod, and handed to the modules as a plain typed object. A bad value stops
+// the process with a message that names the variable; secrets are never echoed back.
+import { existsSync } from 'node:fs';
+import { z } from 'zod';
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+const optionalText = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
+const optionalUrl = optionalText.pipe(z.string().url().optional());
+
+const schema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+
+  DATABASE_URL: optionalText.pipe(
+    z
+      .string()
+      .regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://')
+      .optional(),
+  ),
+  DATA_DIR: z.string().min(1).default('./data'),
+  DATABASE_POOL_SIZE: int(1, 200).default(10),
+
+  HOST: z.string().min(1).default('127.0.0.1'),
+  PORT: int(0, 65535).default(3000),
+  PUBLIC_URL: optionalUrl,
+  ADMIN_TOKEN: optionalText.pipe(z.string().min(12, 'must be at least 12 characters').optional()),
+  WEBHOOK_BODY_LIMIT_BYTES: int(1024, 10 * 1024 * 1024).default(64 * 1024),
+
+  WORKER_CONCURRENCY: int(1, 1000).default(10),
+  WORKER_POLL_INTERVAL_MS: int(50, 600_000).default(2000),
+  JOB_LEASE_SECONDS: int(2, 86_400).default(60),
+  JOB_TIMEOUT_MS: int(100, 86_400_000).default(120_000),
+  SLOW_JOB_THRESHOLD_MS: int(1, 86_400_000).default(8000),
+  SHUTDOWN_GRACE_MS: int(0, 600_000).default(10_000),
+  BACKOFF_BASE_SECONDS: z.coerce.number().min(0).max(3600).default(5),
+  BACKOFF_CAP_SECONDS: z.coerce.number().min(0).max(86_400).default(300),
+  JOB_RETENTION_DAYS: z.coerce.number().min(0).max(3650).default(14),
+
+  TWILIO_ACCOUNT_SID: optionalText.pipe(z.string().regex(/^AC\w{32}$/, 'must be AC followed by 32 characters').optional()),
+  TWILIO_AUTH_TOKEN: optionalText,
+  TWILIO_WHATSAPP_FROM: optionalText.pipe(z.string().regex(/^whatsapp:\+\d{6,15}$/, 'must look like whatsapp:+14155238886').optional()),
+  TWILIO_API_BASE_URL: optionalUrl,
+  TWILIO_SKIP_SIGNATURE: bool.default(false),
+  REPLY_CONFIRM_TIMEOUT_SECONDS: int(1, 86_400).default(300),
+
+  AI_PROVIDER: z.enum(['local', 'openai', 'azure']).optional(),
+  OPENAI_API_KEY: optionalText,
+  OPENAI_BASE_URL: optionalUrl,
+  OPENAI_CHAT_MODEL: z.string().min(1).default('gpt-4o-mini'),
+  OPENAI_EMBEDDING_MODEL: z.string().min(1).default('text-embedding-3-small'),
+  AZURE_OPENAI_ENDPOINT: optionalUrl,
+  AZURE_OPENAI_API_KEY: optionalText,
+  AZURE_OPENAI_API_VERSION: z.string().min(1).default('2024-10-21'),
+  AZURE_OPENAI_CHAT_DEPLOYMENT: optionalText,
+  AZURE_OPENAI_EMBEDDING_DEPLOYMENT: optionalText,
+  EMBEDDING_DIMENSIONS: int(8, 4096).default(256),
+  AI_REQUEST_TIMEOUT_MS: int(100, 600_000).default(30_000),
+  AI_THROTTLE_WINDOW_SECONDS: int(1, 86_400).default(900),
+  SYSTEM_PROMPT_FILE: optionalText,
+  RAG_TOP_K: int(0, 50).default(4),
+  HISTORY_MESSAGES: int(1, 200).default(20),
+});
+
+export type Env = z.infer<typeof schema>;
+
+/** Thrown for an invalid environment; its message names every bad variable. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** The secrets, so that error messages and logs never print their values. */
+const SECRET_NAMES = new Set(['ADMIN_TOKEN', 'TWILIO_AUTH_TOKEN', 'OPENAI_API_KEY', 'AZURE_OPENAI_API_KEY', 'DATABASE_URL']);
+
+/**
+ * Validates an environment (process.env by default) and returns the typed configuration.
+ * Cross-field rules (provider credentials, production safety) are checked here too, so a
+ * misconfiguration is found at start, not at the first message.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Env {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => {
+      const name = String(issue.path[0] ?? 'environment');
+      const shown = SECRET_NAMES.has(name) || env[name] === undefined ? '' : ` (got "${env[name]}")`;
+      return `${name}: ${issue.message}${shown}`;
+    });
+    throw new ConfigError(`invalid configuration:\n  ${lines.join('\n  ')}`);
+  }
+  const config = parsed.data;
+  const problems: string[] = [];
+  if (config.TWILIO_SKIP_SIGNATURE && config.NODE_ENV === 'production') {
+    problems.push('TWILIO_SKIP_SIGNATURE: refused when NODE_ENV=production (webhooks must be verified)');
+  }
+  const twilioParts = [config.TWILIO_ACCOUNT_SID, config.TWILIO_AUTH_TOKEN, config.TWILIO_WHATSAPP_FROM];
+  if (twilioParts.some(Boolean) && !twilioParts.every(Boolean)) {
+    problems.push('TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN, TWILIO_WHATSAPP_FROM: set all three to send through Twilio, or none to log replies');
+  }
+  const provider = aiProviderOf(config);
+  if (provider === 'openai' && !config.OPENAI_API_KEY && !config.OPENAI_BASE_URL) {
+    problems.push('OPENAI_API_KEY: required for AI_PROVIDER=openai (or set OPENAI_BASE_URL for a local OpenAI-compatible server)');
+  }
+  if (provider === 'azure') {
+    for (const name of ['AZURE_OPENAI_ENDPOINT', 'AZURE_OPENAI_API_KEY', 'AZURE_OPENAI_CHAT_DEPLOYMENT', 'AZURE_OPENAI_EMBEDDING_DEPLOYMENT'] as const) {
+      if (!config[name]) problems.push(`${name}: required for AI_PROVIDER=azure`);
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
+  return config;
+}
+
+/** The AI provider in use: the explicit choice, else the one whose credentials are set, else local. */
+export function aiProviderOf(config: Env): 'local' | 'openai' | 'azure' {
+  if (config.AI_PROVIDER) return config.AI_PROVIDER;
+  if (config.AZURE_OPENAI_ENDPOINT) return 'azure';
+  if (config.OPENAI_API_KEY || config.OPENAI_BASE_URL) return 'openai';
+  return 'local';
+}
+
+/** True when the address only accepts connections from this machine. */
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host.startsWith('127.');
+}
+
+/** Reads `.env` from the working directory into process.env (real variables win), if present. */
+export function loadDotEnv(path = '.env'): void {
+  if (existsSync(path)) process.loadEnvFile(path);
+}

@@ -1,0 +1,114 @@
+// Embedded PGlite (Postgres in WebAssembly, with pgvector) behind the Database interface.
+// PGlite has no locking between processes, so the owner takes a lock file in the data
+// folder; a second process is refused instead of silently losing writes.
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import { vector } from '@electric-sql/pglite-pgvector';
+import type { Database, Queryable } from './types.ts';
+
+export class DataDirLockedError extends Error {
+  override name = 'DataDirLockedError';
+}
+
+export interface PgliteOptions {
+  /** Folder to persist in; omitted means in memory (tests). */
+  dataDir?: string;
+  /** A tarball from `dumpDataDir()` to start from (tests clone a migrated template). */
+  loadDataDir?: Blob;
+}
+
+export async function openPglite(options: PgliteOptions = {}): Promise<Database & { dump(): Promise<Blob> }> {
+  const releaseLock = options.dataDir ? lockDataDir(resolve(options.dataDir)) : () => {};
+  let db: PGlite;
+  try {
+    db = await PGlite.create({
+      dataDir: options.dataDir ? resolve(options.dataDir, 'pgdata') : undefined,
+      loadDataDir: options.loadDataDir,
+      extensions: { vector },
+    });
+  } catch (err) {
+    releaseLock();
+    throw err;
+  }
+
+  const wrap = (target: Pick<PGlite, 'query' | 'exec'>): Queryable => ({
+    async exec(sql) {
+      await target.exec(sql);
+    },
+    async query(text, values) {
+      const result = await target.query(text, values as unknown[]);
+      return { rows: result.rows as never[], rowCount: result.affectedRows ?? result.rows.length };
+    },
+  });
+  const self = wrap(db);
+
+  return {
+    kind: 'pglite',
+    query: self.query,
+    exec: self.exec,
+    transaction: (work) => db.transaction((tx) => work(wrap(tx))),
+    async listen(channel, onNotify) {
+      // One session: NOTIFY arrives in-process and never drops, so no reconnect is needed.
+      const unlisten = await db.listen(channel, onNotify);
+      return async () => {
+        await unlisten();
+      };
+    },
+    async close() {
+      try {
+        if (!db.closed) await db.close();
+      } finally {
+        releaseLock();
+      }
+    },
+    async dump() {
+      return db.dumpDataDir('none');
+    },
+  };
+}
+
+/**
+ * Takes `<dir>/aiq.lock` (created exclusively, holding our pid). A lock whose pid is no
+ * longer running was left by a killed process and is taken over.
+ */
+function lockDataDir(dir: string): () => void {
+  mkdirSync(dir, { recursive: true });
+  const path = join(dir, 'aiq.lock');
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(path, 'wx');
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      let released = false;
+      const release = () => {
+        if (released) return;
+        released = true;
+        rmSync(path, { force: true });
+      };
+      process.once('exit', release);
+      return release;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const owner = Number(readFileSync(path, 'utf8').trim());
+      if (owner && owner !== process.pid && isRunning(owner)) {
+        throw new DataDirLockedError(
+          `the embedded database in ${dir} is in use by process ${owner}. ` +
+            'PGlite serves one process only: run `aiq start` (server and worker together), ' +
+            'or set DATABASE_URL to a PostgreSQL server to run several processes.',
+        );
+      }
+      rmSync(path, { force: true });
+    }
+  }
+  throw new DataDirLockedError(`could not lock ${path}`);
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

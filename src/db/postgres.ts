@@ -1,0 +1,143 @@
+// node-postgres behind the Database interface: a pool for statements and transactions, and
+// one dedicated connection for LISTEN that reconnects with backoff after Postgres restarts.
+import pg from 'pg';
+import type { Database, Queryable } from './types.ts';
+
+// Return bigint counts as numbers: our counters stay far below 2^53.
+pg.types.setTypeParser(20, (value) => Number(value));
+
+export interface PostgresOptions {
+  connectionString: string;
+  poolSize?: number;
+  applicationName?: string;
+  onError?: (err: Error) => void;
+}
+
+export function openPostgres(options: PostgresOptions): Database {
+  const pool = new pg.Pool({
+    connectionString: options.connectionString,
+    max: options.poolSize ?? 10,
+    application_name: options.applicationName ?? 'aiq',
+    // Dead connections (Postgres restarted) must not hang a worker forever.
+    connectionTimeoutMillis: 10_000,
+    keepAlive: true,
+  });
+  // An idle client that loses its server emits on the pool; without a handler Node exits.
+  pool.on('error', (err) => options.onError?.(err));
+  const listeners: Array<() => Promise<void>> = [];
+
+  const query: Queryable['query'] = async (text, values) => {
+    const result = await pool.query(text, values as unknown[]);
+    return { rows: result.rows, rowCount: result.rowCount ?? 0 };
+  };
+
+  return {
+    kind: 'pg',
+    query,
+    async exec(sql) {
+      await pool.query(sql);
+    },
+    async transaction(work) {
+      const client = await pool.connect();
+      try {
+        await client.query('begin');
+        const tx: Queryable = {
+          async query(text, values) {
+            const result = await client.query(text, values as unknown[]);
+            return { rows: result.rows, rowCount: result.rowCount ?? 0 };
+          },
+          async exec(sql) {
+            await client.query(sql);
+          },
+        };
+        const value = await work(tx);
+        await client.query('commit');
+        client.release();
+        return value;
+      } catch (err) {
+        // A broken connection cannot be rolled back; destroy it instead of returning it.
+        const rolledBack = await client.query('rollback').then(() => true, () => false);
+        client.release(rolledBack ? undefined : true);
+        throw err;
+      }
+    },
+    async listen(channel, onNotify, onReconnect) {
+      const stop = await listenWithReconnect(options, channel, onNotify, onReconnect);
+      listeners.push(stop);
+      return async () => {
+        listeners.splice(listeners.indexOf(stop), 1);
+        await stop();
+      };
+    },
+    async close() {
+      await Promise.all(listeners.splice(0).map((stop) => stop()));
+      await pool.end();
+    },
+  };
+}
+
+async function listenWithReconnect(
+  options: PostgresOptions,
+  channel: string,
+  onNotify: (payload: string) => void,
+  onReconnect?: () => void,
+): Promise<() => Promise<void>> {
+  let client: pg.Client | undefined;
+  let stopped = false;
+  let retryTimer: NodeJS.Timeout | undefined;
+  let failures = 0;
+
+  const connect = async (): Promise<void> => {
+    const next = new pg.Client({
+      connectionString: options.connectionString,
+      application_name: `${options.applicationName ?? 'aiq'}:listen`,
+      keepAlive: true,
+    });
+    next.on('notification', (msg) => {
+      if (msg.channel === channel) onNotify(msg.payload ?? '');
+    });
+    next.on('error', (err) => {
+      options.onError?.(err);
+      scheduleReconnect();
+    });
+    next.on('end', () => scheduleReconnect());
+    await next.connect();
+    // Channel names are identifiers, not values: quote them as such.
+    await next.query(`listen ${pg.escapeIdentifier(channel)}`);
+    client = next;
+    failures = 0;
+  };
+
+  const scheduleReconnect = () => {
+    if (stopped || retryTimer) return;
+    const dead = client;
+    client = undefined;
+    dead?.removeAllListeners('end');
+    dead?.end().catch(() => {});
+    const delay = Math.min(100 * 2 ** failures, 5000);
+    failures += 1;
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined;
+      connect().then(
+        () => onReconnect?.(),
+        (err: Error) => {
+          options.onError?.(err);
+          scheduleReconnect();
+        },
+      );
+    }, delay);
+    retryTimer.unref();
+  };
+
+  await connect();
+  return async () => {
+    stopped = true;
+    if (retryTimer) clearTimeout(retryTimer);
+    const current = client;
+    client = undefined;
+    if (current) {
+      current.removeAllListeners('end');
+      await current.end().catch(() => {});
+    }
+  };
+}

@@ -1,0 +1,23 @@
+// The database seam: one small interface that both node-postgres and embedded PGlite
+// implement, so nothing above src/db/ knows which one runs. Kept free of driver imports.
+
+/** Anything that runs a parameterised statement: the database itself or an open transaction. */
+export interface Queryable {
+  query<Row = Record<string, unknown>>(text: string, values?: unknown[]): Promise<{ rows: Row[]; rowCount: number }>;
+  /** Runs a script of several statements without parameters (migrations). */
+  exec(sql: string): Promise<void>;
+}
+
+export interface Database extends Queryable {
+  /** `pg` for a PostgreSQL server, `pglite` for the embedded database. */
+  readonly kind: 'pg' | 'pglite';
+  /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
+  transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * Subscribes to NOTIFY on a channel. The returned function unsubscribes. On a server
+   * connection that drops, the listener reconnects by itself and calls `onReconnect`, so the
+   * caller can poll for anything it missed meanwhile.
+   */
+  listen(channel: string, onNotify: (payload: string) => void, onReconnect?: () => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,108 @@
+// The composition root: config → database → migrations → handlers → HTTP server and/or
+// worker, and an orderly shutdown on SIGINT/SIGTERM. The only module that wires parts.
+import type { FastifyInstance } from 'fastify';
+import { isLoopback, type Env } from './config.ts';
+import { migrate } from './db/migrate.ts';
+import { openDatabase } from './db/open.ts';
+import { buildApp } from './http/app.ts';
+import { buildHandlers } from './jobs/registry.ts';
+import { createLogger } from './logger.ts';
+import { Worker } from './queue/index.ts';
+import type { Runtime } from './runtime.ts';
+
+export type Role = 'start' | 'serve' | 'worker';
+
+/** Opens the database, applies migrations and builds the job handlers. */
+export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runtime> {
+  const logger = createLogger(config.LOG_LEVEL);
+  if (!config.DATABASE_URL && (role === 'serve' || role === 'worker')) {
+    throw new Error(
+      `aiq ${role} needs DATABASE_URL: the embedded database serves one process only. ` +
+        'Use `aiq start` (server and worker in one process) or point DATABASE_URL at PostgreSQL.',
+    );
+  }
+  const db = await openDatabase({
+    databaseUrl: config.DATABASE_URL,
+    dataDir: config.DATA_DIR,
+    poolSize: config.DATABASE_POOL_SIZE,
+    applicationName: `aiq-${role}`,
+    onError: (err) => logger.warn({ err: err.message }, 'database connection error'),
+  });
+  try {
+    const applied = await migrate(db);
+    if (applied.length > 0) logger.info({ applied }, 'applied migrations');
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+  const runtime: Runtime = { config, db, logger, handlers: [] };
+  runtime.handlers = buildHandlers(runtime);
+  return runtime;
+}
+
+export function createWorker(runtime: Runtime): Worker {
+  const { config } = runtime;
+  return new Worker({
+    db: runtime.db,
+    handlers: runtime.handlers,
+    logger: runtime.logger,
+    concurrency: config.WORKER_CONCURRENCY,
+    pollIntervalMs: config.WORKER_POLL_INTERVAL_MS,
+    leaseSeconds: config.JOB_LEASE_SECONDS,
+    jobTimeoutMs: config.JOB_TIMEOUT_MS,
+    slowJobThresholdMs: config.SLOW_JOB_THRESHOLD_MS,
+    shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
+    backoff: { baseSeconds: config.BACKOFF_BASE_SECONDS, capSeconds: config.BACKOFF_CAP_SECONDS },
+    throttleWindowMs: config.AI_THROTTLE_WINDOW_SECONDS * 1000,
+  });
+}
+
+/** Refuses to expose the admin side without a token; says so when it is loopback-only. */
+export function checkAdminExposure(config: Env, logger: Runtime['logger']): void {
+  if (config.ADMIN_TOKEN) return;
+  if (!isLoopback(config.HOST)) {
+    throw new Error(`HOST=${config.HOST} exposes the dashboard beyond this machine: set ADMIN_TOKEN (12+ characters) or bind HOST=127.0.0.1`);
+  }
+  logger.warn({ host: config.HOST }, 'ADMIN_TOKEN is not set: the dashboard and API are open to anyone on this machine only (loopback)');
+}
+
+/** Runs `aiq start | serve | worker` until SIGINT/SIGTERM, then shuts down in order. */
+export async function run(config: Env, role: Role): Promise<void> {
+  const runtime = await openRuntime(config, role);
+  const { logger } = runtime;
+  let app: FastifyInstance | undefined;
+  let worker: Worker | undefined;
+  try {
+    if (role !== 'worker') {
+      checkAdminExposure(config, logger);
+      if (config.TWILIO_SKIP_SIGNATURE) logger.warn({}, 'TWILIO_SKIP_SIGNATURE=true: webhook signatures are NOT checked; never use this in production');
+      app = await buildApp(runtime);
+      await app.listen({ host: config.HOST, port: config.PORT });
+      const address = app.server.address();
+      const port = typeof address === 'object' && address ? address.port : config.PORT;
+      const base = `http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`;
+      logger.info({ url: `${base}/admin`, database: runtime.db.kind }, `aiq is listening: open ${base}/admin`);
+    }
+    if (role !== 'serve') {
+      worker = createWorker(runtime);
+      await worker.start();
+    }
+  } catch (err) {
+    await app?.close();
+    await runtime.db.close();
+    throw err;
+  }
+
+  await new Promise<void>((resolve) => {
+    const onSignal = (signal: string) => {
+      logger.info({ signal }, 'shutting down');
+      resolve();
+    };
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+  });
+  // Stop taking webhooks first, then let the worker finish or release its jobs.
+  await app?.close();
+  await worker?.stop();
+  await runtime.db.close();
+}

@@ -1,0 +1,156 @@
+// What people (dashboard, API, CLI) do to the queue: look at it, retry, cancel, clean up.
+// Read paths are shaped to stay fast with millions of finished rows: keyset paging on
+// (created_at, id), and counts that use the partial indexes where they can.
+import type { Queryable } from '../db/types.ts';
+import { isUuid, jobFromRow } from './store.ts';
+import type { Job, JobStatus } from './types.ts';
+
+export interface JobFilter {
+  status?: JobStatus;
+  type?: string;
+  /** Text searched in the payload and the last error (case-insensitive). */
+  search?: string;
+  /** Only jobs created before this. */
+  createdBefore?: Date;
+  /** Only jobs created after this. */
+  createdAfter?: Date;
+}
+
+// Optional filters as `$n is null or …`: one static statement, no SQL built from flags.
+const FILTER_WHERE = `
+  ($1::text is null or status = $1)
+  and ($2::text is null or type = $2)
+  and ($3::text is null or payload::text ilike '%' || $3 || '%' or last_error ilike '%' || $3 || '%')
+  and ($4::timestamptz is null or created_at < $4)
+  and ($5::timestamptz is null or created_at > $5)`;
+
+function filterValues(filter: JobFilter): unknown[] {
+  return [filter.status ?? null, filter.type ?? null, escapeLike(filter.search), filter.createdBefore ?? null, filter.createdAfter ?? null];
+}
+
+function escapeLike(text: string | undefined): string | null {
+  if (!text) return null;
+  return text.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
+export interface JobPage {
+  jobs: Job[];
+  /** Pass as `after` for the next page; null on the last page. */
+  nextCursor: string | null;
+}
+
+/** Newest first, keyset-paged: page 1,000 costs what page 1 does. */
+export async function jobList(db: Queryable, filter: JobFilter, options: { limit?: number; after?: string } = {}): Promise<JobPage> {
+  const limit = Math.min(Math.max(options.limit ?? 50, 1), 500);
+  const cursor = decodeCursor(options.after);
+  const result = await db.query(
+    `select * from ai_jobs
+     where ${FILTER_WHERE}
+       and ($6::timestamptz is null or (created_at, id) < ($6, $7::uuid))
+     order by created_at desc, id desc
+     limit $8`,
+    [...filterValues(filter), cursor?.createdAt ?? null, cursor?.id ?? null, limit + 1],
+  );
+  const jobs = result.rows.slice(0, limit).map((row) => jobFromRow(row as never));
+  const last = jobs[jobs.length - 1];
+  return { jobs, nextCursor: result.rows.length > limit && last ? encodeCursor(last) : null };
+}
+
+function encodeCursor(job: Job): string {
+  return Buffer.from(`${job.createdAt.toISOString()}|${job.id}`).toString('base64url');
+}
+
+function decodeCursor(cursor: string | undefined): { createdAt: Date; id: string } | null {
+  if (!cursor) return null;
+  const [iso, id] = Buffer.from(cursor, 'base64url').toString().split('|');
+  const createdAt = new Date(iso ?? '');
+  if (Number.isNaN(createdAt.getTime()) || !id || !isUuid(id)) throw new RangeError('invalid page cursor');
+  return { createdAt, id };
+}
+
+/** Counts jobs matching a filter (for "retry all N failed jobs?" confirmations). */
+export async function jobCount(db: Queryable, filter: JobFilter): Promise<number> {
+  const result = await db.query<{ count: number }>(`select count(*)::int as count from ai_jobs where ${FILTER_WHERE}`, filterValues(filter));
+  return result.rows[0]?.count ?? 0;
+}
+
+// Retrying a failed or cancelled job gives it a fresh set of attempts; its history
+// (`errors`) is kept so the admin still sees why it failed before.
+const RETRY_SET = `
+  status = 'pending', attempts = 0, next_run_at = now(), finished_at = null,
+  locked_until = null, updated_at = now()`;
+
+/** Puts one failed or cancelled job back to pending. False when it is in another state. */
+export async function jobRetry(db: Queryable, id: string): Promise<boolean> {
+  if (!isUuid(id)) return false;
+  const result = await db.query(`update ai_jobs set ${RETRY_SET} where id = $1 and status in ('failed', 'cancelled')`, [id]);
+  if (result.rowCount > 0) await db.query(`select pg_notify('aiq_jobs', '')`);
+  return result.rowCount > 0;
+}
+
+/** Retries every failed (default) or cancelled job matching the filter; returns how many. */
+export async function jobRetryMany(db: Queryable, filter: JobFilter): Promise<number> {
+  const status = filter.status ?? 'failed';
+  if (status !== 'failed' && status !== 'cancelled') throw new RangeError('only failed or cancelled jobs can be retried');
+  const result = await db.query(`update ai_jobs set ${RETRY_SET} where ${FILTER_WHERE}`, filterValues({ ...filter, status }));
+  if (result.rowCount > 0) await db.query(`select pg_notify('aiq_jobs', '')`);
+  return result.rowCount;
+}
+
+/** Cancels a pending job (a running one cannot be stopped safely). False otherwise. */
+export async function jobCancel(db: Queryable, id: string): Promise<boolean> {
+  if (!isUuid(id)) return false;
+  const result = await db.query(
+    `update ai_jobs set status = 'cancelled', finished_at = now(), updated_at = now()
+     where id = $1 and status = 'pending'`,
+    [id],
+  );
+  return result.rowCount > 0;
+}
+
+export interface QueueStats {
+  /** counts[type][status] */
+  counts: Record<string, Partial<Record<JobStatus, number>>>;
+  totals: Record<JobStatus, number>;
+  /** Seconds the oldest due pending job has waited; 0 when none is due. */
+  oldestDueAgeSeconds: number;
+}
+
+export async function jobStats(db: Queryable): Promise<QueueStats> {
+  const [counts, oldest] = await Promise.all([
+    db.query<{ type: string; status: JobStatus; count: number }>(
+      'select type, status, count(*)::int as count from ai_jobs group by type, status order by type, status',
+    ),
+    db.query<{ age: number | null }>(
+      `select extract(epoch from now() - min(next_run_at))::float8 as age
+       from ai_jobs where status = 'pending' and next_run_at <= now()`,
+    ),
+  ]);
+  const totals: Record<JobStatus, number> = { pending: 0, processing: 0, done: 0, failed: 0, cancelled: 0 };
+  const byType: QueueStats['counts'] = {};
+  for (const row of counts.rows) {
+    (byType[row.type] ??= {})[row.status] = row.count;
+    totals[row.status] += row.count;
+  }
+  return { counts: byType, totals, oldestDueAgeSeconds: Math.max(0, oldest.rows[0]?.age ?? 0) };
+}
+
+/**
+ * Deletes done and cancelled jobs finished more than `retentionDays` ago, in batches so
+ * that no statement holds locks for long. Failed jobs stay until an admin retries them.
+ */
+export async function jobCleanup(db: Queryable, retentionDays: number, batchSize = 5000): Promise<number> {
+  let deleted = 0;
+  for (;;) {
+    const result = await db.query(
+      `delete from ai_jobs where id in (
+         select id from ai_jobs
+         where finished_at < now() - make_interval(secs => $1)
+           and status in ('done', 'cancelled')
+         limit $2)`,
+      [retentionDays * 86_400, batchSize],
+    );
+    deleted += result.rowCount;
+    if (result.rowCount < batchSize) return deleted;
+  }
+}

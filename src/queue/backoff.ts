@@ -1,0 +1,28 @@
+// How long a job waits after a failed attempt. A pure function; SQL applies now() + delay.
+
+export interface BackoffPolicy {
+  /** Seconds for the first retry is 2 × base. Default 5. */
+  baseSeconds: number;
+  /** Never wait longer than this. Default 300 (5 minutes). */
+  capSeconds: number;
+}
+
+export const DEFAULT_BACKOFF: BackoffPolicy = { baseSeconds: 5, capSeconds: 300 };
+
+/**
+ * `min(2^attempts × base, cap)` seconds, as in the seed. With the defaults:
+ *
+ * | attempts | 1  | 2  | 3  | 4  | 5   | 6 and up |
+ * |----------|----|----|----|----|-----|----------|
+ * | seconds  | 10 | 20 | 40 | 80 | 160 | 300      |
+ */
+export function backoffSeconds(attempts: number, policy: BackoffPolicy = DEFAULT_BACKOFF): number {
+  const exponent = Math.min(Math.max(attempts, 0), 52);
+  return Math.min(2 ** exponent * policy.baseSeconds, policy.capSeconds);
+}
+
+/** The delay before the next attempt: backoff, or a longer retry-after the error asked for. */
+export function retryDelaySeconds(attempts: number, policy: BackoffPolicy, retryAfterMs?: number): number {
+  const backoff = backoffSeconds(attempts, policy);
+  return retryAfterMs === undefined ? backoff : Math.max(backoff, retryAfterMs / 1000);
+}

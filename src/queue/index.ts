@@ -1,0 +1,9 @@
+// The queue's public API. Everything a user of the queue needs, and nothing of the app.
+export * from './types.ts';
+export * from './errors.ts';
+export * from './backoff.ts';
+export { jobEnqueue, jobEnqueueMany, jobClaim, jobCompleteMany, jobFail, jobHeartbeat, jobRelease, jobReclaimExpired, jobGet, isUuid } from './store.ts';
+export type { Completion, FailureInput } from './store.ts';
+export * from './admin.ts';
+export { Worker, NOTIFY_CHANNEL } from './worker.ts';
+export type { WorkerOptions, WorkerEvents, JobEvent, JobFailedEvent } from './worker.ts';

@@ -1,0 +1,279 @@
+// Every statement the queue runs, in one place, each with why it is shaped as it is.
+// Functions are named noun-verb (jobClaim, jobFail …) and take any Queryable, so callers
+// can run them inside their own transaction. Values are always parameters.
+import type { Queryable } from '../db/types.ts';
+import type { AttemptError, EnqueueInput, Job, JobStatus } from './types.ts';
+
+interface JobRow {
+  id: string;
+  type: string;
+  payload: unknown;
+  status: JobStatus;
+  priority: number;
+  ordering_key: string | null;
+  attempts: number;
+  max_attempts: number;
+  next_run_at: Date;
+  last_error: string | null;
+  errors: AttemptError[];
+  result: unknown;
+  locked_by: string | null;
+  locked_until: Date | null;
+  attempted_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+  finished_at: Date | null;
+}
+
+export function jobFromRow(row: JobRow): Job {
+  return {
+    id: row.id,
+    type: row.type,
+    payload: row.payload,
+    status: row.status,
+    priority: row.priority,
+    orderingKey: row.ordering_key,
+    attempts: row.attempts,
+    maxAttempts: row.max_attempts,
+    nextRunAt: row.next_run_at,
+    lastError: row.last_error,
+    errors: row.errors ?? [],
+    result: row.result,
+    lockedBy: row.locked_by,
+    lockedUntil: row.locked_until,
+    attemptedAt: row.attempted_at,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    finishedAt: row.finished_at,
+  };
+}
+
+// Defaults come from the table, so a plain SQL insert and this one behave alike.
+const ENQUEUE_SQL = `
+  insert into ai_jobs (type, payload, next_run_at, priority, max_attempts, ordering_key)
+  values ($1, $2::jsonb, coalesce($3::timestamptz, now()), coalesce($4::int, 0), coalesce($5::int, 3), $6)
+  returning id`;
+
+/** Enqueues one job; pass the caller's transaction to enqueue atomically with its data. */
+export async function jobEnqueue(db: Queryable, input: EnqueueInput): Promise<string> {
+  const result = await db.query<{ id: string }>(ENQUEUE_SQL, [
+    input.type,
+    JSON.stringify(input.payload ?? null),
+    input.runAt ?? null,
+    input.priority ?? null,
+    input.maxAttempts ?? null,
+    input.orderingKey ?? null,
+  ]);
+  return result.rows[0]!.id;
+}
+
+// One statement for the whole batch: arrays in, unnest to rows. `with ordinality` keeps
+// insertion order, which is what ordering keys run by.
+const ENQUEUE_MANY_SQL = `
+  insert into ai_jobs (type, payload, next_run_at, priority, max_attempts, ordering_key)
+  select type, payload::jsonb, coalesce(run_at, now()), coalesce(priority, 0), coalesce(max_attempts, 3), ordering_key
+  from unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::int[], $6::text[])
+       with ordinality as input(type, payload, run_at, priority, max_attempts, ordering_key, position)
+  order by position
+  returning id`;
+
+/** Enqueues many jobs in one statement (imports, benchmarks). Returns their ids in order. */
+export async function jobEnqueueMany(db: Queryable, inputs: EnqueueInput[]): Promise<string[]> {
+  if (inputs.length === 0) return [];
+  const result = await db.query<{ id: string }>(ENQUEUE_MANY_SQL, [
+    inputs.map((i) => i.type),
+    inputs.map((i) => JSON.stringify(i.payload ?? null)),
+    inputs.map((i) => i.runAt ?? null),
+    inputs.map((i) => i.priority ?? null),
+    inputs.map((i) => i.maxAttempts ?? null),
+    inputs.map((i) => i.orderingKey ?? null),
+  ]);
+  return result.rows.map((r) => r.id);
+}
+
+/** Claims up to `batchSize` due jobs through the SQL function (see 0001_queue.sql). */
+export async function jobClaim(db: Queryable, batchSize: number, workerId: string, leaseSeconds: number): Promise<Job[]> {
+  const result = await db.query<JobRow>('select * from claim_ai_jobs($1, $2, $3)', [batchSize, workerId, leaseSeconds]);
+  return result.rows.map(jobFromRow);
+}
+
+export interface Completion {
+  id: string;
+  /** The attempt number the worker ran: the fencing token together with the worker id. */
+  attempt: number;
+  result?: unknown;
+}
+
+// Many completions in one statement. Fenced: only a row still processing, held by this
+// worker, at the attempt it ran, is completed. A worker whose lease was reclaimed (and
+// perhaps re-claimed by another) therefore cannot overwrite the newer state.
+const COMPLETE_MANY_SQL = `
+  update ai_jobs j
+  set status = 'done',
+      result = done.result::jsonb,
+      locked_until = null,
+      finished_at = now(),
+      updated_at = now()
+  from unnest($1::uuid[], $2::int[], $3::text[]) as done(id, attempt, result)
+  where j.id = done.id
+    and j.attempts = done.attempt
+    and j.locked_by = $4
+    and j.status = 'processing'
+  returning j.id, j.ordering_key`;
+
+/** Marks jobs done; returns the ids it completed (those missing had lost their lease). */
+export async function jobCompleteMany(
+  db: Queryable,
+  workerId: string,
+  completions: Completion[],
+): Promise<Array<{ id: string; orderingKey: string | null }>> {
+  if (completions.length === 0) return [];
+  const result = await db.query<{ id: string; ordering_key: string | null }>(COMPLETE_MANY_SQL, [
+    completions.map((c) => c.id),
+    completions.map((c) => c.attempt),
+    completions.map((c) => (c.result === undefined ? null : JSON.stringify(c.result))),
+    workerId,
+  ]);
+  return result.rows.map((r) => ({ id: r.id, orderingKey: r.ordering_key }));
+}
+
+export interface FailureInput {
+  id: string;
+  attempt: number;
+  workerId: string;
+  error: string;
+  durationMs: number;
+  /** Fail now regardless of attempts left. */
+  permanent: boolean;
+  /** Seconds until the next attempt when one is left. */
+  delaySeconds: number;
+  /** Give the attempt back (throttling): it does not count towards max_attempts. */
+  refund: boolean;
+}
+
+// One failed attempt: back to pending after the delay, or failed when it was permanent or
+// the last attempt. The attempt is appended to `errors` (the history an admin sees). Fenced
+// like completion.
+const FAIL_SQL = `
+  update ai_jobs
+  set status = case when $5 or (not $7 and attempts >= max_attempts) then 'failed' else 'pending' end,
+      next_run_at = case when $5 or (not $7 and attempts >= max_attempts) then next_run_at
+                         else now() + make_interval(secs => $6) end,
+      finished_at = case when $5 or (not $7 and attempts >= max_attempts) then now() end,
+      attempts = case when $7 then attempts - 1 else attempts end,
+      last_error = $3,
+      errors = errors || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+        'attempt', attempts,
+        'worker', locked_by,
+        'started_at', attempted_at,
+        'duration_ms', $4::int,
+        'error', $3::text,
+        'at', now(),
+        'refunded', case when $7 then true end))),
+      locked_until = null,
+      updated_at = now()
+  where id = $1 and attempts = $2 and locked_by = $8 and status = 'processing'
+  returning status, next_run_at, ordering_key`;
+
+/** Records a failed attempt. Returns the job's new state, or null when the lease was lost. */
+export async function jobFail(
+  db: Queryable,
+  input: FailureInput,
+): Promise<{ status: JobStatus; nextRunAt: Date; orderingKey: string | null } | null> {
+  const result = await db.query<{ status: JobStatus; next_run_at: Date; ordering_key: string | null }>(FAIL_SQL, [
+    input.id,
+    input.attempt,
+    input.error,
+    Math.round(input.durationMs),
+    input.permanent,
+    input.delaySeconds,
+    input.refund,
+    input.workerId,
+  ]);
+  const row = result.rows[0];
+  return row ? { status: row.status, nextRunAt: row.next_run_at, orderingKey: row.ordering_key } : null;
+}
+
+/** Extends the leases of jobs this worker holds; returns the ids it still holds. */
+export async function jobHeartbeat(db: Queryable, workerId: string, ids: string[], leaseSeconds: number): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const result = await db.query<{ id: string }>(
+    `update ai_jobs
+     set locked_until = now() + make_interval(secs => $3)
+     where id = any($1::uuid[]) and locked_by = $2 and status = 'processing'
+     returning id`,
+    [ids, workerId, leaseSeconds],
+  );
+  return new Set(result.rows.map((r) => r.id));
+}
+
+/**
+ * Hands jobs back to pending without counting the attempt: jobs claimed but not started at
+ * shutdown, and jobs interrupted by it. They run again at once, elsewhere or after restart.
+ */
+export async function jobRelease(db: Queryable, workerId: string, ids: string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  const result = await db.query(
+    `update ai_jobs
+     set status = 'pending', attempts = greatest(attempts - 1, 0), locked_until = null,
+         next_run_at = now(), updated_at = now()
+     where id = any($1::uuid[]) and locked_by = $2 and status = 'processing'`,
+    [ids, workerId],
+  );
+  if (result.rowCount > 0) await db.query(`select pg_notify('aiq_jobs', '')`);
+  return result.rowCount;
+}
+
+// Expired leases belong to workers that died (kill -9, lost machine) or stalled. The job
+// goes back to pending for another attempt, or to failed when that was its last. Batched,
+// and SKIP LOCKED so that several reapers never wait on each other.
+const RECLAIM_SQL = `
+  with expired as (
+    select id from ai_jobs
+    where status = 'processing' and locked_until < now()
+    order by locked_until
+    limit $1
+    for update skip locked
+  )
+  update ai_jobs j
+  set status = case when j.attempts >= j.max_attempts then 'failed' else 'pending' end,
+      finished_at = case when j.attempts >= j.max_attempts then now() end,
+      next_run_at = now(),
+      last_error = 'lease expired: worker ' || coalesce(j.locked_by, '?') || ' stopped without finishing (killed, crashed or stalled)',
+      errors = j.errors || jsonb_build_array(jsonb_build_object(
+        'attempt', j.attempts,
+        'worker', j.locked_by,
+        'started_at', j.attempted_at,
+        'duration_ms', null,
+        'error', 'lease expired: worker ' || coalesce(j.locked_by, '?') || ' stopped without finishing (killed, crashed or stalled)',
+        'at', now())),
+      locked_until = null,
+      updated_at = now()
+  from expired
+  where j.id = expired.id
+  returning j.id, j.type, j.status`;
+
+/** Reclaims up to `limit` jobs whose lease expired. */
+export async function jobReclaimExpired(db: Queryable, limit = 1000): Promise<Array<{ id: string; type: string; status: JobStatus }>> {
+  const result = await db.query<{ id: string; type: string; status: JobStatus }>(RECLAIM_SQL, [limit]);
+  if (result.rows.some((r) => r.status === 'pending')) await db.query(`select pg_notify('aiq_jobs', '')`);
+  return result.rows;
+}
+
+/** The earliest time a pending job becomes due, if any is scheduled in the future. */
+export async function jobNextDueAt(db: Queryable): Promise<Date | null> {
+  const result = await db.query<{ next: Date | null }>(
+    `select min(next_run_at) as next from ai_jobs where status = 'pending' and next_run_at > now()`,
+  );
+  return result.rows[0]?.next ?? null;
+}
+
+export async function jobGet(db: Queryable, id: string): Promise<Job | null> {
+  if (!isUuid(id)) return null;
+  const result = await db.query<JobRow>('select * from ai_jobs where id = $1', [id]);
+  return result.rows[0] ? jobFromRow(result.rows[0]) : null;
+}
+
+export function isUuid(value: string): boolean {
+  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value);
+}

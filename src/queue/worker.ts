@@ -1,0 +1,453 @@
+// The worker runtime: a pool of `concurrency` slots fed from the queue. It claims as slots
+// free up (never a batch barrier), completes in batches, extends leases, reclaims the
+// leases of dead workers, and shuts down without losing a job. Knows nothing of the app:
+// handlers are registered per job type.
+import { EventEmitter } from 'node:events';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Database } from '../db/types.ts';
+import { DEFAULT_BACKOFF, retryDelaySeconds, type BackoffPolicy } from './backoff.ts';
+import { PermanentJobError, RetryLaterError, toError } from './errors.ts';
+import {
+  jobClaim,
+  jobCompleteMany,
+  jobFail,
+  jobHeartbeat,
+  jobNextDueAt,
+  jobReclaimExpired,
+  jobRelease,
+  type Completion,
+} from './store.ts';
+import type { Job, JobHandler, Logger } from './types.ts';
+
+export const NOTIFY_CHANNEL = 'aiq_jobs';
+
+export interface WorkerOptions {
+  db: Database;
+  handlers: JobHandler<any>[];
+  logger: Logger;
+  /** Jobs running at once. Default 10. */
+  concurrency?: number;
+  /**
+   * Jobs claimed ahead of free slots, so that one claim statement feeds many jobs. Claimed
+   * jobs hold a lease while they wait here, and other workers cannot take them. Default:
+   * equal to concurrency.
+   */
+  prefetch?: number;
+  /** Largest claim in one statement. Default 500. */
+  maxClaimBatch?: number;
+  /** Fallback poll when no NOTIFY arrives. Default 2000 ms. */
+  pollIntervalMs?: number;
+  leaseSeconds?: number;
+  jobTimeoutMs?: number;
+  slowJobThresholdMs?: number;
+  shutdownGraceMs?: number;
+  backoff?: BackoffPolicy;
+  /** Longest a throttled job (RetryLaterError with countsAsAttempt false) keeps its attempt back, measured from creation. */
+  throttleWindowMs?: number;
+  workerId?: string;
+}
+
+export interface JobEvent {
+  job: Job;
+  durationMs: number;
+}
+
+export interface JobFailedEvent extends JobEvent {
+  error: Error;
+  /** 'pending' when it will be retried, 'failed' when it gave up. */
+  status: 'pending' | 'failed';
+}
+
+/** Events for metrics and tests; the queue never imports a metrics library itself. */
+export interface WorkerEvents {
+  'job:start': [Job];
+  'job:done': [JobEvent];
+  'job:failed': [JobFailedEvent];
+  'job:slow': [JobEvent];
+  'lease:reclaimed': [{ id: string; type: string; status: string }];
+  'lease:lost': [Job];
+  idle: [];
+  error: [Error];
+}
+
+interface Running {
+  job: Job;
+  controller: AbortController;
+  startedAt: number;
+  timeout: NodeJS.Timeout;
+  slowTimer?: NodeJS.Timeout;
+  settled: boolean;
+}
+
+export class Worker extends EventEmitter<WorkerEvents> {
+  readonly id: string;
+  private readonly db: Database;
+  private readonly handlers: Map<string, JobHandler<any>>;
+  private readonly logger: Logger;
+  private readonly concurrency: number;
+  private readonly prefetch: number;
+  private readonly maxClaimBatch: number;
+  private readonly pollIntervalMs: number;
+  private readonly leaseSeconds: number;
+  private readonly jobTimeoutMs: number;
+  private readonly slowJobThresholdMs: number;
+  private readonly shutdownGraceMs: number;
+  private readonly backoff: BackoffPolicy;
+  private readonly throttleWindowMs: number;
+
+  private readonly running = new Map<string, Running>();
+  private readonly buffer: Job[] = [];
+  private completions: Completion[] = [];
+  private claiming = false;
+  private flushing: Promise<void> | null = null;
+  /** Set when a wake-up arrives during a claim: claim again right after. */
+  private wakePending = false;
+  private stopping = false;
+  private started = false;
+  private pollTimer?: NodeJS.Timeout;
+  private dueTimer?: NodeJS.Timeout;
+  private dueAt = Infinity;
+  private heartbeatTimer?: NodeJS.Timeout;
+  private reaperTimer?: NodeJS.Timeout;
+  private retryTimer?: NodeJS.Timeout;
+  private unlisten?: () => Promise<void>;
+  private lastDueCheck = 0;
+  private dbFailures = 0;
+
+  constructor(options: WorkerOptions) {
+    super();
+    this.db = options.db;
+    this.handlers = new Map(options.handlers.map((h) => [h.type, h]));
+    this.concurrency = options.concurrency ?? 10;
+    this.prefetch = options.prefetch ?? this.concurrency;
+    this.maxClaimBatch = options.maxClaimBatch ?? 500;
+    this.pollIntervalMs = options.pollIntervalMs ?? 2000;
+    this.leaseSeconds = options.leaseSeconds ?? 60;
+    this.jobTimeoutMs = options.jobTimeoutMs ?? 120_000;
+    this.slowJobThresholdMs = options.slowJobThresholdMs ?? 8000;
+    this.shutdownGraceMs = options.shutdownGraceMs ?? 10_000;
+    this.backoff = options.backoff ?? DEFAULT_BACKOFF;
+    this.throttleWindowMs = options.throttleWindowMs ?? 15 * 60_000;
+    this.id = options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+    this.logger = options.logger.child({ worker: this.id });
+    // Listeners are optional; an unhandled 'error' event must not crash the process.
+    this.on('error', () => {});
+  }
+
+  /** Jobs currently running (not counting prefetched ones). */
+  get inFlight(): number {
+    return this.running.size;
+  }
+
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    this.unlisten = await this.db.listen(NOTIFY_CHANNEL, () => this.wake(), () => this.wake());
+    this.pollTimer = setInterval(() => this.wake(), this.pollIntervalMs);
+    // Extend leases well before they run out: three chances per lease.
+    this.heartbeatTimer = setInterval(() => void this.extendLeases(), (this.leaseSeconds * 1000) / 3);
+    this.reaperTimer = setInterval(() => void this.reclaimExpired(), Math.max(1000, (this.leaseSeconds * 1000) / 2));
+    this.logger.info({ concurrency: this.concurrency, prefetch: this.prefetch, types: [...this.handlers.keys()] }, 'worker started');
+    void this.reclaimExpired();
+    this.wake();
+  }
+
+  /**
+   * Graceful shutdown: stop claiming, give back prefetched jobs, let running jobs finish
+   * within the grace period, then abort and release the rest. Nothing stays `processing`.
+   */
+  async stop(): Promise<void> {
+    if (!this.started || this.stopping) return;
+    this.stopping = true;
+    for (const timer of [this.pollTimer, this.heartbeatTimer, this.reaperTimer]) clearInterval(timer);
+    clearTimeout(this.dueTimer);
+    clearTimeout(this.retryTimer);
+    await this.unlisten?.().catch(() => {});
+    const waiting = this.buffer.splice(0).map((job) => job.id);
+    await this.safely(() => jobRelease(this.db, this.id, waiting));
+
+    const deadline = Date.now() + this.shutdownGraceMs;
+    while (this.running.size > 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, Math.min(50, Math.max(1, deadline - Date.now()))));
+    }
+    const interrupted = [...this.running.values()];
+    for (const run of interrupted) this.settle(run);
+    for (const run of interrupted) run.controller.abort(new Error('worker shutting down'));
+    await this.flushCompletions();
+    await this.safely(() => jobRelease(this.db, this.id, interrupted.map((run) => run.job.id)));
+    if (interrupted.length > 0) this.logger.warn({ released: interrupted.length }, 'released unfinished jobs at shutdown');
+    this.logger.info({}, 'worker stopped');
+  }
+
+  /** Ask for work now (a NOTIFY, a poll, a freed slot). Coalesces: one claim at a time. */
+  wake(): void {
+    if (this.stopping || !this.started) return;
+    if (this.claiming) {
+      this.wakePending = true;
+      return;
+    }
+    void this.fill();
+  }
+
+  private async fill(): Promise<void> {
+    this.claiming = true;
+    try {
+      for (;;) {
+        this.wakePending = false;
+        this.startBuffered();
+        const want = Math.min(this.concurrency + this.prefetch - this.running.size - this.buffer.length, this.maxClaimBatch);
+        if (want <= 0 || this.stopping) return;
+        const jobs = await jobClaim(this.db, want, this.id, this.leaseSeconds);
+        this.dbFailures = 0;
+        if (this.stopping) {
+          await jobRelease(this.db, this.id, jobs.map((j) => j.id));
+          return;
+        }
+        this.buffer.push(...jobs);
+        this.startBuffered();
+        if (jobs.length < want) {
+          // The queue has nothing more due now: find when it next will, then sleep.
+          if (jobs.length === 0 && this.running.size === 0) this.emit('idle');
+          await this.scheduleNextDue();
+          if (!this.wakePending) return;
+        }
+      }
+    } catch (err) {
+      this.onDatabaseError(err, 'claim');
+    } finally {
+      this.claiming = false;
+    }
+  }
+
+  private startBuffered(): void {
+    while (this.running.size < this.concurrency && this.buffer.length > 0 && !this.stopping) {
+      this.run(this.buffer.shift()!);
+    }
+  }
+
+  private run(job: Job): void {
+    const controller = new AbortController();
+    const startedAt = performance.now();
+    const entry: Running = {
+      job,
+      controller,
+      startedAt,
+      settled: false,
+      timeout: setTimeout(() => {
+        const error = new Error(`timed out after ${this.jobTimeoutMs} ms`);
+        controller.abort(error);
+        void this.onFailure(entry, error);
+      }, this.jobTimeoutMs),
+    };
+    if (this.slowJobThresholdMs < this.jobTimeoutMs) {
+      entry.slowTimer = setTimeout(() => {
+        this.logger.warn({ jobId: job.id, type: job.type, thresholdMs: this.slowJobThresholdMs }, 'slow job still running');
+      }, this.slowJobThresholdMs);
+    }
+    this.running.set(job.id, entry);
+    this.emit('job:start', job);
+
+    const handler = this.handlers.get(job.type);
+    const execute = async (): Promise<unknown> => {
+      if (!handler) throw new PermanentJobError(`unknown job type "${job.type}": no handler is registered for it`);
+      const parsed = handler.schema.safeParse(job.payload);
+      if (!parsed.success) throw new PermanentJobError(`invalid payload for ${job.type}: ${parsed.error.message}`);
+      return handler.run({
+        job,
+        payload: parsed.data,
+        signal: controller.signal,
+        logger: this.logger.child({ jobId: job.id, type: job.type }),
+        heartbeat: async () => {
+          const held = await jobHeartbeat(this.db, this.id, [job.id], this.leaseSeconds);
+          if (!held.has(job.id)) this.onLeaseLost(entry);
+        },
+      });
+    };
+    execute().then(
+      (result) => this.onSuccess(entry, result),
+      (err) => this.onFailure(entry, toError(err)),
+    );
+  }
+
+  /** Frees the slot once; later outcomes of the same run (after a time-out) are ignored. */
+  private settle(entry: Running): boolean {
+    if (entry.settled) return false;
+    entry.settled = true;
+    clearTimeout(entry.timeout);
+    clearTimeout(entry.slowTimer);
+    this.running.delete(entry.job.id);
+    return true;
+  }
+
+  private onSuccess(entry: Running, result: unknown): void {
+    if (!this.settle(entry)) return;
+    const durationMs = performance.now() - entry.startedAt;
+    this.completions.push({ id: entry.job.id, attempt: entry.job.attempts, result: result ?? undefined });
+    this.emit('job:done', { job: entry.job, durationMs });
+    if (durationMs >= this.slowJobThresholdMs) {
+      this.logger.warn({ jobId: entry.job.id, type: entry.job.type, durationMs: Math.round(durationMs) }, 'slow job');
+      this.emit('job:slow', { job: entry.job, durationMs });
+    }
+    void this.flushCompletions();
+    this.wake();
+  }
+
+  /**
+   * Completions are written in batches: while one batch is being written, the next one
+   * gathers. Under load that is one statement per many jobs; when idle, one per job at once.
+   */
+  private flushCompletions(): Promise<void> {
+    if (this.flushing) return this.flushing.then(() => (this.completions.length > 0 ? this.flushCompletions() : undefined));
+    if (this.completions.length === 0) return Promise.resolve();
+    const batch = this.completions;
+    this.completions = [];
+    this.flushing = (async () => {
+      try {
+        const done = await jobCompleteMany(this.db, this.id, batch);
+        this.dbFailures = 0;
+        if (done.length < batch.length) {
+          const held = new Set(done.map((d) => d.id));
+          const lost = batch.filter((c) => !held.has(c.id)).map((c) => c.id);
+          this.logger.warn({ jobIds: lost }, 'completion refused: lease was lost (job was reclaimed)');
+        }
+        // A finished job may unblock the next one of its ordering key: look for it.
+        if (done.some((d) => d.orderingKey !== null)) this.wake();
+      } catch (err) {
+        // Keep them for the next flush; if Postgres stays away longer than the lease, the
+        // jobs are reclaimed and run again (at-least-once), never lost.
+        this.completions.unshift(...batch);
+        this.onDatabaseError(err, 'complete');
+      } finally {
+        this.flushing = null;
+      }
+    })();
+    return this.flushing;
+  }
+
+  private async onFailure(entry: Running, error: Error): Promise<void> {
+    if (!this.settle(entry)) return;
+    const { job } = entry;
+    const durationMs = performance.now() - entry.startedAt;
+    const permanent = error instanceof PermanentJobError;
+    const retryLater = error instanceof RetryLaterError ? error : undefined;
+    const withinThrottleWindow = Date.now() - job.createdAt.getTime() < this.throttleWindowMs;
+    const refund = retryLater !== undefined && !retryLater.countsAsAttempt && withinThrottleWindow;
+    const delaySeconds = refund ? retryLater!.delayMs / 1000 : retryDelaySeconds(job.attempts, this.backoff, retryLater?.delayMs);
+    const message = describeError(error);
+    try {
+      const outcome = await this.withRetries(() =>
+        jobFail(this.db, { id: job.id, attempt: job.attempts, workerId: this.id, error: message, durationMs, permanent, delaySeconds, refund }),
+      );
+      if (!outcome) {
+        this.logger.warn({ jobId: job.id, type: job.type }, 'failure not recorded: lease was lost (job was reclaimed)');
+      } else {
+        const status = outcome.status === 'failed' ? 'failed' : 'pending';
+        const log = { jobId: job.id, type: job.type, attempt: job.attempts, maxAttempts: job.maxAttempts, error: message, durationMs: Math.round(durationMs) };
+        if (status === 'failed') this.logger.error(log, permanent ? 'job failed permanently' : 'job failed: out of attempts');
+        else this.logger.warn({ ...log, retryAt: outcome.nextRunAt }, refund ? 'job throttled, will retry' : 'job attempt failed, will retry');
+        this.emit('job:failed', { job, durationMs, error, status });
+        if (status === 'pending') this.scheduleDue(outcome.nextRunAt.getTime());
+      }
+    } catch (err) {
+      // Postgres is gone: the lease runs out and the reaper gives the job another attempt.
+      this.onDatabaseError(err, 'fail');
+    }
+    this.wake();
+  }
+
+  private onLeaseLost(entry: Running): void {
+    if (!this.settle(entry)) return;
+    entry.controller.abort(new Error('lease lost: the job was reclaimed'));
+    this.logger.warn({ jobId: entry.job.id, type: entry.job.type }, 'lease lost; abandoning job');
+    this.emit('lease:lost', entry.job);
+    this.wake();
+  }
+
+  private async extendLeases(): Promise<void> {
+    const ids = [...this.running.keys(), ...this.buffer.map((j) => j.id)];
+    if (ids.length === 0) return;
+    try {
+      const held = await jobHeartbeat(this.db, this.id, ids, this.leaseSeconds);
+      for (const id of ids) {
+        if (held.has(id)) continue;
+        const entry = this.running.get(id);
+        if (entry) this.onLeaseLost(entry);
+        const index = this.buffer.findIndex((j) => j.id === id);
+        if (index >= 0) this.buffer.splice(index, 1);
+      }
+    } catch (err) {
+      this.onDatabaseError(err, 'heartbeat');
+    }
+  }
+
+  private async reclaimExpired(): Promise<void> {
+    try {
+      const reclaimed = await jobReclaimExpired(this.db);
+      for (const job of reclaimed) {
+        this.logger.warn(job, 'reclaimed a job whose lease expired');
+        this.emit('lease:reclaimed', job);
+      }
+    } catch (err) {
+      this.onDatabaseError(err, 'reclaim');
+    }
+  }
+
+  /** Looks up the next future due time (at most every 100 ms) and sets a timer for it. */
+  private async scheduleNextDue(): Promise<void> {
+    const now = Date.now();
+    if (now - this.lastDueCheck < 100) return;
+    this.lastDueCheck = now;
+    const next = await jobNextDueAt(this.db);
+    if (next) this.scheduleDue(next.getTime());
+  }
+
+  private scheduleDue(at: number): void {
+    if (this.stopping || at >= this.dueAt) return;
+    clearTimeout(this.dueTimer);
+    this.dueAt = at;
+    this.dueTimer = setTimeout(() => {
+      this.dueAt = Infinity;
+      this.wake();
+    }, Math.max(0, at - Date.now()) + 5);
+  }
+
+  private onDatabaseError(err: unknown, during: string): void {
+    const error = toError(err);
+    this.dbFailures += 1;
+    this.emit('error', error);
+    this.logger.error({ err: error.message, during }, 'database error; will retry');
+    if (this.stopping || this.retryTimer) return;
+    const delay = Math.min(100 * 2 ** Math.min(this.dbFailures, 6), 5000);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      if (this.completions.length > 0) void this.flushCompletions();
+      this.wake();
+    }, delay);
+  }
+
+  private async safely(work: () => Promise<unknown>): Promise<void> {
+    try {
+      await this.withRetries(work);
+    } catch (err) {
+      this.logger.error({ err: toError(err).message }, 'could not release jobs; their leases will expire and they will be reclaimed');
+    }
+  }
+
+  /** A few quick retries for the statements that settle a job, across a brief connection loss. */
+  private async withRetries<T>(work: () => Promise<T>, attempts = 3): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await work();
+      } catch (err) {
+        if (attempt >= attempts) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
+      }
+    }
+  }
+}
+
+function describeError(error: Error): string {
+  const text = error.message || error.name;
+  return text.length > 2000 ? `${text.slice(0, 2000)}…` : text;
+}
