@@ -113,6 +113,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private retryTimer?: NodeJS.Timeout;
   private unlisten?: () => Promise<void>;
   private lastDueCheck = 0;
+  private deferredDueCheck?: NodeJS.Timeout;
   private dbFailures = 0;
 
   constructor(options: WorkerOptions) {
@@ -163,6 +164,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     for (const timer of [this.pollTimer, this.heartbeatTimer, this.reaperTimer]) clearInterval(timer);
     clearTimeout(this.dueTimer);
     clearTimeout(this.retryTimer);
+    clearTimeout(this.deferredDueCheck);
     await this.unlisten?.().catch(() => {});
     const waiting = this.buffer.splice(0).map((job) => job.id);
     await this.safely(() => jobRelease(this.db, this.id, waiting));
@@ -393,11 +395,23 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
   }
 
-  /** Looks up the next future due time (at most every 100 ms) and sets a timer for it. */
+  /**
+   * Looks up the next future due time and sets a timer for it. Under load claims come back
+   * short often, so the lookup runs at most every 100 ms; a skipped one is deferred, not
+   * dropped, or a job scheduled just after a lookup would wait for the poll.
+   */
   private async scheduleNextDue(): Promise<void> {
-    const now = Date.now();
-    if (now - this.lastDueCheck < 100) return;
-    this.lastDueCheck = now;
+    const sinceLast = Date.now() - this.lastDueCheck;
+    if (sinceLast < 100) {
+      if (!this.deferredDueCheck) {
+        this.deferredDueCheck = setTimeout(() => {
+          this.deferredDueCheck = undefined;
+          void this.scheduleNextDue().catch((err) => this.onDatabaseError(err, 'next due'));
+        }, 100 - sinceLast);
+      }
+      return;
+    }
+    this.lastDueCheck = Date.now();
     const next = await jobNextDueAt(this.db);
     if (next) this.scheduleDue(next.getTime());
   }

@@ -1,0 +1,22 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ConfigError, loadConfig } from '../src/config.ts';
+
+test('defaults need no variables at all', () => {
+  const config = loadConfig({});
+  assert.equal(config.DATABASE_URL, undefined);
+  assert.equal(config.WORKER_CONCURRENCY, 10);
+  assert.equal(config.SLOW_JOB_THRESHOLD_MS, 8000);
+  assert.equal(config.HOST, '127.0.0.1');
+});
+
+test('a bad value is refused with the variable named', () => {
+  assert.throws(() => loadConfig({ WORKER_CONCURRENCY: 'many' }), (err: Error) => err instanceof ConfigError && /WORKER_CONCURRENCY/.test(err.message));
+  assert.throws(() => loadConfig({ DATABASE_URL: 'mysql://x' }), /DATABASE_URL: must start with postgres/);
+  assert.throws(() => loadConfig({ TWILIO_SKIP_SIGNATURE: 'true', NODE_ENV: 'production' }), /TWILIO_SKIP_SIGNATURE: refused when NODE_ENV=production/);
+  assert.throws(() => loadConfig({ TWILIO_ACCOUNT_SID: 'AC' + 'a'.repeat(32) }), /TWILIO_AUTH_TOKEN/);
+});
+
+test('secrets are never echoed in config errors', () => {
+  assert.throws(() => loadConfig({ ADMIN_TOKEN: 'short' }), (err: Error) => /ADMIN_TOKEN/.test(err.message) && !err.message.includes('short"'));
+});

@@ -1,0 +1,88 @@
+// Migrations: idempotent, safe when two processes start at once, and the embedded
+// database's folder lock.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import pg from 'pg';
+import { migrate, migrationFiles, pendingMigrations } from '../src/db/migrate.ts';
+import { DataDirLockedError, openPglite } from '../src/db/pglite.ts';
+import { openPostgres } from '../src/db/postgres.ts';
+import { SERVER_URL } from './helpers/db.ts';
+import { ROOT } from './helpers/processes.ts';
+import { spawn } from 'node:child_process';
+
+async function emptyServerDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `aiq_t_mig_${process.pid}_${Math.random().toString(36).slice(2, 7)}`;
+  const admin = new pg.Client({ connectionString: SERVER_URL });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const url = new URL(SERVER_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const c = new pg.Client({ connectionString: SERVER_URL });
+      await c.connect();
+      await c.query(`drop database if exists ${name} with (force)`);
+      await c.end();
+    },
+  };
+}
+
+function runCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['bin/aiq.js', ...args], { cwd: ROOT, env: { ...process.env, ...env } });
+    let out = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.stderr.on('data', (c) => (out += c));
+    child.on('exit', (code) => resolve({ code, out }));
+  });
+}
+
+test('migrating twice applies everything once, then nothing', async () => {
+  const target = await emptyServerDatabase();
+  const db = openPostgres({ connectionString: target.url });
+  try {
+    assert.deepEqual(await pendingMigrations(db), migrationFiles().map((m) => m.name));
+    assert.deepEqual(await migrate(db), migrationFiles().map((m) => m.name));
+    assert.deepEqual(await migrate(db), []);
+    assert.deepEqual(await pendingMigrations(db), []);
+  } finally {
+    await db.close();
+    await target.drop();
+  }
+});
+
+test('two processes migrating one database at once do not collide', async () => {
+  const target = await emptyServerDatabase();
+  try {
+    const [a, b] = await Promise.all([runCli(['migrate'], { DATABASE_URL: target.url }), runCli(['migrate'], { DATABASE_URL: target.url })]);
+    assert.equal(a.code, 0, a.out);
+    assert.equal(b.code, 0, b.out);
+    assert.equal([a.out, b.out].filter((o) => o.includes('nothing to apply')).length, 1, 'one applied, the other found nothing left');
+  } finally {
+    await target.drop();
+  }
+});
+
+test('the embedded database refuses a second owner of its folder, and frees it on close', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'aiq-lock-'));
+  try {
+    const first = await openPglite({ dataDir: dir });
+    await migrate(first);
+    const second = await runCli(['stats'], { DATA_DIR: dir, DATABASE_URL: '' });
+    assert.equal(second.code, 1);
+    assert.match(second.out, /in use by process \d+.*set DATABASE_URL/s);
+    assert.doesNotMatch(second.out, /at .*\.ts:\d+/, 'no stack trace');
+    await first.close();
+    const again = await openPglite({ dataDir: dir });
+    assert.deepEqual(await pendingMigrations(again), []);
+    await again.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  assert.ok(DataDirLockedError);
+});

@@ -1,0 +1,131 @@
+// The claim statement against real databases: exactly-once claiming under concurrency,
+// ordering keys, priorities, due times, and the fenced completion/failure statements.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { openPostgres } from '../src/db/postgres.ts';
+import { jobClaim, jobCompleteMany, jobEnqueue, jobEnqueueMany, jobFail, jobGet, jobReclaimExpired } from '../src/queue/index.ts';
+import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+
+for (const backend of BACKENDS) {
+  describe(`claim on ${backend.name}`, () => {
+    let t: TestDatabase;
+    before(async () => {
+      t = await backend.fresh();
+    });
+    after(() => t.close());
+
+    test('a plain SQL insert enqueues a job and claim_ai_jobs(n) takes it as in the seed', async () => {
+      await t.db.query(`insert into ai_jobs (type, payload) values ('plain', '{"x":1}')`);
+      const { rows } = await t.db.query<{ type: string; status: string; attempts: number; locked_until: Date }>('select * from claim_ai_jobs(10)');
+      assert.equal(rows.length, 1);
+      assert.equal(rows[0]!.status, 'processing');
+      assert.equal(rows[0]!.attempts, 1);
+      assert.ok(rows[0]!.locked_until > new Date());
+      await t.db.query(`delete from ai_jobs`);
+    });
+
+    test('claims due jobs only, by priority then next_run_at', async () => {
+      await jobEnqueue(t.db, { type: 'a', payload: { n: 'late' }, runAt: new Date(Date.now() - 1000) });
+      await jobEnqueue(t.db, { type: 'a', payload: { n: 'early' }, runAt: new Date(Date.now() - 5000) });
+      await jobEnqueue(t.db, { type: 'a', payload: { n: 'urgent' }, priority: -1 });
+      await jobEnqueue(t.db, { type: 'a', payload: { n: 'future' }, runAt: new Date(Date.now() + 60_000) });
+      const first = await jobClaim(t.db, 1, 'w1', 30);
+      const rest = await jobClaim(t.db, 10, 'w1', 30);
+      assert.deepEqual([...first, ...rest].map((j) => (j.payload as { n: string }).n), ['urgent', 'early', 'late']);
+      await t.db.query(`delete from ai_jobs`);
+    });
+
+    test('an ordering key runs one job at a time, in insertion order, even across a backoff', async () => {
+      await jobEnqueueMany(t.db, [
+        { type: 'k', payload: { n: 1 }, orderingKey: 'conv-1' },
+        { type: 'k', payload: { n: 2 }, orderingKey: 'conv-1' },
+        { type: 'k', payload: { n: 3 }, orderingKey: 'conv-2' },
+      ]);
+      const first = await jobClaim(t.db, 10, 'w1', 30);
+      assert.deepEqual(first.map((j) => (j.payload as { n: number }).n).sort(), [1, 3]);
+      const one = first.find((j) => (j.payload as { n: number }).n === 1)!;
+      assert.equal((await jobClaim(t.db, 10, 'w1', 30)).length, 0, 'job 2 waits while job 1 runs');
+      // Job 1 fails and waits out a backoff: job 2 must still wait, or order would break.
+      await jobFail(t.db, { id: one.id, attempt: 1, workerId: 'w1', error: 'boom', durationMs: 5, permanent: false, delaySeconds: 0.5, refund: false });
+      assert.equal((await jobClaim(t.db, 10, 'w1', 30)).length, 0, 'job 2 waits for job 1 to be retried');
+      await t.db.query(`update ai_jobs set next_run_at = now() where id = $1`, [one.id]);
+      const retried = await jobClaim(t.db, 10, 'w1', 30);
+      assert.deepEqual(retried.map((j) => j.id), [one.id]);
+      await jobCompleteMany(t.db, 'w1', [{ id: one.id, attempt: 2 }]);
+      const second = await jobClaim(t.db, 10, 'w1', 30);
+      assert.deepEqual(second.map((j) => (j.payload as { n: number }).n), [2]);
+      await t.db.query(`delete from ai_jobs`);
+    });
+
+    test('completion and failure are fenced on the lease owner and attempt', async () => {
+      const id = await jobEnqueue(t.db, { type: 'f', payload: {} });
+      const [job] = await jobClaim(t.db, 1, 'w-old', 30);
+      assert.equal(job!.id, id);
+      // The lease runs out (the worker stalled) and another worker takes the job.
+      await t.db.query(`update ai_jobs set locked_until = now() - interval '1 second' where id = $1`, [id]);
+      const reclaimed = await jobReclaimExpired(t.db);
+      assert.deepEqual(reclaimed.map((r) => r.status), ['pending']);
+      const [again] = await jobClaim(t.db, 1, 'w-new', 30);
+      assert.equal(again!.attempts, 2);
+      // The stalled worker wakes up and tries to finish its attempt: refused.
+      assert.deepEqual(await jobCompleteMany(t.db, 'w-old', [{ id, attempt: 1 }]), []);
+      assert.equal(await jobFail(t.db, { id, attempt: 1, workerId: 'w-old', error: 'late', durationMs: 1, permanent: true, delaySeconds: 0, refund: false }), null);
+      assert.equal((await jobGet(t.db, id))!.status, 'processing');
+      assert.equal((await jobCompleteMany(t.db, 'w-new', [{ id, attempt: 2, result: { ok: true } }])).length, 1);
+      const done = (await jobGet(t.db, id))!;
+      assert.equal(done.status, 'done');
+      assert.deepEqual(done.result, { ok: true });
+      assert.match(done.errors[0]!.error, /lease expired: worker w-old/);
+      await t.db.query(`delete from ai_jobs`);
+    });
+
+    test('an expired lease on the last attempt fails the job with the reason', async () => {
+      const id = await jobEnqueue(t.db, { type: 'f', payload: {}, maxAttempts: 1 });
+      await jobClaim(t.db, 1, 'w-dead', 30);
+      await t.db.query(`update ai_jobs set locked_until = now() - interval '1 second' where id = $1`, [id]);
+      await jobReclaimExpired(t.db);
+      const job = (await jobGet(t.db, id))!;
+      assert.equal(job.status, 'failed');
+      assert.match(job.lastError!, /lease expired/);
+      assert.ok(job.finishedAt);
+    });
+
+    test('the schema refuses illegal states', async () => {
+      await assert.rejects(t.db.query(`insert into ai_jobs (type, payload, status) values ('x', '{}', 'running')`));
+      await assert.rejects(t.db.query(`insert into ai_jobs (type, payload, status) values ('x', '{}', 'processing')`), /lease_only_while_processing/);
+      await assert.rejects(t.db.query(`insert into ai_jobs (type, payload, max_attempts) values ('x', '{}', 0)`));
+    });
+  });
+}
+
+describe('concurrent claimers on the PostgreSQL server', () => {
+  let t: TestDatabase;
+  before(async () => {
+    t = await freshServerDatabase();
+  });
+  after(() => t.close());
+
+  test('eight connections claiming 3,000 jobs at once take every job exactly once', async () => {
+    const total = 3000;
+    await jobEnqueueMany(t.db, Array.from({ length: total }, (_, n) => ({ type: 'c', payload: { n } })));
+    const claimers = Array.from({ length: 8 }, () => openPostgres({ connectionString: t.url!, poolSize: 1 }));
+    try {
+      const claimed = await Promise.all(
+        claimers.map(async (db, index) => {
+          const ids: string[] = [];
+          for (;;) {
+            const jobs = await jobClaim(db, 7, `claimer-${index}`, 30);
+            if (jobs.length === 0) return ids;
+            ids.push(...jobs.map((j) => j.id));
+          }
+        }),
+      );
+      const all = claimed.flat();
+      assert.equal(all.length, total);
+      assert.equal(new Set(all).size, total, 'no job was claimed twice');
+      assert.ok(claimed.filter((ids) => ids.length > 0).length > 1, 'the work was shared');
+    } finally {
+      await Promise.all(claimers.map((db) => db.close()));
+    }
+  });
+});

@@ -1,0 +1,222 @@
+// The worker runtime in-process against real databases: retries and backoff, permanent
+// errors, throttling, time-outs, the pool (no batch barrier), ordering keys, wake-ups and
+// graceful shutdown.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { createLogger } from '../src/logger.ts';
+import {
+  jobEnqueue,
+  jobEnqueueMany,
+  jobGet,
+  PermanentJobError,
+  RetryLaterError,
+  Worker,
+  type JobHandler,
+  type WorkerOptions,
+} from '../src/queue/index.ts';
+import { BACKENDS, type TestDatabase } from './helpers/db.ts';
+import { waitFor } from './helpers/processes.ts';
+
+const anything = { safeParse: (input: unknown) => ({ success: true as const, data: input as any }) };
+const logger = createLogger('silent');
+
+function handler(type: string, run: JobHandler<any>['run']): JobHandler<any> {
+  return { type, schema: anything, run };
+}
+
+for (const backend of BACKENDS) {
+  describe(`worker on ${backend.name}`, () => {
+    let t: TestDatabase;
+    const workers: Worker[] = [];
+    const startWorker = async (options: Omit<WorkerOptions, 'db' | 'logger'>) => {
+      const worker = new Worker({ db: t.db, logger, pollIntervalMs: 60_000, ...options });
+      workers.push(worker);
+      await worker.start();
+      return worker;
+    };
+    before(async () => {
+      t = await backend.fresh();
+    });
+    after(async () => {
+      await Promise.all(workers.map((w) => w.stop()));
+      await t.close();
+    });
+
+    test('a failing handler walks pending → backoff → … → failed, recording every attempt', async () => {
+      let calls = 0;
+      const worker = await startWorker({ handlers: [handler('flaky', async () => { calls++; throw new Error(`boom ${calls}`); })] });
+      const id = await jobEnqueue(t.db, { type: 'flaky', payload: {}, maxAttempts: 3 });
+      const expectedDelays = [10, 20];
+      for (const [index, delay] of expectedDelays.entries()) {
+        await waitFor(async () => (await jobGet(t.db, id))!.errors.length === index + 1, `attempt ${index + 1}`);
+        const job = (await jobGet(t.db, id))!;
+        assert.equal(job.status, 'pending');
+        assert.equal(job.lastError, `boom ${index + 1}`);
+        const waitSeconds = (job.nextRunAt.getTime() - job.updatedAt.getTime()) / 1000;
+        assert.ok(Math.abs(waitSeconds - delay) < 0.5, `attempt ${index + 1} waits ${delay} s (got ${waitSeconds})`);
+        // Move the clock instead of sleeping: make the retry due now, then wake the worker.
+        await t.db.query('update ai_jobs set next_run_at = now() where id = $1', [id]);
+        worker.wake();
+      }
+      await waitFor(async () => (await jobGet(t.db, id))!.status === 'failed', 'final failure');
+      const job = (await jobGet(t.db, id))!;
+      assert.equal(calls, 3);
+      assert.equal(job.attempts, 3);
+      assert.equal(job.lastError, 'boom 3');
+      assert.deepEqual(job.errors.map((e) => [e.attempt, e.error, e.worker]), [[1, 'boom 1', worker.id], [2, 'boom 2', worker.id], [3, 'boom 3', worker.id]]);
+      assert.ok(job.errors.every((e) => typeof e.duration_ms === 'number' && e.started_at));
+      assert.ok(job.finishedAt);
+      await worker.stop();
+    });
+
+    test('unknown types, invalid payloads and permanent errors fail at once', async () => {
+      const strict: JobHandler<{ n: number }> = {
+        type: 'strict',
+        schema: { safeParse: (input: any) => (typeof input?.n === 'number' ? { success: true, data: input } : { success: false, error: { message: 'n must be a number' } }) },
+        run: async () => undefined,
+      };
+      const worker = await startWorker({ handlers: [strict, handler('fatal', async () => { throw new PermanentJobError('bad request: 400'); })] });
+      const unknown = await jobEnqueue(t.db, { type: 'nobody-handles-this', payload: {} });
+      const invalid = await jobEnqueue(t.db, { type: 'strict', payload: { n: 'x' } });
+      const fatal = await jobEnqueue(t.db, { type: 'fatal', payload: {} });
+      for (const [id, reason] of [[unknown, /unknown job type "nobody-handles-this"/], [invalid, /invalid payload for strict: n must be a number/], [fatal, /bad request: 400/]] as const) {
+        await waitFor(async () => (await jobGet(t.db, id))!.status === 'failed', `job ${id} failed`);
+        const job = (await jobGet(t.db, id))!;
+        assert.equal(job.attempts, 1, 'no retries for a permanent error');
+        assert.match(job.lastError!, reason);
+      }
+      await worker.stop();
+    });
+
+    test('a throttled job waits the retry-after without spending an attempt', async () => {
+      let calls = 0;
+      const worker = await startWorker({
+        handlers: [handler('throttled', async () => {
+          calls++;
+          if (calls <= 3) throw new RetryLaterError('429 from provider', { delayMs: 7000, countsAsAttempt: false });
+          return { ok: true };
+        })],
+      });
+      const id = await jobEnqueue(t.db, { type: 'throttled', payload: {}, maxAttempts: 2 });
+      for (let n = 1; n <= 3; n++) {
+        await waitFor(async () => (await jobGet(t.db, id))!.errors.length === n, `throttle ${n}`);
+        const job = (await jobGet(t.db, id))!;
+        assert.equal(job.status, 'pending');
+        assert.equal(job.attempts, 0, 'the attempt was given back');
+        const wait = (job.nextRunAt.getTime() - job.updatedAt.getTime()) / 1000;
+        assert.ok(Math.abs(wait - 7) < 0.5, `honours retry-after (got ${wait})`);
+        await t.db.query('update ai_jobs set next_run_at = now() where id = $1', [id]);
+        worker.wake();
+      }
+      await waitFor(async () => (await jobGet(t.db, id))!.status === 'done', 'done after three 429s');
+      assert.equal((await jobGet(t.db, id))!.errors.filter((e) => e.refunded).length, 3);
+      await worker.stop();
+    });
+
+    test('a hanging handler times out, is aborted, and is retried', async () => {
+      let aborted = 0;
+      const worker = await startWorker({
+        jobTimeoutMs: 300,
+        handlers: [handler('hang', ({ signal }) => new Promise((_, reject) => signal.addEventListener('abort', () => { aborted++; reject(signal.reason); })))],
+      });
+      const id = await jobEnqueue(t.db, { type: 'hang', payload: {} });
+      await waitFor(async () => (await jobGet(t.db, id))!.errors.length === 1, 'time-out recorded');
+      const job = (await jobGet(t.db, id))!;
+      assert.equal(job.status, 'pending');
+      assert.match(job.lastError!, /timed out after 300 ms/);
+      assert.equal(aborted, 1);
+      await worker.stop();
+    });
+
+    test('one slow job never holds back the others (a pool, not batches)', async () => {
+      let release!: () => void;
+      const slowGate = new Promise<void>((resolve) => (release = resolve));
+      const worker = await startWorker({
+        concurrency: 3,
+        prefetch: 0,
+        handlers: [handler('slow', () => slowGate), handler('quick', async () => undefined)],
+      });
+      const slowId = await jobEnqueue(t.db, { type: 'slow', payload: {} });
+      await waitFor(() => worker.inFlight === 1, 'slow job started');
+      await jobEnqueueMany(t.db, Array.from({ length: 30 }, () => ({ type: 'quick', payload: {} })));
+      await waitFor(async () => (await t.db.query<{ n: number }>(`select count(*)::int as n from ai_jobs where type = 'quick' and status = 'done'`)).rows[0]!.n === 30, 'quick jobs done while the slow one runs');
+      assert.equal((await jobGet(t.db, slowId))!.status, 'processing');
+      release();
+      await waitFor(async () => (await jobGet(t.db, slowId))!.status === 'done', 'slow job done');
+      await worker.stop();
+    });
+
+    test('NOTIFY wakes an idle worker without waiting for the poll', async () => {
+      const started: number[] = [];
+      const worker = await startWorker({ handlers: [handler('ping', async () => { started.push(Date.now()); })] });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const enqueuedAt = Date.now();
+      await jobEnqueue(t.db, { type: 'ping', payload: {} });
+      await waitFor(() => started.length === 1, 'picked up', 5000);
+      assert.ok(started[0]! - enqueuedAt < 1000, `picked up in ${started[0]! - enqueuedAt} ms with a 60 s poll`);
+      await worker.stop();
+    });
+
+    test('a job scheduled for later runs when it becomes due, without a poll', async () => {
+      const ran: number[] = [];
+      const worker = await startWorker({ handlers: [handler('later', async () => { ran.push(Date.now()); })] });
+      const runAt = new Date(Date.now() + 400);
+      await jobEnqueue(t.db, { type: 'later', payload: {}, runAt });
+      await waitFor(() => ran.length === 1, 'ran when due', 5000);
+      assert.ok(ran[0]! >= runAt.getTime() - 5, 'not before it was due');
+      await worker.stop();
+    });
+
+    test('graceful shutdown lets running jobs finish, releases the rest, leaves nothing processing', async () => {
+      const finished: number[] = [];
+      const worker = await startWorker({
+        concurrency: 2,
+        prefetch: 4,
+        shutdownGraceMs: 300,
+        handlers: [
+          handler('short', async ({ payload }) => { await new Promise((r) => setTimeout(r, 50)); finished.push(payload.n); }),
+          handler('endless', ({ signal }) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)))),
+        ],
+      });
+      await jobEnqueue(t.db, { type: 'endless', payload: {} });
+      await jobEnqueueMany(t.db, Array.from({ length: 6 }, (_, n) => ({ type: 'short', payload: { n } })));
+      await waitFor(() => worker.inFlight === 2, 'two running');
+      await worker.stop();
+      const { rows } = await t.db.query<{ status: string; n: number }>(`select status, count(*)::int as n from ai_jobs where type in ('short', 'endless') group by status`);
+      const byStatus = Object.fromEntries(rows.map((r) => [r.status, r.n]));
+      assert.equal(byStatus.processing, undefined, 'nothing left processing');
+      assert.equal((byStatus.done ?? 0) + (byStatus.pending ?? 0), 7);
+      assert.equal(byStatus.done ?? 0, finished.length);
+      const endless = await t.db.query<{ status: string; attempts: number }>(`select status, attempts from ai_jobs where type = 'endless'`);
+      assert.deepEqual(endless.rows[0], { status: 'pending', attempts: 0 }, 'the interrupted job is back, its attempt not spent');
+      await t.db.query(`delete from ai_jobs where type in ('short', 'endless')`);
+    });
+
+    test('jobs of one ordering key never overlap and run in insertion order; other keys run alongside', async () => {
+      const log: Array<{ key: string; n: number; start: number; end: number }> = [];
+      let running = 0;
+      let maxParallel = 0;
+      const worker = await startWorker({
+        concurrency: 8,
+        handlers: [handler('ordered', async ({ payload }) => {
+          running++;
+          maxParallel = Math.max(maxParallel, running);
+          const start = performance.now();
+          await new Promise((r) => setTimeout(r, 10));
+          log.push({ key: payload.key, n: payload.n, start, end: performance.now() });
+          running--;
+        })],
+      });
+      const keys = ['a', 'b', 'c', 'd'];
+      await jobEnqueueMany(t.db, Array.from({ length: 40 }, (_, i) => ({ type: 'ordered', payload: { key: keys[i % 4], n: i }, orderingKey: keys[i % 4] })));
+      await waitFor(() => log.length === 40, 'all ordered jobs ran', 30_000);
+      for (const key of keys) {
+        const runs = log.filter((r) => r.key === key);
+        assert.deepEqual(runs.map((r) => r.n), [...runs.map((r) => r.n)].sort((a, b) => a - b), `key ${key} in order`);
+        for (let i = 1; i < runs.length; i++) assert.ok(runs[i]!.start >= runs[i - 1]!.end, `key ${key} never overlaps`);
+      }
+      if (backend.name === 'postgres') assert.ok(maxParallel > 1, 'different keys ran in parallel');
+      await worker.stop();
+    });
+  });
+}
