@@ -1,10 +1,11 @@
 // The composition root: config → database → migrations → handlers → HTTP server and/or
 // worker, and an orderly shutdown on SIGINT/SIGTERM. The only module that wires parts.
 import type { FastifyInstance } from 'fastify';
-import { isLoopback, type Env } from './config.ts';
+import { aiProviderOf, isLoopback, type Env } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { buildApp } from './http/app.ts';
+import { PromMetrics } from './http/metrics.ts';
 import { buildHandlers } from './jobs/registry.ts';
 import { createLogger } from './logger.ts';
 import { Worker } from './queue/index.ts';
@@ -35,14 +36,14 @@ export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runt
     await db.close();
     throw err;
   }
-  const runtime: Runtime = { config, db, logger, handlers: [] };
+  const runtime: Runtime = { config, db, logger, handlers: [], metrics: new PromMetrics(db, aiProviderOf(config)) };
   runtime.handlers = buildHandlers(runtime);
   return runtime;
 }
 
 export function createWorker(runtime: Runtime): Worker {
   const { config } = runtime;
-  return new Worker({
+  const worker = new Worker({
     db: runtime.db,
     handlers: runtime.handlers,
     logger: runtime.logger,
@@ -55,6 +56,8 @@ export function createWorker(runtime: Runtime): Worker {
     backoff: { baseSeconds: config.BACKOFF_BASE_SECONDS, capSeconds: config.BACKOFF_CAP_SECONDS },
     throttleWindowMs: config.AI_THROTTLE_WINDOW_SECONDS * 1000,
   });
+  runtime.metrics.attachWorker(worker);
+  return worker;
 }
 
 /** Refuses to expose the admin side without a token; says so when it is loopback-only. */

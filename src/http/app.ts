@@ -2,7 +2,11 @@
 // listen on a port of their choosing. Every route group is registered explicitly here.
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Runtime } from '../runtime.ts';
+import { adminApi } from './admin-api.ts';
+import { AdminAuth } from './auth.ts';
+import { dashboard } from './dashboard/index.ts';
 import { healthRoutes } from './health.ts';
+import { instrumentWebhooks, metricsRoutes } from './metrics.ts';
 
 export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
   const app = Fastify({
@@ -23,5 +27,10 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
   });
 
   await app.register(healthRoutes, { runtime });
+  instrumentWebhooks(app, runtime.metrics);
+  await app.register(metricsRoutes, { metrics: runtime.metrics });
+  const auth = new AdminAuth(runtime.config.ADMIN_TOKEN);
+  await app.register(adminApi, { runtime, auth });
+  await app.register(dashboard, { runtime, auth, logTransport: !runtime.config.TWILIO_ACCOUNT_SID });
   return app;
 }

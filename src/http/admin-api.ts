@@ -1,0 +1,105 @@
+// The admin JSON API under /api: what the dashboard does, for scripts. Bearer ADMIN_TOKEN
+// (open on loopback without one), zod-validated input, 4xx with a message that says what
+// was wrong.
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { jobCancel, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats } from '../queue/index.ts';
+import type { Runtime } from '../runtime.ts';
+import { bearerToken, type AdminAuth } from './auth.ts';
+import { JobFilterQuery, toJobFilter } from './dashboard/queue-pages.ts';
+import { jobMinuteStats, jobSlowList } from './dashboard/queue-queries.ts';
+
+/** Parses with zod or answers 400 naming the first bad field. Returns undefined when it answered. */
+export function parseOr400<T extends z.ZodType>(schema: T, input: unknown, reply: FastifyReply): z.infer<T> | undefined {
+  const parsed = schema.safeParse(input ?? {});
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  const where = issue && issue.path.length > 0 ? `${issue.path.join('.')}: ` : '';
+  void reply.status(400).send({ error: `${where}${issue?.message ?? 'invalid input'}`, issues: parsed.error.issues });
+  return undefined;
+}
+
+const IdParams = z.object({ id: z.uuid('must be a uuid') });
+const JobListQuery = JobFilterQuery.extend({
+  after: z.string().max(200).optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+});
+const RetryFailedBody = z
+  .object({
+    type: z.string().trim().min(1).max(200).optional(),
+    q: z.string().trim().min(1).max(200).optional(),
+    /** Only count what would be retried (for a confirmation prompt). */
+    dryRun: z.boolean().default(false),
+  })
+  .strict();
+
+export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth }> = async (app, { runtime, auth }) => {
+  const { db } = runtime;
+
+  app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+    if (auth.checkToken(bearerToken(request))) return;
+    await reply
+      .status(401)
+      .header('www-authenticate', 'Bearer realm="aiq"')
+      .send({ error: 'missing or wrong admin token: send the header "Authorization: Bearer <ADMIN_TOKEN>"' });
+  });
+
+  app.get('/api/stats', async () => {
+    const [stats, minutes, slow] = await Promise.all([jobStats(db), jobMinuteStats(db), jobSlowList(db, runtime.config.SLOW_JOB_THRESHOLD_MS)]);
+    return { ...stats, lastHour: minutes, slow: slow.map((s) => ({ id: s.job.id, type: s.job.type, status: s.job.status, durationMs: s.durationMs })) };
+  });
+
+  app.get('/api/jobs', async (request, reply) => {
+    const query = parseOr400(JobListQuery, request.query, reply);
+    if (!query) return reply;
+    try {
+      const page = await jobList(db, toJobFilter(query), { after: query.after, limit: query.limit });
+      return { jobs: page.jobs, nextCursor: page.nextCursor };
+    } catch (err) {
+      if (err instanceof RangeError) return reply.status(400).send({ error: `after: ${err.message}` });
+      throw err;
+    }
+  });
+
+  app.get('/api/jobs/count', async (request, reply) => {
+    const query = parseOr400(JobFilterQuery, request.query, reply);
+    if (!query) return reply;
+    return { count: await jobCount(db, toJobFilter(query)) };
+  });
+
+  app.get('/api/jobs/:id', async (request, reply) => {
+    const params = parseOr400(IdParams, request.params, reply);
+    if (!params) return reply;
+    const job = await jobGet(db, params.id);
+    if (!job) return reply.status(404).send({ error: 'no job with this id' });
+    return job;
+  });
+
+  // Retry and cancel answer 409 when the job exists but is in the wrong state, so a script
+  // can tell "not found" from "not now".
+  app.post('/api/jobs/:id/retry', async (request, reply) => {
+    const params = parseOr400(IdParams, request.params, reply);
+    if (!params) return reply;
+    if (await jobRetry(db, params.id)) return { id: params.id, status: 'pending' };
+    const job = await jobGet(db, params.id);
+    if (!job) return reply.status(404).send({ error: 'no job with this id' });
+    return reply.status(409).send({ error: `only failed or cancelled jobs can be retried; this one is ${job.status}` });
+  });
+
+  app.post('/api/jobs/:id/cancel', async (request, reply) => {
+    const params = parseOr400(IdParams, request.params, reply);
+    if (!params) return reply;
+    if (await jobCancel(db, params.id)) return { id: params.id, status: 'cancelled' };
+    const job = await jobGet(db, params.id);
+    if (!job) return reply.status(404).send({ error: 'no job with this id' });
+    return reply.status(409).send({ error: `only pending jobs can be cancelled; this one is ${job.status}` });
+  });
+
+  app.post('/api/jobs/retry-failed', async (request, reply) => {
+    const body = parseOr400(RetryFailedBody, request.body, reply);
+    if (!body) return reply;
+    const filter = { status: 'failed' as const, type: body.type, search: body.q };
+    if (body.dryRun) return { count: await jobCount(db, filter), retried: false };
+    return { count: await jobRetryMany(db, filter), retried: true };
+  });
+};

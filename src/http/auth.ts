@@ -1,0 +1,114 @@
+// Admin access: ADMIN_TOKEN as a bearer token for /api, and for /admin a login form that
+// sets an HMAC-signed session cookie (no server-side session store, so any number of
+// `serve` processes accept it), plus CSRF tokens bound to that session for form posts.
+// Without ADMIN_TOKEN the server is loopback-only (main.ts enforces it) and access is open.
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+
+export const SESSION_COOKIE = 'aiq_session';
+const SESSION_SECONDS = 7 * 24 * 3600;
+
+export interface Session {
+  /** Random id of this login; CSRF tokens are derived from it. */
+  sid: string;
+  expiresAt: number;
+}
+
+/** Signs and checks sessions, CSRF tokens and bearer tokens for one ADMIN_TOKEN. */
+export class AdminAuth {
+  /** True when no ADMIN_TOKEN is set: everything is open (to this machine only). */
+  readonly open: boolean;
+  private readonly token: string | undefined;
+  private readonly key: Buffer;
+
+  constructor(adminToken: string | undefined) {
+    this.token = adminToken;
+    this.open = adminToken === undefined;
+    // Derived from the token, so every process agrees and changing the token logs
+    // everyone out. In open mode a per-process key is enough: nothing needs to survive.
+    this.key = adminToken ? createHmac('sha256', adminToken).update('aiq admin session v1').digest() : randomBytes(32);
+  }
+
+  /** Constant-time comparison with ADMIN_TOKEN. */
+  checkToken(candidate: string | undefined): boolean {
+    if (this.open) return true;
+    if (!candidate) return false;
+    return safeEqual(this.mac(`token|${candidate}`), this.mac(`token|${this.token}`));
+  }
+
+  /** A new session and its cookie value. */
+  issueSession(now = Date.now()): { session: Session; cookie: string } {
+    const session = { sid: randomBytes(16).toString('base64url'), expiresAt: Math.floor(now / 1000) + SESSION_SECONDS };
+    const body = `v1.${session.sid}.${session.expiresAt}`;
+    return { session, cookie: `${body}.${this.mac(body)}` };
+  }
+
+  /** The session in a cookie value, or null when it is malformed, forged or expired. */
+  readSession(cookie: string | undefined, now = Date.now()): Session | null {
+    const parts = cookie?.split('.');
+    if (!parts || parts.length !== 4 || parts[0] !== 'v1') return null;
+    const [version, sid, expires, mac] = parts as [string, string, string, string];
+    if (!safeEqual(mac, this.mac(`${version}.${sid}.${expires}`))) return null;
+    const expiresAt = Number(expires);
+    if (!Number.isInteger(expiresAt) || expiresAt * 1000 <= now) return null;
+    return { sid, expiresAt };
+  }
+
+  /** The CSRF token for a session: forms carry it as `_csrf`, scripts as `x-csrf-token`. */
+  csrfToken(session: Session): string {
+    return this.mac(`csrf|${session.sid}`);
+  }
+
+  checkCsrf(session: Session, candidate: unknown): boolean {
+    return typeof candidate === 'string' && safeEqual(candidate, this.csrfToken(session));
+  }
+
+  private mac(text: string): string {
+    return createHmac('sha256', this.key).update(text).digest('base64url');
+  }
+}
+
+function safeEqual(a: string, b: string): boolean {
+  const left = Buffer.from(a);
+  const right = Buffer.from(b);
+  return left.length === right.length && timingSafeEqual(left, right);
+}
+
+/** Reads one cookie from the Cookie header (no cookie plugin needed for one value). */
+export function readCookie(request: FastifyRequest, name: string): string | undefined {
+  for (const pair of (request.headers.cookie ?? '').split(';')) {
+    const index = pair.indexOf('=');
+    if (index > 0 && pair.slice(0, index).trim() === name) return decodeURIComponent(pair.slice(index + 1).trim());
+  }
+  return undefined;
+}
+
+/**
+ * Sets the session cookie: HttpOnly (scripts cannot read it), SameSite=Lax (other sites'
+ * forms do not carry it), Path=/admin, and Secure whenever the request came over HTTPS
+ * (directly or through a proxy that says so). Plain http is only usable on loopback.
+ */
+export function setSessionCookie(request: FastifyRequest, reply: FastifyReply, value: string, maxAgeSeconds = SESSION_SECONDS): void {
+  const secure = request.protocol === 'https' ? '; Secure' : '';
+  reply.header('set-cookie', `${SESSION_COOKIE}=${value}; Path=/admin; HttpOnly; SameSite=Lax; Max-Age=${maxAgeSeconds}${secure}`);
+}
+
+/** The bearer token of a request, if any. */
+export function bearerToken(request: FastifyRequest): string | undefined {
+  const match = /^Bearer\s+(.+)$/i.exec(request.headers.authorization ?? '');
+  return match?.[1]?.trim();
+}
+
+/**
+ * A cross-site form post carries our cookie only if SameSite fails; the CSRF token stops it
+ * anyway. The Origin check is a second line: browsers send Origin on every POST.
+ */
+export function sameOrigin(request: FastifyRequest): boolean {
+  const origin = request.headers.origin;
+  if (!origin || origin === 'null') return origin === undefined;
+  try {
+    return new URL(origin).host === request.host;
+  } catch {
+    return false;
+  }
+}

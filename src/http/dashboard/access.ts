@@ -1,0 +1,63 @@
+// The dashboard's gate: a hook that finds the session cookie (or, in open mode, issues
+// one), sends the browser to the login form otherwise, checks CSRF token and Origin on
+// every POST, and leaves the page context for the handlers to render with.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { SESSION_COOKIE, readCookie, sameOrigin, setSessionCookie, type AdminAuth, type Session } from '../auth.ts';
+import type { PageContext } from './layout.ts';
+
+const contexts = new WeakMap<FastifyRequest, PageContext & { session: Session }>();
+
+/** The page context the access hook prepared for this request. */
+export function pageContext(request: FastifyRequest): PageContext {
+  const ctx = contexts.get(request);
+  if (!ctx) throw new Error('dashboard route served without the access hook');
+  const query = request.query as { notice?: unknown; problem?: unknown } | undefined;
+  return {
+    ...ctx,
+    notice: typeof query?.notice === 'string' ? query.notice.slice(0, 300) : undefined,
+    problem: typeof query?.problem === 'string' ? query.problem.slice(0, 300) : undefined,
+  };
+}
+
+/** Paths under /admin that need no session: the login form and the script. */
+const PUBLIC = new Set(['/admin/login', '/admin/assets/app.js']);
+
+/** Builds the onRequest/preHandler pair for the dashboard plugin. */
+export function dashboardAccess(auth: AdminAuth, logTransport: boolean) {
+  return {
+    async onRequest(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+      const path = request.url.split('?')[0]!;
+      if (PUBLIC.has(path)) return;
+      let session = auth.readSession(readCookie(request, SESSION_COOKIE));
+      if (!session && auth.open) {
+        // Open mode still needs a session: CSRF tokens are bound to it.
+        const issued = auth.issueSession();
+        setSessionCookie(request, reply, issued.cookie);
+        session = issued.session;
+      }
+      if (!session) {
+        if (request.method === 'GET') {
+          await reply.redirect(`/admin/login?next=${encodeURIComponent(request.url)}`, 303);
+        } else {
+          await reply.status(401).type('text/plain').send('Your session has expired: log in again.');
+        }
+        return;
+      }
+      contexts.set(request, { open: auth.open, csrf: auth.csrfToken(session), logTransport, session });
+    },
+
+    // After body parsing, so the `_csrf` form field is readable.
+    async preHandler(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+      if (request.method === 'GET' || request.method === 'HEAD') return;
+      const path = request.url.split('?')[0]!;
+      if (path === '/admin/login') return;
+      const ctx = contexts.get(request);
+      if (!ctx) return;
+      const body = request.body as { _csrf?: unknown } | undefined;
+      const token = request.headers['x-csrf-token'] ?? body?._csrf;
+      if (!sameOrigin(request) || !auth.checkCsrf(ctx.session, token)) {
+        await reply.status(403).type('text/plain').send('Refused: this form was not sent from the dashboard (missing or wrong CSRF token). Reload the page and try again.');
+      }
+    },
+  };
+}

@@ -1,0 +1,45 @@
+// The dashboard's only script, served as is (no build step). Progressive: every page works
+// without it. It adds live refresh of the `#live` region, confirmation prompts on
+// `form[data-confirm]`, and reading an uploaded text file into a form's textarea.
+'use strict';
+
+function scheduleRefresh() {
+  const live = document.getElementById('live');
+  const every = Number(live?.dataset.refreshMs ?? 0);
+  if (!live || !every) return;
+  setTimeout(async () => {
+    if (document.hidden) return scheduleRefresh();
+    try {
+      const response = await fetch(location.href, { headers: { accept: 'text/html' }, credentials: 'same-origin' });
+      if (response.ok && !response.redirected) {
+        const next = new DOMParser().parseFromString(await response.text(), 'text/html').getElementById('live');
+        const current = document.getElementById('live');
+        // Do not swap under someone typing in a form inside the live region.
+        if (next && current && !current.contains(document.activeElement)) current.replaceWith(next);
+      }
+    } catch {
+      // Server restarting or offline: try again on the next tick.
+    }
+    scheduleRefresh();
+  }, every);
+}
+
+document.addEventListener('submit', (event) => {
+  const form = event.target;
+  if (form instanceof HTMLFormElement && form.dataset.confirm && !confirm(form.dataset.confirm)) event.preventDefault();
+});
+
+// <input type="file" data-into="name-of-textarea">: the file's text goes into the textarea,
+// so uploads post as ordinary form fields (no multipart parser on the server).
+document.addEventListener('change', async (event) => {
+  const input = event.target;
+  if (!(input instanceof HTMLInputElement) || input.type !== 'file' || !input.dataset.into) return;
+  const file = input.files?.[0];
+  const target = input.form?.elements.namedItem(input.dataset.into);
+  if (!file || !(target instanceof HTMLTextAreaElement)) return;
+  target.value = await file.text();
+  const title = input.form?.elements.namedItem('title');
+  if (title instanceof HTMLInputElement && !title.value) title.value = file.name;
+});
+
+document.addEventListener('DOMContentLoaded', scheduleRefresh);
