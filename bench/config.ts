@@ -1,0 +1,77 @@
+// The benchmark plan: job counts for the full run (issue #3) and for --quick (CI), and which
+// configurations of which systems each scenario runs. Settings themselves live with each
+// system in bench/systems/.
+
+export interface Plan {
+  rounds: number;
+  drainJobs: number;
+  /** pg-boss at its defaults takes 10 jobs per 2 s poll: 20,000 would take over an hour. */
+  pollBoundJobs: number;
+  pickupJobs: number;
+  pickupIntervalMs: number;
+  holJobs: number;
+  holSlowShare: number;
+  holSlowMs: number;
+  holFastMs: number;
+  holConcurrency: number;
+  scaleJobs: number;
+  scaleFinished: [small: number, large: number];
+}
+
+export const FULL: Plan = {
+  rounds: 3,
+  drainJobs: 20_000,
+  pollBoundJobs: 60,
+  pickupJobs: 500,
+  pickupIntervalMs: 5,
+  holJobs: 2_000,
+  holSlowShare: 0.01,
+  holSlowMs: 5_000,
+  holFastMs: 20,
+  holConcurrency: 50,
+  scaleJobs: 10_000,
+  scaleFinished: [10_000, 1_000_000],
+};
+
+export const QUICK: Plan = {
+  rounds: 1,
+  drainJobs: 500,
+  pollBoundJobs: 20,
+  pickupJobs: 30,
+  pickupIntervalMs: 5,
+  holJobs: 200,
+  holSlowShare: 0.01,
+  holSlowMs: 1_000,
+  holFastMs: 20,
+  holConcurrency: 50,
+  scaleJobs: 1_000,
+  scaleFinished: [1_000, 20_000],
+};
+
+/** A system in one of its configurations. */
+export interface Config {
+  system: string;
+  variant: string;
+}
+
+export const configName = (c: Config) => `${c.system} ${c.variant}`;
+
+/** Drain and pickup run every system at its defaults and at its best settings. */
+export const DRAIN_CONFIGS: Config[] = [
+  { system: 'aiq', variant: 'defaults' },
+  { system: 'graphile-worker', variant: 'defaults' },
+  { system: 'pg-boss', variant: 'defaults' },
+  { system: 'seed', variant: 'defaults' },
+  { system: 'aiq', variant: 'best' },
+  { system: 'graphile-worker', variant: 'best' },
+  { system: 'pg-boss', variant: 'best' },
+];
+
+export const PICKUP_CONFIGS = DRAIN_CONFIGS;
+
+/** Head-of-line at concurrency 50: aiq's pool next to graphile-worker's and the seed's batches. */
+export const HOL_CONFIGS: Config[] = [
+  { system: 'aiq', variant: 'hol' },
+  { system: 'graphile-worker', variant: 'hol' },
+  { system: 'seed', variant: 'hol' },
+];

@@ -1,0 +1,50 @@
+// Collected figures: per figure, per configuration, one value per round (so ratios can be
+// taken within a round: the two runs it compares ran minutes apart, not a whole run apart).
+import { median, summarise, type Summary } from './stats.ts';
+
+export type Figure = 'drain' | 'enqueue' | 'pickup p50' | 'pickup p95' | 'pickup p99' | 'pickup max' | 'head-of-line' | 'scale';
+
+export const UNITS: Record<Figure, string> = {
+  drain: 'jobs/s',
+  enqueue: 'jobs/s',
+  'pickup p50': 'ms',
+  'pickup p95': 'ms',
+  'pickup p99': 'ms',
+  'pickup max': 'ms',
+  'head-of-line': 'ms',
+  scale: 'jobs/s',
+};
+
+export class Results {
+  readonly values = new Map<Figure, Map<string, Array<number | undefined>>>();
+  readonly failures: Array<{ round: number; run: string; error: string }> = [];
+
+  record(figure: Figure, config: string, round: number, value: number): void {
+    if (!this.values.has(figure)) this.values.set(figure, new Map());
+    const byConfig = this.values.get(figure)!;
+    if (!byConfig.has(config)) byConfig.set(config, []);
+    byConfig.get(config)![round] = value;
+  }
+
+  fail(round: number, run: string, error: string): void {
+    this.failures.push({ round, run, error });
+  }
+
+  summary(figure: Figure, config: string): Summary | undefined {
+    const values = (this.values.get(figure)?.get(config) ?? []).filter((v): v is number => v !== undefined);
+    return values.length ? summarise(values) : undefined;
+  }
+
+  /** Median over rounds of a/b, each taken within one round. */
+  ratio(figure: Figure, a: string, b: string, figureB: Figure = figure): number {
+    const as = this.values.get(figure)?.get(a) ?? [];
+    const bs = this.values.get(figureB)?.get(b) ?? [];
+    const ratios: number[] = [];
+    for (let round = 0; round < Math.max(as.length, bs.length); round++) {
+      const x = as[round];
+      const y = bs[round];
+      if (x !== undefined && y !== undefined && y !== 0) ratios.push(x / y);
+    }
+    return median(ratios);
+  }
+}

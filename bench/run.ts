@@ -1,0 +1,123 @@
+// `npm run bench`: aiq next to graphile-worker, pg-boss and the seed's loop on the server
+// PostgreSQL (issue #3). Systems alternate within every round, every run gets a fresh
+// database, producer and worker are separate processes. Writes a table with aiq/peer
+// ratios to stdout and bench/results/latest.json, and a chart to docs/benchmark.svg.
+//   --quick        small counts, one round; checks only that every job completed (CI)
+//   --rounds N     rounds (default 3)
+//   --only a,b     scenarios: drain, pickup, hol, scale
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { DRAIN_CONFIGS, FULL, HOL_CONFIGS, PICKUP_CONFIGS, QUICK, configName, type Config } from './config.ts';
+import { dropLeftovers } from './lib/database.ts';
+import { Results } from './lib/results.ts';
+import { renderChart } from './lib/chart.ts';
+import { machineInfo, ratioRows, renderTables } from './lib/report.ts';
+import { drain, headOfLine, holIdealMs, holPerfectPoolMs, pickup, scale, type RunOutcome } from './scenarios.ts';
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    rounds: { type: 'string' },
+    only: { type: 'string' },
+  },
+});
+const plan = { ...(args.quick ? QUICK : FULL) };
+if (args.rounds) plan.rounds = Number(args.rounds);
+const scenarios = new Set((args.only ?? 'drain,pickup,hol,scale').split(','));
+
+const results = new Results();
+const started = Date.now();
+const log = (line: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s] ${line}`);
+
+async function measure(round: number, label: string, run: () => Promise<RunOutcome>, record: (figures: Record<string, number>) => void) {
+  const outcome = await run();
+  if (!outcome.ok) {
+    results.fail(round, label, outcome.error ?? 'unknown');
+    log(`${label}: FAILED ${outcome.error}`);
+    return;
+  }
+  record(outcome.figures);
+  log(`${label}: ${Object.entries(outcome.figures).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')}`);
+}
+
+async function main(): Promise<void> {
+  await dropLeftovers();
+  const holIdeal = holIdealMs(plan);
+  for (let round = 0; round < plan.rounds; round++) {
+    log(`round ${round + 1} of ${plan.rounds}`);
+    if (scenarios.has('drain')) {
+      for (const config of DRAIN_CONFIGS) {
+        const name = configName(config);
+        const count = config.system === 'pg-boss' && config.variant === 'defaults' ? plan.pollBoundJobs : plan.drainJobs;
+        await measure(round, `drain ${name} (${count} jobs)`, () => drain(config, count), (f) => {
+          results.record('drain', name, round, f.drainRate!);
+          results.record('enqueue', name, round, f.enqueueRate!);
+        });
+      }
+    }
+    if (scenarios.has('pickup')) {
+      for (const config of PICKUP_CONFIGS) {
+        const name = configName(config);
+        await measure(round, `pickup ${name}`, () => pickup(config, plan), (f) => {
+          results.record('pickup p50', name, round, f.p50!);
+          results.record('pickup p95', name, round, f.p95!);
+          results.record('pickup p99', name, round, f.p99!);
+          results.record('pickup max', name, round, f.max!);
+        });
+      }
+    }
+    if (scenarios.has('hol')) {
+      results.record('head-of-line', 'ideal', round, holIdeal);
+      results.record('head-of-line', 'perfect pool', round, holPerfectPoolMs(plan));
+      for (const config of HOL_CONFIGS) {
+        const name = configName(config);
+        await measure(round, `head-of-line ${name}`, () => headOfLine(config, plan), (f) => results.record('head-of-line', name, round, f.drainMs!));
+      }
+    }
+    if (scenarios.has('scale')) {
+      const config: Config = { system: 'aiq', variant: 'best' };
+      for (const finished of plan.scaleFinished) {
+        const name = `aiq ${finished.toLocaleString('en')} finished rows`;
+        await measure(round, `scale ${name}`, () => scale(config, plan, finished), (f) => results.record('scale', name, round, f.rate!));
+      }
+    }
+  }
+
+  const machine = await machineInfo();
+  const ratios = ratioRows(results, plan);
+  console.log(`\n${renderTables(results, ratios, machine, plan)}`);
+  const report = {
+    when: new Date().toISOString(),
+    mode: args.quick ? 'quick' : 'full',
+    machine,
+    plan,
+    figures: Object.fromEntries(
+      [...results.values].map(([figure, byConfig]) => [
+        figure,
+        Object.fromEntries([...byConfig.keys()].map((config) => [config, results.summary(figure, config)])),
+      ]),
+    ),
+    ratios,
+    failures: results.failures,
+  };
+  const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
+  mkdirSync(resultsDir, { recursive: true });
+  writeFileSync(`${resultsDir}/latest.json`, `${JSON.stringify(report, null, 2)}\n`);
+  // The chart in docs/ is the published one: only a full run replaces it.
+  if (!args.quick && scenarios.has('drain') && scenarios.has('pickup')) {
+    writeFileSync(fileURLToPath(new URL('../docs/benchmark.svg', import.meta.url)), renderChart(results, machine));
+  }
+  if (results.failures.length > 0) {
+    console.error(`\n${results.failures.length} run(s) did not complete every job:`);
+    for (const f of results.failures) console.error(`  round ${f.round + 1} ${f.run}: ${f.error}`);
+    process.exit(1);
+  }
+  log('done');
+  process.exit(0);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

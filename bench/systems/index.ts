@@ -1,0 +1,18 @@
+// The systems under test, by name, loaded on demand so a child process only pays for the
+// library it drives. The order here is the order they alternate in.
+import type { BenchSystem } from './types.ts';
+
+const loaders: Record<string, () => Promise<BenchSystem>> = {
+  aiq: async () => (await import('./aiq.ts')).aiq,
+  'graphile-worker': async () => (await import('./graphile.ts')).graphile,
+  'pg-boss': async () => (await import('./pgboss.ts')).pgboss,
+  seed: async () => (await import('./seed.ts')).seed,
+};
+
+export const SYSTEM_NAMES = Object.keys(loaders);
+
+export function loadSystem(name: string): Promise<BenchSystem> {
+  const load = loaders[name];
+  if (!load) throw new Error(`unknown system "${name}"; known: ${SYSTEM_NAMES.join(', ')}`);
+  return load();
+}
