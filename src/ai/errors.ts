@@ -1,0 +1,42 @@
+// Turns what the openai SDK throws into what the queue understands: a 429 waits for the
+// server's delay without spending an attempt, 5xx/time-outs/connection losses retry with
+// backoff, and requests that cannot succeed (400/401/403/404/422) fail the job at once.
+import { APIConnectionError, APIError, APIUserAbortError } from 'openai';
+import { PermanentJobError, RetryLaterError } from '../queue/index.ts';
+
+/** Used when a 429 carries no retry-after header. */
+export const DEFAULT_THROTTLE_DELAY_MS = 10_000;
+
+/** Statuses that mean the request itself is wrong: retrying the same request cannot help. */
+const PERMANENT_STATUSES = new Set([400, 401, 403, 404, 409, 422]);
+
+/**
+ * Maps an error from an AI call. `what` names the call for the message (e.g. "chat
+ * gpt-4o-mini"). Returns an Error to throw; never throws itself.
+ */
+export function aiErrorMap(err: unknown, what: string): Error {
+  if (err instanceof APIUserAbortError) return new Error(`${what}: aborted`, { cause: err });
+  // Time-outs are a subclass of connection errors: both are worth another attempt.
+  if (err instanceof APIConnectionError) return new Error(`${what}: ${err.message}`, { cause: err });
+  if (err instanceof APIError && typeof err.status === 'number') {
+    const reason = `${what}: HTTP ${err.status} ${err.message}`;
+    if (err.status === 429) {
+      return new RetryLaterError(reason, { delayMs: retryAfterMs(err.headers) ?? DEFAULT_THROTTLE_DELAY_MS, countsAsAttempt: false, cause: err });
+    }
+    if (PERMANENT_STATUSES.has(err.status)) return new PermanentJobError(reason, { cause: err });
+    return new Error(reason, { cause: err });
+  }
+  return err instanceof Error ? err : new Error(`${what}: ${String(err)}`);
+}
+
+/** The server's requested delay: `retry-after-ms` (Azure, OpenAI), else `retry-after` in seconds or as a date. */
+export function retryAfterMs(headers: Headers | undefined): number | undefined {
+  const ms = Number(headers?.get('retry-after-ms') ?? NaN);
+  if (Number.isFinite(ms) && ms >= 0) return ms;
+  const after = headers?.get('retry-after');
+  if (!after) return undefined;
+  const seconds = Number(after);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const date = Date.parse(after);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}

@@ -1,0 +1,88 @@
+// The offline provider: deterministic lexical embeddings (feature hashing of words and word
+// pairs) and an extractive answer assembled from the best-matching knowledge and the
+// sender's record, labelled as offline. Makes the pipeline runnable without keys; it does
+// not pretend to be a language model.
+import type { AiProvider, ChatResult, EmbedResult, Prompt } from './types.ts';
+import { NO_USAGE } from './types.ts';
+
+/** Prefix of every offline answer, so nobody mistakes it for a model's. */
+export const OFFLINE_LABEL = '[Offline answer: no language model is configured; this is quoted from the knowledge base.]';
+
+const EMBEDDING_MODEL = 'local-hashing-v1';
+const CHAT_MODEL = 'local-extractive-v1';
+const MAX_SENTENCES = 3;
+
+export function localProviderCreate(options: { dimensions: number }): AiProvider {
+  return {
+    name: 'local',
+    chatModel: CHAT_MODEL,
+    embeddingModel: EMBEDDING_MODEL,
+    dimensions: options.dimensions,
+    async chat(prompt: Prompt): Promise<ChatResult> {
+      return { text: extractiveAnswer(prompt), model: CHAT_MODEL, usage: NO_USAGE };
+    },
+    async embed(texts: string[]): Promise<EmbedResult> {
+      return { vectors: texts.map((t) => hashingEmbedding(t, options.dimensions)), model: EMBEDDING_MODEL, usage: NO_USAGE };
+    },
+  };
+}
+
+/** Lower-cased words of two or more letters or digits (any script). */
+export function words(text: string): string[] {
+  return (text.toLowerCase().normalize('NFKC').match(/[\p{L}\p{N}]{2,}/gu) ?? []);
+}
+
+/**
+ * Feature hashing: every word and every pair of adjacent words adds ±1 (sign from the hash)
+ * to one of `dimensions` slots; the result is scaled to unit length, so the cosine distance
+ * measures shared vocabulary. Same text, same vector, on every machine.
+ */
+export function hashingEmbedding(text: string, dimensions: number): number[] {
+  const vector = new Array<number>(dimensions).fill(0);
+  const tokens = words(text);
+  const add = (feature: string, weight: number) => {
+    const hash = fnv1a(feature);
+    vector[hash % dimensions]! += (hash & 0x80000000 ? -1 : 1) * weight;
+  };
+  for (let i = 0; i < tokens.length; i++) {
+    add(tokens[i]!, 1);
+    if (i + 1 < tokens.length) add(`${tokens[i]} ${tokens[i + 1]}`, 0.5);
+  }
+  const norm = Math.hypot(...vector);
+  return norm === 0 ? vector : vector.map((v) => v / norm);
+}
+
+/** 32-bit FNV-1a over UTF-16 code units: small, fast and stable. */
+function fnv1a(text: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return hash >>> 0;
+}
+
+/**
+ * The sentences of the knowledge passages that share the most words with the questions
+ * (ties: the better-ranked passage first), plus the sender's record when there is one.
+ */
+function extractiveAnswer(prompt: Prompt): string {
+  const { questions, person, knowledge } = prompt.grounding;
+  const asked = new Set(words(questions.join(' ')));
+  const scored: Array<{ sentence: string; title: string; score: number; order: number }> = [];
+  knowledge.forEach((item, rank) => {
+    const sentences = item.content.split(/(?<=[.!?])\s+|\n+/).map((s) => s.trim()).filter(Boolean);
+    sentences.forEach((sentence, position) => {
+      const score = new Set(words(sentence).filter((w) => asked.has(w))).size;
+      if (score > 0) scored.push({ sentence, title: item.title, score, order: rank * 1000 + position });
+    });
+  });
+  scored.sort((a, b) => b.score - a.score || a.order - b.order);
+  const best = scored.slice(0, MAX_SENTENCES).sort((a, b) => a.order - b.order);
+
+  const lines = [OFFLINE_LABEL];
+  if (best.length === 0) lines.push('I found nothing in the knowledge base that matches your question; a colleague will follow up.');
+  else for (const s of best) lines.push(`From "${s.title}": ${s.sentence}`);
+  if (person) lines.push(`Your record: ${person.split('\n').join('; ')}`);
+  return lines.join('\n');
+}

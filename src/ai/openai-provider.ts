@@ -1,0 +1,125 @@
+// Chat and embeddings through the official openai package: OpenAI itself, any
+// OpenAI-compatible server (OPENAI_BASE_URL) and Azure OpenAI deployments. The SDK's own
+// retries are off (the queue owns retries); each call has its own time-out.
+import OpenAI, { AzureOpenAI } from 'openai';
+import { PermanentJobError } from '../queue/index.ts';
+import { aiErrorMap } from './errors.ts';
+import type { AiProvider, CallObserver, CallOptions, ChatResult, EmbedResult, Prompt, TokenUsage } from './types.ts';
+
+export interface OpenAiProviderOptions {
+  apiKey?: string;
+  /** Default https://api.openai.com/v1. */
+  baseUrl?: string;
+  chatModel: string;
+  embeddingModel: string;
+  dimensions: number;
+  timeoutMs: number;
+  observe?: CallObserver;
+}
+
+export interface AzureProviderOptions {
+  endpoint: string;
+  apiKey: string;
+  apiVersion: string;
+  chatDeployment: string;
+  embeddingDeployment: string;
+  dimensions: number;
+  timeoutMs: number;
+  observe?: CallObserver;
+}
+
+/** OpenAI or an OpenAI-compatible server. */
+export function openAiProviderCreate(options: OpenAiProviderOptions): AiProvider {
+  const client = new OpenAI({
+    // Local servers (Ollama, vLLM) ignore the key but the SDK insists on one.
+    apiKey: options.apiKey ?? 'not-needed',
+    baseURL: options.baseUrl ?? 'https://api.openai.com/v1',
+    maxRetries: 0,
+    timeout: options.timeoutMs,
+  });
+  return sdkProvider('openai', client, options);
+}
+
+/**
+ * Azure OpenAI. One client serves both deployments: the SDK puts the request's `model`
+ * into the path (`/openai/deployments/<model>/…?api-version=`) and sends `api-key`.
+ */
+export function azureProviderCreate(options: AzureProviderOptions): AiProvider {
+  const client = new AzureOpenAI({
+    endpoint: options.endpoint,
+    apiKey: options.apiKey,
+    apiVersion: options.apiVersion,
+    maxRetries: 0,
+    timeout: options.timeoutMs,
+  });
+  return sdkProvider('azure', client, {
+    chatModel: options.chatDeployment,
+    embeddingModel: options.embeddingDeployment,
+    dimensions: options.dimensions,
+    observe: options.observe,
+  });
+}
+
+function sdkProvider(
+  name: 'openai' | 'azure',
+  client: OpenAI,
+  options: { chatModel: string; embeddingModel: string; dimensions: number; observe?: CallObserver },
+): AiProvider {
+  const observe = options.observe ?? (() => {});
+  /** Times the call, reports it, and maps its error for the queue. */
+  async function call<T>(operation: 'chat' | 'embed', what: string, work: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    try {
+      const value = await work();
+      observe(operation, performance.now() - started, 'ok');
+      return value;
+    } catch (err) {
+      const status = (err as { status?: number }).status;
+      observe(operation, performance.now() - started, status === 429 ? 'rate_limited' : 'error');
+      throw aiErrorMap(err, what);
+    }
+  }
+
+  return {
+    name,
+    chatModel: options.chatModel,
+    embeddingModel: options.embeddingModel,
+    dimensions: options.dimensions,
+
+    async chat(prompt: Prompt, callOptions: CallOptions = {}): Promise<ChatResult> {
+      const completion = await call('chat', `${name} chat ${options.chatModel}`, () =>
+        client.chat.completions.create({ model: options.chatModel, messages: prompt.messages }, { signal: callOptions.signal }),
+      );
+      const text = completion.choices[0]?.message?.content?.trim();
+      if (!text) throw new Error(`${name} chat ${options.chatModel}: the model returned no text (finish_reason ${completion.choices[0]?.finish_reason ?? 'none'})`);
+      return { text, model: completion.model, usage: usageOf(completion.usage) };
+    },
+
+    async embed(texts: string[], callOptions: CallOptions = {}): Promise<EmbedResult> {
+      if (texts.length === 0) return { vectors: [], model: options.embeddingModel, usage: usageOf(undefined) };
+      const what = `${name} embeddings ${options.embeddingModel}`;
+      const response = await call('embed', what, () =>
+        client.embeddings.create(
+          { model: options.embeddingModel, input: texts, dimensions: options.dimensions, encoding_format: 'float' },
+          { signal: callOptions.signal },
+        ),
+      );
+      const vectors = [...response.data].sort((a, b) => a.index - b.index).map((d) => d.embedding);
+      const wrong = vectors.find((v) => v.length !== options.dimensions);
+      if (vectors.length !== texts.length || wrong) {
+        // A model that ignores `dimensions` returns its native size: a setup mistake, not a glitch.
+        throw new PermanentJobError(
+          `${what}: expected ${texts.length} vectors of ${options.dimensions} numbers, got ${vectors.length}` +
+            (wrong ? ` of ${wrong.length}: set EMBEDDING_DIMENSIONS=${wrong.length} and run \`aiq reembed\`` : ''),
+        );
+      }
+      return { vectors, model: response.model, usage: usageOf(response.usage) };
+    },
+  };
+}
+
+function usageOf(usage: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number } | undefined | null): TokenUsage {
+  const promptTokens = usage?.prompt_tokens ?? 0;
+  const completionTokens = usage?.completion_tokens ?? 0;
+  return { promptTokens, completionTokens, totalTokens: usage?.total_tokens ?? promptTokens + completionTokens };
+}

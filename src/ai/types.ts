@@ -1,0 +1,82 @@
+// What an AI provider offers the app: a chat completion over a prepared prompt and text
+// embeddings, with token usage. Shared by the providers, prompts and RAG; imports nothing.
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+/** Tokens of one or more calls, in the providers' own counting. */
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+}
+
+/** A knowledge passage chosen for a prompt (a document chunk or a colleague's record). */
+export interface KnowledgeItem {
+  kind: 'chunk' | 'person';
+  id: string;
+  title: string;
+  content: string;
+  /** Cosine distance to the question (0 = same direction). */
+  distance: number;
+}
+
+/**
+ * A prompt ready to send. `messages` is what a remote model reads; `grounding` carries the
+ * same facts structured, for the offline provider that cannot read prose.
+ */
+export interface Prompt {
+  messages: ChatMessage[];
+  grounding: {
+    /** The inbound messages this reply answers, oldest first. */
+    questions: string[];
+    /** The sender's own record, rendered as lines. */
+    person: string | null;
+    knowledge: KnowledgeItem[];
+  };
+}
+
+export interface ChatResult {
+  text: string;
+  model: string;
+  usage: TokenUsage;
+}
+
+export interface EmbedResult {
+  vectors: number[][];
+  model: string;
+  usage: TokenUsage;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal;
+}
+
+export type ProviderName = 'local' | 'openai' | 'azure';
+
+export interface AiProvider {
+  readonly name: ProviderName;
+  readonly chatModel: string;
+  readonly embeddingModel: string;
+  /** Length of every vector `embed` returns. */
+  readonly dimensions: number;
+  chat(prompt: Prompt, options?: CallOptions): Promise<ChatResult>;
+  /** One vector per input text, in order. */
+  embed(texts: string[], options?: CallOptions): Promise<EmbedResult>;
+}
+
+/** Reports each outside call (metrics); `rate_limited` for a 429. */
+export type CallObserver = (operation: 'chat' | 'embed', durationMs: number, outcome: 'ok' | 'error' | 'rate_limited') => void;
+
+export const NO_USAGE: TokenUsage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
+
+/** Adds token counts (a job that embeds and chats reports the sum). */
+export function usageAdd(a: TokenUsage, b: TokenUsage): TokenUsage {
+  return {
+    promptTokens: a.promptTokens + b.promptTokens,
+    completionTokens: a.completionTokens + b.completionTokens,
+    totalTokens: a.totalTokens + b.totalTokens,
+  };
+}

@@ -1,0 +1,307 @@
+// Importing people from CSV: the file is parsed as a stream (csv-parse), headers are mapped
+// to fields, each row is validated (zod; phone to E.164), valid rows are upserted by phone in
+// batches, and rejected rows are kept with their line numbers in the `imports` record.
+// Memory stays bounded: one batch of rows plus one number per distinct phone seen.
+// Knows nothing of the queue: the caller says what to do with new or changed people.
+import { createReadStream } from 'node:fs';
+import { Readable } from 'node:stream';
+import { parse, type Info } from 'csv-parse';
+import { z } from 'zod';
+import type { Database, Queryable } from '../db/types.ts';
+import { personUpsertMany, phoneToE164, type PersonInput } from './people.ts';
+
+export type PersonField = 'name' | 'phone' | 'email' | 'department' | 'role';
+
+/**
+ * Header names understood without configuration, compared lower-cased with everything but
+ * letters and digits removed (`E-mail`, `Phone number`, `Mobiel` …). English and Dutch.
+ * Any other column becomes a free attribute under its own header.
+ */
+export const HEADER_ALIASES: Record<string, PersonField> = {
+  name: 'name', fullname: 'name', naam: 'name', employee: 'name', volledigenaam: 'name',
+  phone: 'phone', phonenumber: 'phone', mobile: 'phone', mobilephone: 'phone', mobilenumber: 'phone',
+  telephone: 'phone', tel: 'phone', telefoon: 'phone', telefoonnummer: 'phone', mobiel: 'phone', whatsapp: 'phone',
+  email: 'email', emailaddress: 'email', mail: 'email', emailadres: 'email',
+  department: 'department', dept: 'department', afdeling: 'department', team: 'department',
+  role: 'role', title: 'role', jobtitle: 'role', functie: 'role', position: 'role',
+};
+
+const BATCH_SIZE = 1000;
+/** Row errors kept on the import record; the `rejected` count stays exact beyond it. */
+const MAX_STORED_ROW_ERRORS = 1000;
+/** Bytes read per statement from an uploaded file stored in the database. */
+const STORED_SLICE_BYTES = 1 << 20;
+
+const optionalText = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? null : v.trim()));
+
+const rowSchema = z.object({
+  name: z.string().trim().min(1, 'name is empty'),
+  phone: z.string().transform((value, ctx) => {
+    const e164 = phoneToE164(value);
+    if (!e164) {
+      ctx.addIssue({ code: 'custom', message: `phone "${value}" is not an international number (E.164 with country code, e.g. +31612345678)` });
+      return z.NEVER;
+    }
+    return e164;
+  }),
+  // Lower-cased: mail systems treat addresses case-insensitively, and equal rows must hash equal.
+  email: optionalText.transform((v) => v?.toLowerCase() ?? null).pipe(z.email({ error: (issue) => `email "${String(issue.input)}" is not a valid address` }).nullable()),
+  department: optionalText,
+  role: optionalText,
+});
+
+export interface RowError {
+  line: number;
+  reason: string;
+}
+
+export interface ImportCounts {
+  rowsRead: number;
+  inserted: number;
+  updated: number;
+  unchanged: number;
+  rejected: number;
+}
+
+export interface ImportRunOptions {
+  /** Explicit header → field mapping, for headers the aliases do not know. */
+  headerMap?: Record<string, PersonField>;
+  /** Called in each batch's transaction with the ids of new or changed people. */
+  onChanged(tx: Queryable, personIds: string[]): Promise<void>;
+  /** Called after each batch (progress display, lease heartbeat). */
+  onProgress?(counts: ImportCounts): void | Promise<void>;
+  signal?: AbortSignal;
+  batchSize?: number;
+}
+
+/** A problem with the file as a whole (no phone column, broken quoting): the import fails. */
+export class ImportFileError extends Error {
+  override name = 'ImportFileError';
+}
+
+// --- the imports table ------------------------------------------------------------------
+
+export interface ImportRecord extends ImportCounts {
+  id: string;
+  filename: string;
+  path: string | null;
+  status: 'pending' | 'running' | 'done' | 'failed';
+  rowErrors: RowError[];
+  error: string | null;
+}
+
+/** Records an import of a file the worker can read at `path`, or of uploaded `content`. */
+export async function importCreate(tx: Queryable, input: { filename: string; path?: string; content?: Uint8Array }): Promise<string> {
+  if ((input.path === undefined) === (input.content === undefined)) throw new Error('an import needs either a path or the file content');
+  const result = await tx.query<{ id: string }>('insert into imports (filename, path, content) values ($1, $2, $3) returning id', [
+    input.filename,
+    input.path ?? null,
+    input.content ?? null,
+  ]);
+  return result.rows[0]!.id;
+}
+
+export async function importGet(db: Queryable, id: string): Promise<ImportRecord | null> {
+  const result = await db.query<{
+    id: string; filename: string; path: string | null; status: ImportRecord['status']; rows_read: number; inserted: number;
+    updated: number; unchanged: number; rejected: number; row_errors: RowError[]; error: string | null;
+  }>(
+    `select id, filename, path, status, rows_read, inserted, updated, unchanged, rejected, row_errors, error
+     from imports where id = $1`,
+    [id],
+  );
+  const r = result.rows[0];
+  if (!r) return null;
+  return {
+    id: r.id, filename: r.filename, path: r.path, status: r.status, rowsRead: r.rows_read, inserted: r.inserted, updated: r.updated,
+    unchanged: r.unchanged, rejected: r.rejected, rowErrors: r.row_errors, error: r.error,
+  };
+}
+
+/** Marks an import failed with the reason (a broken file, a retry that gave up). */
+export async function importFail(db: Queryable, id: string, error: string): Promise<void> {
+  await db.query(`update imports set status = 'failed', error = $2, finished_at = now() where id = $1 and status <> 'done'`, [id, error]);
+}
+
+/** The file's bytes as a stream: from disk, or in slices from the database (never whole). */
+function importSource(db: Queryable, record: { id: string; path: string | null }): AsyncIterable<Uint8Array> {
+  if (record.path) return createReadStream(record.path);
+  return (async function* () {
+    for (let offset = 1; ; offset += STORED_SLICE_BYTES) {
+      const slice = await db.query<{ part: Uint8Array }>('select substring(content from $2 for $3) as part from imports where id = $1', [
+        record.id,
+        offset,
+        STORED_SLICE_BYTES,
+      ]);
+      const part = slice.rows[0]?.part;
+      if (!part || part.length === 0) return;
+      yield part;
+      if (part.length < STORED_SLICE_BYTES) return;
+    }
+  })();
+}
+
+// --- the import itself ------------------------------------------------------------------
+
+/**
+ * Runs an import to the end and returns its counts. Each batch commits on its own with its
+ * counters, so progress is visible while it runs and a crash loses at most one batch; a
+ * re-run (same file) then finds the committed rows unchanged. Counters describe this run.
+ */
+export async function importPeopleRun(db: Database, importId: string, options: ImportRunOptions): Promise<ImportCounts> {
+  const started = await db.query<{ id: string; path: string | null }>(
+    `update imports
+     set status = 'running', started_at = now(), finished_at = null, error = null,
+         rows_read = 0, inserted = 0, updated = 0, unchanged = 0, rejected = 0, row_errors = '[]'
+     where id = $1 and status <> 'done'
+     returning id, path`,
+    [importId],
+  );
+  const record = started.rows[0];
+  if (!record) {
+    const existing = await importGet(db, importId);
+    if (!existing) throw new ImportFileError(`import ${importId} does not exist`);
+    return existing;
+  }
+
+  const counts: ImportCounts = { rowsRead: 0, inserted: 0, updated: 0, unchanged: 0, rejected: 0 };
+  const batchSize = options.batchSize ?? BATCH_SIZE;
+  // Phone (its digits as a number: at most 15, exact in a double) → line of first sight.
+  const seen = new Map<number, number>();
+  let storedErrors = 0;
+  let batch: PersonInput[] = [];
+  let errors: RowError[] = [];
+
+  const flush = async () => {
+    const rows = batch;
+    const rowErrors = errors.slice(0, Math.max(0, MAX_STORED_ROW_ERRORS - storedErrors));
+    const rejectedNow = errors.length;
+    batch = [];
+    errors = [];
+    storedErrors += rowErrors.length;
+    await db.transaction(async (tx) => {
+      const outcome = await personUpsertMany(tx, rows);
+      const changed = [...outcome.inserted, ...outcome.updated];
+      if (changed.length > 0) await options.onChanged(tx, changed);
+      counts.inserted += outcome.inserted.length;
+      counts.updated += outcome.updated.length;
+      counts.unchanged += outcome.unchanged;
+      counts.rejected += rejectedNow;
+      await tx.query(
+        `update imports
+         set rows_read = $2, inserted = $3, updated = $4, unchanged = $5, rejected = $6, row_errors = row_errors || $7::jsonb
+         where id = $1`,
+        [importId, counts.rowsRead, counts.inserted, counts.updated, counts.unchanged, counts.rejected, JSON.stringify(rowErrors)],
+      );
+    });
+    await options.onProgress?.({ ...counts });
+  };
+
+  const parser = await csvRecords(importSource(db, record));
+  let header: HeaderPlan | undefined;
+  try {
+    for await (const { record: cells, info } of parser) {
+      if (options.signal?.aborted) throw options.signal.reason ?? new Error('import aborted');
+      if (!header) {
+        header = headerPlan(cells, options.headerMap);
+        continue;
+      }
+      counts.rowsRead += 1;
+      const line = info.lines;
+      const row = rowFrom(cells, header, line);
+      if ('reason' in row) errors.push(row);
+      else {
+        const key = Number(row.person.phone.slice(1));
+        const first = seen.get(key);
+        if (first !== undefined) errors.push({ line, reason: `duplicate: phone ${row.person.phone} already appears on line ${first}` });
+        else {
+          seen.set(key, line);
+          batch.push(row.person);
+        }
+      }
+      if (batch.length + errors.length >= batchSize) await flush();
+    }
+  } catch (err) {
+    if ((err as { code?: string }).code?.startsWith('CSV_')) throw new ImportFileError(`the file is not valid CSV: ${(err as Error).message}`, { cause: err });
+    throw err;
+  }
+  if (!header) throw new ImportFileError('the file is empty: expected a header line with at least a name and a phone column');
+  await flush();
+  await db.query(`update imports set status = 'done', finished_at = now() where id = $1`, [importId]);
+  return counts;
+}
+
+interface HeaderPlan {
+  /** Per column: the field it fills, or the attribute name it becomes. */
+  columns: Array<{ field: PersonField } | { attribute: string }>;
+  width: number;
+}
+
+function normaliseHeader(text: string): string {
+  return text.toLowerCase().replace(/[^\p{L}\p{N}]/gu, '');
+}
+
+function headerPlan(cells: string[], explicit: Record<string, PersonField> = {}): HeaderPlan {
+  const explicitNormalised = new Map(Object.entries(explicit).map(([k, v]) => [normaliseHeader(k), v]));
+  const taken = new Map<PersonField, string>();
+  const columns = cells.map((cell) => {
+    const key = normaliseHeader(cell);
+    const field = explicitNormalised.get(key) ?? HEADER_ALIASES[key];
+    if (!field) return { attribute: cell.trim() || `column ${cells.indexOf(cell) + 1}` };
+    if (taken.has(field)) throw new ImportFileError(`columns "${taken.get(field)}" and "${cell}" both map to ${field}: rename one or map it explicitly`);
+    taken.set(field, cell);
+    return { field };
+  });
+  const missing = (['name', 'phone'] as const).filter((f) => !taken.has(f));
+  if (missing.length > 0) {
+    throw new ImportFileError(
+      `the header has no ${missing.join(' or ')} column (found: ${cells.map((c) => `"${c}"`).join(', ')}); ` +
+        'name the columns e.g. name, phone, email, department, role, or map them explicitly',
+    );
+  }
+  return { columns, width: cells.length };
+}
+
+function rowFrom(cells: string[], plan: HeaderPlan, line: number): { person: PersonInput } | RowError {
+  if (cells.length !== plan.width) return { line, reason: `expected ${plan.width} columns, found ${cells.length}` };
+  const fields: Record<string, string> = {};
+  const attributes: Record<string, string> = {};
+  plan.columns.forEach((column, i) => {
+    const value = cells[i] ?? '';
+    if ('field' in column) fields[column.field] = value;
+    else if (value.trim() !== '') attributes[column.attribute] = value.trim();
+  });
+  const parsed = rowSchema.safeParse(fields);
+  if (!parsed.success) return { line, reason: parsed.error.issues.map((i) => i.message).join('; ') };
+  return { person: { ...parsed.data, attributes } };
+}
+
+/**
+ * A csv-parse stream over the source, delimiter sniffed from the first line (`,`, `;` or
+ * tab: spreadsheets in many locales write `;`). A byte-order mark is dropped.
+ */
+async function csvRecords(source: AsyncIterable<Uint8Array>): Promise<AsyncIterable<{ record: string[]; info: Info }>> {
+  const iterator = source[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  const head = first.done ? '' : Buffer.from(first.value).toString('utf8', 0, Math.min(first.value.length, 64 * 1024));
+  const firstLine = head.split(/\r?\n/, 1)[0] ?? '';
+  const delimiter = [',', ';', '\t'].map((d) => ({ d, n: firstLine.split(d).length })).sort((a, b) => b.n - a.n)[0]!.d;
+  const parser = parse({ bom: true, info: true, delimiter, skip_empty_lines: true, relax_column_count: true, trim: true });
+  const input = Readable.from(
+    (async function* () {
+      if (!first.done) yield first.value;
+      for (;;) {
+        const next = await iterator.next();
+        if (next.done) return;
+        yield next.value;
+      }
+    })(),
+    { objectMode: false },
+  );
+  input.on('error', (err) => parser.destroy(err));
+  input.pipe(parser);
+  return parser as AsyncIterable<{ record: string[]; info: Info }>;
+}

@@ -1,0 +1,138 @@
+// The people table (employees the assistant talks to): phone normalisation to E.164, the
+// content hash that makes re-imports no-ops, batch upserts by phone, look-ups, and how a
+// record reads as text (for embeddings and prompts). Knows nothing of CSV or providers.
+import { createHash } from 'node:crypto';
+import type { Queryable } from '../db/types.ts';
+
+export interface PersonInput {
+  name: string;
+  /** E.164 (see `phoneToE164`). */
+  phone: string;
+  email?: string | null;
+  department?: string | null;
+  role?: string | null;
+  attributes?: Record<string, string>;
+}
+
+export interface Person extends Required<Omit<PersonInput, 'attributes'>> {
+  id: string;
+  attributes: Record<string, string>;
+  contentHash: string;
+  embeddedHash: string | null;
+}
+
+/**
+ * Normalises a phone number to E.164 (`+` and 7–15 digits, no leading zero), or returns
+ * null. Accepts the usual ways of writing one: spaces, dashes, dots, brackets, an `00`
+ * international prefix, a `whatsapp:` prefix and a Dutch-style `(0)` after the country
+ * code. A national number without a country code is refused rather than guessed.
+ */
+export function phoneToE164(raw: string): string | null {
+  let text = raw.trim().replace(/^whatsapp:/i, '');
+  text = text.replace(/\(0\)/g, '');
+  if (!/^[+\d][\d\s().\-/]*$/.test(text)) return null;
+  let digits = text.replace(/[^\d+]/g, '');
+  if (digits.startsWith('00')) digits = `+${digits.slice(2)}`;
+  return /^\+[1-9]\d{6,14}$/.test(digits) ? digits : null;
+}
+
+/** sha256 over the fields that make up the record, keys sorted: equal content, equal hash. */
+export function personContentHash(person: PersonInput): string {
+  const attributes = Object.fromEntries(Object.entries(person.attributes ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  const canonical = JSON.stringify([person.name, person.phone, person.email ?? null, person.department ?? null, person.role ?? null, attributes]);
+  return createHash('sha256').update(canonical).digest('hex');
+}
+
+/** The record as lines of `Field: value` (what is embedded and what the prompt shows). */
+export function personText(person: PersonInput): string {
+  const lines = [`Name: ${person.name}`, `Phone: ${person.phone}`];
+  if (person.email) lines.push(`Email: ${person.email}`);
+  if (person.department) lines.push(`Department: ${person.department}`);
+  if (person.role) lines.push(`Role: ${person.role}`);
+  for (const [key, value] of Object.entries(person.attributes ?? {})) if (value) lines.push(`${key}: ${value}`);
+  return lines.join('\n');
+}
+
+export interface UpsertOutcome {
+  inserted: string[];
+  updated: string[];
+  unchanged: number;
+}
+
+// One statement per batch. A row whose content hash is unchanged is not touched at all
+// (the WHERE on DO UPDATE), so re-importing a file writes nothing and enqueues nothing.
+// `xmax = 0` tells a fresh insert from an update of an existing row.
+const UPSERT_SQL = `
+  insert into people (name, phone, email, department, role, attributes, content_hash)
+  select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::text[])
+  on conflict (phone) do update
+  set name = excluded.name, email = excluded.email, department = excluded.department, role = excluded.role,
+      attributes = excluded.attributes, content_hash = excluded.content_hash, updated_at = now()
+  where people.content_hash is distinct from excluded.content_hash
+  returning id, (xmax = 0) as inserted`;
+
+/** Inserts or updates people by phone. Phones must be distinct within one call. */
+export async function personUpsertMany(db: Queryable, people: PersonInput[]): Promise<UpsertOutcome> {
+  if (people.length === 0) return { inserted: [], updated: [], unchanged: 0 };
+  const result = await db.query<{ id: string; inserted: boolean }>(UPSERT_SQL, [
+    people.map((p) => p.name),
+    people.map((p) => p.phone),
+    people.map((p) => p.email ?? null),
+    people.map((p) => p.department ?? null),
+    people.map((p) => p.role ?? null),
+    people.map((p) => JSON.stringify(p.attributes ?? {})),
+    people.map((p) => personContentHash(p)),
+  ]);
+  const inserted = result.rows.filter((r) => r.inserted).map((r) => r.id);
+  const updated = result.rows.filter((r) => !r.inserted).map((r) => r.id);
+  return { inserted, updated, unchanged: people.length - result.rows.length };
+}
+
+interface PersonRow {
+  id: string;
+  name: string;
+  phone: string;
+  email: string | null;
+  department: string | null;
+  role: string | null;
+  attributes: Record<string, string>;
+  content_hash: string;
+  embedded_hash: string | null;
+}
+
+const PERSON_COLUMNS = 'id, name, phone, email, department, role, attributes, content_hash, embedded_hash';
+
+function personFromRow(row: PersonRow): Person {
+  return {
+    id: row.id,
+    name: row.name,
+    phone: row.phone,
+    email: row.email,
+    department: row.department,
+    role: row.role,
+    attributes: row.attributes ?? {},
+    contentHash: row.content_hash,
+    embeddedHash: row.embedded_hash,
+  };
+}
+
+export async function personGet(db: Queryable, id: string): Promise<Person | null> {
+  const result = await db.query<PersonRow>(`select ${PERSON_COLUMNS} from people where id = $1`, [id]);
+  return result.rows[0] ? personFromRow(result.rows[0]) : null;
+}
+
+/** The person with this phone; `phone` may be in any form `phoneToE164` accepts. */
+export async function personGetByPhone(db: Queryable, phone: string): Promise<Person | null> {
+  const e164 = phoneToE164(phone);
+  if (!e164) return null;
+  const result = await db.query<PersonRow>(`select ${PERSON_COLUMNS} from people where phone = $1`, [e164]);
+  return result.rows[0] ? personFromRow(result.rows[0]) : null;
+}
+
+/** Several people by id, in the order asked. */
+export async function personGetMany(db: Queryable, ids: string[]): Promise<Person[]> {
+  if (ids.length === 0) return [];
+  const result = await db.query<PersonRow>(`select ${PERSON_COLUMNS} from people where id = any($1::uuid[])`, [ids]);
+  const byId = new Map(result.rows.map((r) => [r.id, personFromRow(r)]));
+  return ids.map((id) => byId.get(id)).filter((p): p is Person => p !== undefined);
+}

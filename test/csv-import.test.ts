@@ -1,0 +1,148 @@
+// CSV import of people: validation per row with line numbers, BOM, duplicates, header
+// aliases, re-runs that change nothing, embed jobs only for new or changed people, and a
+// 100,000-row file streamed with bounded memory (its peak RSS is printed).
+import assert from 'node:assert/strict';
+import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { once } from 'node:events';
+import { spawnSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { importGet } from '../src/knowledge/csv-import.ts';
+import { phoneToE164 } from '../src/knowledge/people.ts';
+import { importPeopleEnqueue, importPeopleExecute } from '../src/jobs/import-people.ts';
+import type { Database } from '../src/db/types.ts';
+import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'aiq-csv-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+// Line numbers as a spreadsheet shows them: the header is line 1.
+const MIXED = [
+  '\uFEFFFull Name,Phone number,E-mail,Afdeling,Job title,Office',
+  'Anna de Vries,+31 6 1234 5678,anna@example.com,HR,Recruiter,Utrecht', // 2 ok
+  'Bram Jansen,0612345678,bram@example.com,IT,Developer,', // 3 bad phone (no country code)
+  'Chloe Smit,+31612345679,not-an-email,Finance,Controller,Amsterdam', // 4 bad email
+  'Dirk Bakker,0031 (0)6-1234-5670,,Sales,,Rotterdam', // 5 ok (00 prefix, (0), empty email)
+  '"Smit, Eva",+44 20 7946 0958,EVA@Example.com,Legal,"Counsel, senior",London', // 6 ok (quoted commas)
+  'Anna de Vries,+31612345678,anna@example.com,HR,Recruiter,Utrecht', // 7 duplicate of 2
+  '', // 8 empty: skipped
+  'Frank,+31612345600,frank@example.com', // 9 wrong column count
+  ',+31612345601,nobody@example.com,HR,,', // 10 empty name
+].join('\r\n');
+
+async function runImport(db: Database, path: string) {
+  const { importId } = await db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'people.csv', path }));
+  const counts = await importPeopleExecute(db, importId);
+  return { counts, record: (await importGet(db, importId))! };
+}
+
+async function embedJobs(db: Database): Promise<number> {
+  const r = await db.query<{ n: number }>(`select count(*)::int as n from ai_jobs where type = 'embed_record'`);
+  return r.rows[0]!.n;
+}
+
+test('phones are normalised to E.164 or refused', () => {
+  assert.equal(phoneToE164('+31 6 1234 5678'), '+31612345678');
+  assert.equal(phoneToE164('0031 (0)6-1234-5678'), '+31612345678');
+  assert.equal(phoneToE164('whatsapp:+14155238886'), '+14155238886');
+  assert.equal(phoneToE164('(+1) 415.523.8886'), null); // a bracketed "+" is not a number
+  assert.equal(phoneToE164('0612345678'), null);
+  assert.equal(phoneToE164('+0612345678'), null);
+  assert.equal(phoneToE164('+1234567890123456'), null); // 16 digits
+  assert.equal(phoneToE164('call me'), null);
+});
+
+for (const backend of BACKENDS) {
+  describe(`CSV import on ${backend.name}`, () => {
+    let t: TestDatabase;
+    before(async () => {
+      t = await backend.fresh();
+    });
+    after(() => t.close());
+
+    test('imports the good rows, reports each bad one with its line, and a re-run changes nothing', async () => {
+      const path = join(dir, `mixed-${backend.name}.csv`);
+      writeFileSync(path, MIXED);
+      const first = await runImport(t.db, path);
+      assert.equal(first.record.status, 'done');
+      assert.deepEqual(first.counts, { rowsRead: 8, inserted: 3, updated: 0, unchanged: 0, rejected: 5 });
+      const byLine = Object.fromEntries(first.record.rowErrors.map((e) => [e.line, e.reason]));
+      assert.deepEqual(Object.keys(byLine).map(Number), [3, 4, 7, 9, 10]);
+      assert.match(byLine[3]!, /phone "0612345678" is not an international number/);
+      assert.match(byLine[4]!, /email "not-an-email" is not a valid address/);
+      assert.match(byLine[7]!, /duplicate: phone \+31612345678 already appears on line 2/);
+      assert.match(byLine[9]!, /expected 6 columns, found 3/);
+      assert.match(byLine[10]!, /name is empty/);
+
+      const people = await t.db.query<{ name: string; phone: string; email: string | null; department: string; role: string | null; attributes: object }>(
+        'select name, phone, email, department, role, attributes from people order by phone',
+      );
+      assert.deepEqual(people.rows, [
+        { name: 'Dirk Bakker', phone: '+31612345670', email: null, department: 'Sales', role: null, attributes: { Office: 'Rotterdam' } },
+        { name: 'Anna de Vries', phone: '+31612345678', email: 'anna@example.com', department: 'HR', role: 'Recruiter', attributes: { Office: 'Utrecht' } },
+        { name: 'Smit, Eva', phone: '+442079460958', email: 'eva@example.com', department: 'Legal', role: 'Counsel, senior', attributes: { Office: 'London' } },
+      ]);
+      assert.equal(await embedJobs(t.db), 3, 'one embed_record job per new person');
+
+      const before = await t.db.query('select id, updated_at from people order by id');
+      const again = await runImport(t.db, path);
+      assert.deepEqual(again.counts, { rowsRead: 8, inserted: 0, updated: 0, unchanged: 3, rejected: 5 });
+      assert.deepEqual((await t.db.query('select id, updated_at from people order by id')).rows, before.rows, 'no row was written');
+      assert.equal(await embedJobs(t.db), 3, 'no new embed jobs');
+
+      // One changed row: one update, one new embed job.
+      writeFileSync(path, MIXED.replace('Legal,"Counsel, senior"', 'Legal,"General counsel"'));
+      const changed = await runImport(t.db, path);
+      assert.deepEqual(changed.counts, { rowsRead: 8, inserted: 0, updated: 1, unchanged: 2, rejected: 5 });
+      assert.equal(await embedJobs(t.db), 4);
+    });
+
+    test('an uploaded file stored in the database imports the same way; semicolons are detected', async () => {
+      const content = Buffer.from('naam;telefoon;email\nGert;+32 470 12 34 56;gert@example.be\n');
+      const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'upload.csv', content }));
+      const counts = await importPeopleExecute(t.db, importId);
+      assert.equal(counts.inserted, 1);
+      const row = await t.db.query<{ phone: string }>(`select phone from people where name = 'Gert'`);
+      assert.equal(row.rows[0]!.phone, '+32470123456');
+    });
+
+    test('a file without a phone column fails the import with the reason', async () => {
+      const path = join(dir, `nophone-${backend.name}.csv`);
+      writeFileSync(path, 'name,email\nAnna,anna@example.com\n');
+      const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'nophone.csv', path }));
+      await assert.rejects(importPeopleExecute(t.db, importId), /has no phone column/);
+      const record = await importGet(t.db, importId);
+      assert.equal(record!.status, 'failed');
+      assert.match(record!.error!, /has no phone column/);
+    });
+  });
+}
+
+test('a 100,000-row file imports with bounded memory', { timeout: 300_000 }, async () => {
+  const t = await freshServerDatabase();
+  try {
+    const path = join(dir, 'big.csv');
+    const out = createWriteStream(path);
+    out.write('name,phone,email,department,role,office\n');
+    for (let i = 0; i < 100_000; i++) {
+      const line = `Person ${i},+3161${String(i).padStart(7, '0')},p${i}@example.com,Dept ${i % 40},Role ${i % 13},Office ${i % 7}\n`;
+      if (!out.write(line)) await once(out, 'drain');
+    }
+    out.end();
+    await once(out, 'finish');
+
+    // In a process of its own, so the number is the import's and not the test runner's.
+    const child = spawnSync(process.execPath, ['--import', 'tsx', 'test/helpers/import-rss.ts', t.url!, path], { encoding: 'utf8' });
+    assert.equal(child.status, 0, child.stderr);
+    const run = JSON.parse(child.stdout.trim().split('\n').pop()!);
+    assert.deepEqual(run.counts, { rowsRead: 100_000, inserted: 100_000, updated: 0, unchanged: 0, rejected: 0 });
+    assert.equal(await embedJobs(t.db), 100_000);
+    const mb = (n: number) => Math.round(n / 1024 / 1024);
+    console.log(`100k-row import: ${run.seconds.toFixed(1)} s, RSS at start ${mb(run.rssAtStartBytes)} MB, peak RSS ${mb(run.maxRssBytes)} MB`);
+    // The file is ~9 MB; holding it, its rows and their objects at once would cost far more.
+    assert.ok(run.maxRssBytes < 256 * 1024 * 1024, `peak RSS ${mb(run.maxRssBytes)} MB`);
+  } finally {
+    await t.close();
+  }
+});
