@@ -31,7 +31,10 @@ export interface WorkerOptions {
   /**
    * Jobs claimed ahead of free slots, so that one claim statement feeds many jobs. Claimed
    * jobs hold a lease while they wait here, and other workers cannot take them. Default:
-   * equal to concurrency.
+   * adaptive — enough jobs to keep every slot busy for two claim round trips, from the
+   * measured job duration and claim time; never below concurrency, never above
+   * maxClaimBatch. Slow jobs (an LLM call) thus prefetch little, and leave the rest to other
+   * workers; millisecond jobs prefetch hundreds, so claims stop being the bottleneck.
    */
   prefetch?: number;
   /** Largest claim in one statement. Default 500. */
@@ -86,7 +89,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly handlers: Map<string, JobHandler<any>>;
   private readonly logger: Logger;
   private readonly concurrency: number;
-  private readonly prefetch: number;
+  /** Fixed prefetch, or undefined for adaptive (see prefetchNow). */
+  private readonly fixedPrefetch: number | undefined;
+  /** Moving averages (ms) behind the adaptive prefetch. */
+  private jobMsAverage = 0;
+  private claimMsAverage = 0;
   private readonly maxClaimBatch: number;
   private readonly pollIntervalMs: number;
   private readonly leaseSeconds: number;
@@ -121,7 +128,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.db = options.db;
     this.handlers = new Map(options.handlers.map((h) => [h.type, h]));
     this.concurrency = options.concurrency ?? 10;
-    this.prefetch = options.prefetch ?? this.concurrency;
+    this.fixedPrefetch = options.prefetch;
     this.maxClaimBatch = options.maxClaimBatch ?? 500;
     this.pollIntervalMs = options.pollIntervalMs ?? 2000;
     this.leaseSeconds = options.leaseSeconds ?? 60;
@@ -149,7 +156,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // Extend leases well before they run out: three chances per lease.
     this.heartbeatTimer = setInterval(() => void this.extendLeases(), (this.leaseSeconds * 1000) / 3);
     this.reaperTimer = setInterval(() => void this.reclaimExpired(), Math.max(1000, (this.leaseSeconds * 1000) / 2));
-    this.logger.info({ concurrency: this.concurrency, prefetch: this.prefetch, types: [...this.handlers.keys()] }, 'worker started');
+    this.logger.info({ concurrency: this.concurrency, prefetch: this.fixedPrefetch ?? 'adaptive', types: [...this.handlers.keys()] }, 'worker started');
     void this.reclaimExpired();
     this.wake();
   }
@@ -198,9 +205,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
       for (;;) {
         this.wakePending = false;
         this.startBuffered();
-        const want = Math.min(this.concurrency + this.prefetch - this.running.size - this.buffer.length, this.maxClaimBatch);
-        if (want <= 0 || this.stopping) return;
+        const capacity = this.concurrency + this.prefetchNow();
+        const free = capacity - this.running.size - this.buffer.length;
+        // Claim when a slot would otherwise sit idle, or when half the buffer has drained.
+        // Topping up after every finished job would mean one claim round trip per few jobs.
+        const slotIdle = this.running.size < this.concurrency;
+        if (this.stopping || free <= 0 || (!slotIdle && free < capacity / 2)) return;
+        const want = Math.min(free, this.maxClaimBatch);
+        const claimStarted = performance.now();
         const jobs = await jobClaim(this.db, want, this.id, this.leaseSeconds);
+        this.claimMsAverage = movingAverage(this.claimMsAverage, performance.now() - claimStarted);
         this.dbFailures = 0;
         if (this.stopping) {
           await jobRelease(this.db, this.id, jobs.map((j) => j.id));
@@ -220,6 +234,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     } finally {
       this.claiming = false;
     }
+  }
+
+  /** Jobs to hold ahead of the pool: fixed, or what the pool runs in two claim round trips. */
+  private prefetchNow(): number {
+    if (this.fixedPrefetch !== undefined) return this.fixedPrefetch;
+    if (this.jobMsAverage === 0 || this.claimMsAverage === 0) return this.concurrency;
+    const perRoundTrip = (this.concurrency * this.claimMsAverage) / Math.max(this.jobMsAverage, 0.01);
+    return Math.round(Math.min(Math.max(2 * perRoundTrip, this.concurrency), this.maxClaimBatch));
   }
 
   private startBuffered(): void {
@@ -285,28 +307,32 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private onSuccess(entry: Running, result: unknown): void {
     if (!this.settle(entry)) return;
     const durationMs = performance.now() - entry.startedAt;
+    this.jobMsAverage = movingAverage(this.jobMsAverage, durationMs);
     this.completions.push({ id: entry.job.id, attempt: entry.job.attempts, result: result ?? undefined });
     this.emit('job:done', { job: entry.job, durationMs });
     if (durationMs >= this.slowJobThresholdMs) {
       this.logger.warn({ jobId: entry.job.id, type: entry.job.type, durationMs: Math.round(durationMs) }, 'slow job');
       this.emit('job:slow', { job: entry.job, durationMs });
     }
-    void this.flushCompletions();
+    this.flushSoon();
     this.wake();
   }
 
   /**
    * Completions are written in batches: while one batch is being written, the next one
-   * gathers. Under load that is one statement per many jobs; when idle, one per job at once.
+   * gathers, and is written as soon as the first returns. Under load that is one statement
+   * per many jobs; when idle, one per job at once. Callers never chain on the write (a
+   * promise per finished job would be run again on every later flush).
    */
-  private flushCompletions(): Promise<void> {
-    if (this.flushing) return this.flushing.then(() => (this.completions.length > 0 ? this.flushCompletions() : undefined));
-    if (this.completions.length === 0) return Promise.resolve();
+  private flushSoon(): void {
+    if (this.flushing || this.completions.length === 0) return;
     const batch = this.completions;
     this.completions = [];
     this.flushing = (async () => {
+      let written = false;
       try {
         const done = await jobCompleteMany(this.db, this.id, batch);
+        written = true;
         this.dbFailures = 0;
         if (done.length < batch.length) {
           const held = new Set(done.map((d) => d.id));
@@ -323,14 +349,27 @@ export class Worker extends EventEmitter<WorkerEvents> {
       } finally {
         this.flushing = null;
       }
+      // After a failure the retry timer flushes again; retrying at once would spin.
+      if (written) this.flushSoon();
     })();
-    return this.flushing;
+  }
+
+  /** Writes every completion gathered so far; at most one failed attempt (shutdown). */
+  private async flushCompletions(): Promise<void> {
+    if (this.flushing) await this.flushing;
+    const before = this.dbFailures;
+    while (this.completions.length > 0 || this.flushing) {
+      this.flushSoon();
+      await this.flushing;
+      if (this.dbFailures > before) return;
+    }
   }
 
   private async onFailure(entry: Running, error: Error): Promise<void> {
     if (!this.settle(entry)) return;
     const { job } = entry;
     const durationMs = performance.now() - entry.startedAt;
+    this.jobMsAverage = movingAverage(this.jobMsAverage, durationMs);
     const permanent = error instanceof PermanentJobError;
     const retryLater = error instanceof RetryLaterError ? error : undefined;
     const withinThrottleWindow = Date.now() - job.createdAt.getTime() < this.throttleWindowMs;
@@ -435,7 +474,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const delay = Math.min(100 * 2 ** Math.min(this.dbFailures, 6), 5000);
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
-      if (this.completions.length > 0) void this.flushCompletions();
+      this.flushSoon();
       this.wake();
     }, delay);
   }
@@ -459,6 +498,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
       }
     }
   }
+}
+
+/** Exponential moving average over roughly the last 20 samples; the first sample seeds it. */
+function movingAverage(average: number, sample: number): number {
+  return average === 0 ? sample : average + (sample - average) / 20;
 }
 
 function describeError(error: Error): string {
