@@ -4,9 +4,11 @@ import type { FastifyInstance } from 'fastify';
 import { aiProviderOf, isLoopback, type Env } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
+import { aiProviderCreate } from './ai/providers.ts';
 import { buildApp } from './http/app.ts';
 import { PromMetrics } from './http/metrics.ts';
 import { buildHandlers } from './jobs/registry.ts';
+import { vectorStoreEnsure } from './knowledge/vectors.ts';
 import { createLogger } from './logger.ts';
 import { Worker } from './queue/index.ts';
 import type { Runtime } from './runtime.ts';
@@ -36,7 +38,19 @@ export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runt
     await db.close();
     throw err;
   }
-  const runtime: Runtime = { config, db, logger, handlers: [], metrics: new PromMetrics(db, aiProviderOf(config)) };
+  const metrics = new PromMetrics(db, aiProviderOf(config));
+  const ai = aiProviderCreate(config, (operation, durationMs, outcome) => metrics.observeLlmCall(operation, durationMs, outcome));
+  try {
+    // Embedding columns fit this provider's vectors; a change of provider/model/dimension is found here.
+    const vectors = await vectorStoreEnsure(db, { provider: ai.name, model: ai.embeddingModel, dimensions: ai.dimensions });
+    if (vectors.rebuilt && vectors.previous) {
+      logger.warn({ previous: vectors.previous, now: { provider: ai.name, model: ai.embeddingModel, dimensions: ai.dimensions } }, 'embedding provider, model or dimension changed: old embeddings were dropped; run `aiq reembed`');
+    }
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+  const runtime: Runtime = { config, db, logger, handlers: [], metrics, ai };
   runtime.handlers = buildHandlers(runtime);
   return runtime;
 }

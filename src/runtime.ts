@@ -4,6 +4,7 @@ import type { Env } from './config.ts';
 import type { Database } from './db/types.ts';
 import type { Logger } from 'pino';
 import type { JobHandler, Worker } from './queue/index.ts';
+import type { AiProvider } from './ai/types.ts';
 
 export interface Runtime {
   config: Env;
@@ -12,6 +13,8 @@ export interface Runtime {
   handlers: JobHandler<any>[];
   /** Metrics for /metrics: outside calls, webhooks, the worker; prom-client behind it (http/metrics.ts). */
   metrics: AppMetrics;
+  /** The chat and embeddings provider (openai | azure | local), built from config (ai/providers.ts). */
+  ai: AiProvider;
 }
 
 /** Outcome label of an outside call: `ok`, `error`, or `rate_limited` (a 429). */

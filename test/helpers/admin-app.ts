@@ -2,6 +2,7 @@
 // metrics and handlers, for the dashboard, API and metrics tests.
 import type { FastifyInstance } from 'fastify';
 import { loadConfig } from '../../src/config.ts';
+import { aiProviderCreate } from '../../src/ai/providers.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { PromMetrics } from '../../src/http/metrics.ts';
 import { buildHandlers } from '../../src/jobs/registry.ts';
@@ -22,7 +23,7 @@ export interface AdminApp {
 export async function startAdminApp(env: Record<string, string> = {}, database?: TestDatabase): Promise<AdminApp> {
   const t = database ?? (await freshServerDatabase());
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_TOKEN: TEST_ADMIN_TOKEN, ...env });
-  const runtime: Runtime = { config, db: t.db, logger: createLogger('silent'), handlers: [], metrics: new PromMetrics(t.db, 'local') };
+  const runtime: Runtime = { config, db: t.db, logger: createLogger('silent'), handlers: [], metrics: new PromMetrics(t.db, 'local'), ai: aiProviderCreate(config) };
   runtime.handlers = buildHandlers(runtime);
   const app = await buildApp(runtime);
   return {

@@ -1,0 +1,74 @@
+// Drafts the AI's reply to a conversation: history up to now (so one reply answers a
+// burst), retrieval, prompt, model call. Shared by autoreply (which sends the draft through
+// the outbox) and suggest (which stores it for an admin). Sends and stores nothing itself.
+import { promptBuild, type HistoryMessage } from '../ai/prompts.ts';
+import { ragRetrieve } from '../ai/rag.ts';
+import type { AiProvider, KnowledgeItem, Prompt, TokenUsage } from '../ai/types.ts';
+import { usageAdd } from '../ai/types.ts';
+import type { Queryable } from '../db/types.ts';
+import { messageListRecent, type Message } from '../messaging/conversations.ts';
+
+export interface ReplyDeps {
+  db: Queryable;
+  ai: AiProvider;
+  systemPrompt: string;
+  /** RAG_TOP_K */
+  topK: number;
+  /** HISTORY_MESSAGES */
+  historyLimit: number;
+}
+
+export interface ReplyDraft {
+  text: string;
+  provider: string;
+  model: string;
+  /** Embedding the question plus the chat call. */
+  usage: TokenUsage;
+  /** The newest inbound message the draft read: the outbox's done-is-noop guard uses it. */
+  contextUntil: Date | null;
+  /** The inbound messages it answers (the burst since the last reply). */
+  answers: string[];
+  personId: string | null;
+  knowledge: Array<Pick<KnowledgeItem, 'kind' | 'id' | 'title' | 'distance'>>;
+  prompt: Prompt;
+}
+
+/** Outbound messages that never reached the contact are not part of what they saw. */
+const UNDELIVERED = new Set(['failed', 'send_failed', 'undelivered', 'canceled']);
+
+/** The conversation as the model reads it: inbound as the user, AI and admin replies as the assistant. */
+export function historyOf(messages: Message[]): HistoryMessage[] {
+  return messages
+    .filter((m) => m.source === 'inbound' || !UNDELIVERED.has(m.status))
+    .map((m) => {
+      const media = m.mediaUrls.length > 0 ? ` [${m.mediaUrls.length} attachment(s) not shown]` : '';
+      return { role: m.source === 'inbound' ? ('user' as const) : ('assistant' as const), body: `${m.body}${media}`.trim() };
+    })
+    .filter((m) => m.body !== '');
+}
+
+/** Drafts a reply for the conversation as it stands now. */
+export async function replyDraft(
+  deps: ReplyDeps,
+  input: { conversationId: string; senderPhone: string },
+  signal?: AbortSignal,
+): Promise<ReplyDraft> {
+  const messages = await messageListRecent(deps.db, input.conversationId, deps.historyLimit);
+  const history = historyOf(messages);
+  const inbound = messages.filter((m) => m.source === 'inbound');
+  const contextUntil = inbound.length > 0 ? inbound[inbound.length - 1]!.createdAt : null;
+  const rag = await ragRetrieve(deps.db, deps.ai, { senderPhone: input.senderPhone, history, topK: deps.topK }, { signal });
+  const prompt = promptBuild(deps.systemPrompt, { person: rag.person, knowledge: rag.knowledge, history });
+  const chat = await deps.ai.chat(prompt, { signal });
+  return {
+    text: chat.text,
+    provider: deps.ai.name,
+    model: chat.model,
+    usage: usageAdd(rag.usage, chat.usage),
+    contextUntil,
+    answers: prompt.grounding.questions,
+    personId: rag.personId,
+    knowledge: rag.knowledge.map(({ kind, id, title, distance }) => ({ kind, id, title, distance })),
+    prompt,
+  };
+}

@@ -1,0 +1,127 @@
+// The `suggest` job and the suggestions it leaves: the same context and model call as
+// autoreply, but the draft is stored for an admin instead of sent. One suggestion per
+// inbound message (a retry stores nothing new). Sending one is the admin side's business:
+// it writes an `admin` message through the outbox and marks the suggestion sent, in one
+// transaction (`suggestionMarkSent`).
+import { z } from 'zod';
+import type { TokenUsage } from '../ai/types.ts';
+import type { Queryable } from '../db/types.ts';
+import { conversationGet, messageGet } from '../messaging/conversations.ts';
+import { jobEnqueue, PermanentJobError, type JobHandler } from '../queue/index.ts';
+import { replyDraft, type ReplyDeps } from './reply-context.ts';
+
+export const SUGGEST = 'suggest';
+
+const payloadSchema = z.object({ conversationId: z.uuid(), messageId: z.uuid() });
+export type SuggestPayload = z.infer<typeof payloadSchema>;
+
+export type SuggestionStatus = 'pending' | 'sent' | 'discarded';
+
+export interface Suggestion {
+  id: string;
+  conversationId: string;
+  messageId: string;
+  body: string;
+  status: SuggestionStatus;
+  sentMessageId: string | null;
+  provider: string;
+  model: string;
+  usage: TokenUsage;
+  createdAt: Date;
+  decidedAt: Date | null;
+}
+
+interface SuggestionRow {
+  id: string;
+  conversation_id: string;
+  message_id: string;
+  body: string;
+  status: SuggestionStatus;
+  sent_message_id: string | null;
+  provider: string;
+  model: string;
+  usage: TokenUsage;
+  created_at: Date;
+  decided_at: Date | null;
+}
+
+function suggestionFromRow(r: SuggestionRow): Suggestion {
+  return {
+    id: r.id, conversationId: r.conversation_id, messageId: r.message_id, body: r.body, status: r.status,
+    sentMessageId: r.sent_message_id, provider: r.provider, model: r.model, usage: r.usage, createdAt: r.created_at, decidedAt: r.decided_at,
+  };
+}
+
+/** Asks for a suggestion on an inbound message; ordered with the conversation's other jobs. */
+export function suggestEnqueue(tx: Queryable, payload: SuggestPayload): Promise<string> {
+  return jobEnqueue(tx, { type: SUGGEST, payload, orderingKey: payload.conversationId });
+}
+
+export async function suggestionGet(db: Queryable, id: string): Promise<Suggestion | null> {
+  const result = await db.query<SuggestionRow>('select * from suggestions where id = $1', [id]);
+  return result.rows[0] ? suggestionFromRow(result.rows[0]) : null;
+}
+
+/** A conversation's suggestions, newest first. */
+export async function suggestionList(db: Queryable, conversationId: string, limit = 50): Promise<Suggestion[]> {
+  const result = await db.query<SuggestionRow>(
+    'select * from suggestions where conversation_id = $1 order by created_at desc limit $2',
+    [conversationId, limit],
+  );
+  return result.rows.map(suggestionFromRow);
+}
+
+/**
+ * Marks a pending suggestion sent as admin message `sentMessageId`. Returns the suggestion,
+ * or null when it was not pending (already sent or discarded: the caller must roll back
+ * its message, so a double click sends once).
+ */
+export async function suggestionMarkSent(tx: Queryable, id: string, sentMessageId: string): Promise<Suggestion | null> {
+  const result = await tx.query<SuggestionRow>(
+    `update suggestions set status = 'sent', sent_message_id = $2, decided_at = now()
+     where id = $1 and status = 'pending' returning *`,
+    [id, sentMessageId],
+  );
+  return result.rows[0] ? suggestionFromRow(result.rows[0]) : null;
+}
+
+/** Discards a pending suggestion. False when it was not pending. */
+export async function suggestionDiscard(db: Queryable, id: string): Promise<boolean> {
+  const result = await db.query(`update suggestions set status = 'discarded', decided_at = now() where id = $1 and status = 'pending'`, [id]);
+  return result.rowCount > 0;
+}
+
+export function suggestHandler(deps: ReplyDeps): JobHandler<SuggestPayload> {
+  return {
+    type: SUGGEST,
+    schema: payloadSchema,
+    async run({ payload, signal }) {
+      const existing = await deps.db.query<{ id: string }>('select id from suggestions where message_id = $1', [payload.messageId]);
+      if (existing.rows[0]) return { skipped: 'a suggestion for this message exists', suggestionId: existing.rows[0].id };
+      const message = await messageGet(deps.db, payload.messageId);
+      if (!message || message.conversationId !== payload.conversationId) {
+        throw new PermanentJobError(`message ${payload.messageId} is not in conversation ${payload.conversationId}`);
+      }
+      if (message.source !== 'inbound') throw new PermanentJobError(`message ${payload.messageId} is not an inbound message`);
+      const conversation = await conversationGet(deps.db, payload.conversationId);
+      if (!conversation) throw new PermanentJobError(`conversation ${payload.conversationId} does not exist`);
+
+      const draft = await replyDraft(deps, { conversationId: conversation.id, senderPhone: conversation.whatsappNumber }, signal);
+      // A racing duplicate job may have stored one meanwhile: keep the first.
+      const inserted = await deps.db.query<{ id: string }>(
+        `insert into suggestions (conversation_id, message_id, body, provider, model, usage)
+         values ($1, $2, $3, $4, $5, $6::jsonb)
+         on conflict (message_id) do nothing
+         returning id`,
+        [conversation.id, message.id, draft.text, draft.provider, draft.model, JSON.stringify(draft.usage)],
+      );
+      return {
+        suggestionId: inserted.rows[0]?.id ?? null,
+        provider: draft.provider,
+        model: draft.model,
+        usage: draft.usage,
+        knowledge: draft.knowledge.map((k) => k.id),
+      };
+    },
+  };
+}
