@@ -107,7 +107,8 @@ export function sameOrigin(request: FastifyRequest): boolean {
   const origin = request.headers.origin;
   if (!origin || origin === 'null') return origin === undefined;
   try {
-    return new URL(origin).host === request.host;
+    // Through URL on both sides, so default ports compare equal (`host:80` and `host`).
+    return new URL(origin).host === new URL(`${request.protocol}://${request.host}`).host;
   } catch {
     return false;
   }

@@ -17,6 +17,9 @@ const WEBHOOK_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 export class PromMetrics implements AppMetrics {
   /** Each instance has its own registry, so several runtimes (tests) never collide. */
   readonly registry = new Registry();
+  private readonly jobs: Gauge<'status' | 'type'>;
+  private readonly oldestDue: Gauge;
+  private readonly scrapeOk: Gauge;
   private readonly jobDuration: Histogram<'type' | 'outcome'>;
   private readonly jobAttempts: Counter<'type' | 'outcome'>;
   private readonly jobFailures: Counter<'type' | 'final'>;
@@ -30,34 +33,17 @@ export class PromMetrics implements AppMetrics {
   private readonly llmErrors: Counter<'provider' | 'operation' | 'outcome'>;
 
   constructor(
-    db: Queryable,
+    private readonly db: Queryable,
     private readonly aiProvider: string,
   ) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'aiq_process_' });
 
-    // Counted in the database on each scrape: true for every worker process at once, and
-    // correct right after a restart, which in-process counters would not be.
-    const jobs = new Gauge({ name: 'aiq_jobs', help: 'Jobs in the table by status and type', labelNames: ['status', 'type'], registers });
-    const oldestDue = new Gauge({ name: 'aiq_jobs_oldest_due_age_seconds', help: 'Seconds the oldest due pending job has waited', registers });
-    new Gauge({
-      name: 'aiq_jobs_scrape_ok',
-      help: '1 when the job gauges were read from the database on this scrape, 0 when it failed',
-      registers,
-      async collect() {
-        try {
-          const stats = await jobStats(db);
-          jobs.reset();
-          for (const [type, byStatus] of Object.entries(stats.counts)) {
-            for (const [status, count] of Object.entries(byStatus)) jobs.set({ status, type }, count ?? 0);
-          }
-          oldestDue.set(stats.oldestDueAgeSeconds);
-          this.set(1);
-        } catch {
-          this.set(0);
-        }
-      },
-    });
+    // Counted in the database on each scrape (see scrape()): true for every worker process
+    // at once, and correct right after a restart, which in-process counters would not be.
+    this.jobs = new Gauge({ name: 'aiq_jobs', help: 'Jobs in the table by status and type', labelNames: ['status', 'type'], registers });
+    this.oldestDue = new Gauge({ name: 'aiq_jobs_oldest_due_age_seconds', help: 'Seconds the oldest due pending job has waited', registers });
+    this.scrapeOk = new Gauge({ name: 'aiq_jobs_scrape_ok', help: '1 when the job gauges were read from the database on this scrape, 0 when that failed', registers });
 
     this.jobDuration = new Histogram({
       name: 'aiq_job_duration_seconds',
@@ -126,7 +112,20 @@ export class PromMetrics implements AppMetrics {
     this.webhookDuration.observe({ route, status_code: String(statusCode) }, durationMs / 1000);
   }
 
+  // Read before rendering rather than in gauge `collect` callbacks: prom-client runs those
+  // concurrently, so one query could not feed several gauges in time.
   async scrape(): Promise<{ contentType: string; body: string }> {
+    try {
+      const stats = await jobStats(this.db);
+      this.jobs.reset();
+      for (const [type, byStatus] of Object.entries(stats.counts)) {
+        for (const [status, count] of Object.entries(byStatus)) this.jobs.set({ status, type }, count ?? 0);
+      }
+      this.oldestDue.set(stats.oldestDueAgeSeconds);
+      this.scrapeOk.set(1);
+    } catch {
+      this.scrapeOk.set(0);
+    }
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 

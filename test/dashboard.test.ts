@@ -1,0 +1,177 @@
+// The dashboard over HTTP (inject), and /metrics: login and the signed session cookie,
+// CSRF and Origin checks on posts, escaping of user text, open mode without a token, and
+// the metrics fed by a real worker.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { createLogger } from '../src/logger.ts';
+import { jobEnqueue, jobGet, Worker } from '../src/queue/index.ts';
+import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
+import { waitFor } from './helpers/processes.ts';
+
+async function login(t: AdminApp, headers: Record<string, string> = {}) {
+  const response = await t.app.inject({ method: 'POST', url: '/admin/login', headers, payload: { token: TEST_ADMIN_TOKEN, next: '/admin/jobs' } });
+  assert.equal(response.statusCode, 303);
+  const setCookie = String(response.headers['set-cookie']);
+  return { response, setCookie, cookie: setCookie.split(';')[0]! };
+}
+
+function csrfOf(body: string): string {
+  const match = /name="csrf-token" content="([^"]+)"/.exec(body);
+  assert.ok(match, 'page carries a CSRF token');
+  return match[1]!;
+}
+
+describe('dashboard with ADMIN_TOKEN', () => {
+  let t: AdminApp;
+  before(async () => {
+    t = await startAdminApp();
+  });
+  after(() => t.close());
+
+  test('pages send the browser to the login form; a wrong token is refused', async () => {
+    const page = await t.app.inject({ url: '/admin/jobs?status=failed' });
+    assert.equal(page.statusCode, 303);
+    assert.equal(page.headers.location, '/admin/login?next=%2Fadmin%2Fjobs%3Fstatus%3Dfailed');
+    const wrong = await t.app.inject({ method: 'POST', url: '/admin/login', payload: { token: 'nope' } });
+    assert.equal(wrong.statusCode, 401);
+    assert.match(wrong.body, /not the admin token/);
+    assert.equal(wrong.headers['set-cookie'], undefined);
+    const post = await t.app.inject({ method: 'POST', url: '/admin/jobs/retry-failed', payload: {} });
+    assert.equal(post.statusCode, 401);
+  });
+
+  test('login sets an HttpOnly, SameSite, signed cookie (Secure over https) and redirects to a local page only', async () => {
+    const { response, setCookie, cookie } = await login(t);
+    assert.equal(response.headers.location, '/admin/jobs');
+    assert.match(setCookie, /HttpOnly/);
+    assert.match(setCookie, /SameSite=Lax/);
+    assert.match(setCookie, /Path=\/admin/);
+    assert.doesNotMatch(setCookie, /Secure/);
+    const https = await login(t, { 'x-forwarded-proto': 'https' });
+    assert.match(https.setCookie, /; Secure/);
+    assert.equal((await t.app.inject({ url: '/admin', headers: { cookie } })).statusCode, 200);
+
+    const forged = cookie.replace(/.$/, (c) => (c === 'A' ? 'B' : 'A'));
+    assert.equal((await t.app.inject({ url: '/admin', headers: { cookie: forged } })).statusCode, 303);
+    const expired = cookie.replace(/\.(\d+)\./, '.1000.');
+    assert.equal((await t.app.inject({ url: '/admin', headers: { cookie: expired } })).statusCode, 303);
+
+    const offsite = await t.app.inject({ method: 'POST', url: '/admin/login', payload: { token: TEST_ADMIN_TOKEN, next: '//evil.example/admin' } });
+    assert.equal(offsite.headers.location, '/admin');
+  });
+
+  test('posts need the CSRF token of this session and a same-origin Origin', async () => {
+    const { cookie } = await login(t);
+    const id = await jobEnqueue(t.runtime.db, { type: 'csrf', payload: {} });
+    await t.runtime.db.query(`update ai_jobs set status = 'failed', finished_at = now(), last_error = 'x' where id = $1`, [id]);
+    const page = await t.app.inject({ url: `/admin/jobs/${id}`, headers: { cookie } });
+    const csrf = csrfOf(page.body);
+
+    const without = await t.app.inject({ method: 'POST', url: `/admin/jobs/${id}/retry`, headers: { cookie }, payload: {} });
+    assert.equal(without.statusCode, 403);
+    const other = await login(t);
+    const otherSession = await t.app.inject({ method: 'POST', url: `/admin/jobs/${id}/retry`, headers: { cookie: other.cookie }, payload: { _csrf: csrf } });
+    assert.equal(otherSession.statusCode, 403, 'a token from another session does not work');
+    const crossSite = await t.app.inject({ method: 'POST', url: `/admin/jobs/${id}/retry`, headers: { cookie, origin: 'https://evil.example' }, payload: { _csrf: csrf } });
+    assert.equal(crossSite.statusCode, 403);
+    assert.equal((await jobGet(t.runtime.db, id))!.status, 'failed', 'nothing changed');
+
+    const ok = await t.app.inject({ method: 'POST', url: `/admin/jobs/${id}/retry`, headers: { cookie, origin: 'http://localhost:80' }, payload: { _csrf: csrf } });
+    assert.equal(ok.statusCode, 303);
+    assert.equal((await jobGet(t.runtime.db, id))!.status, 'pending');
+  });
+
+  test('user text in payloads and errors is escaped', async () => {
+    const { cookie } = await login(t);
+    const id = await jobEnqueue(t.runtime.db, { type: 'xss', payload: { body: '<script>alert(1)</script>' } });
+    await t.runtime.db.query(`update ai_jobs set status = 'failed', finished_at = now(), last_error = '<img src=x onerror=alert(2)>' where id = $1`, [id]);
+    for (const url of [`/admin/jobs/${id}`, '/admin/jobs?type=xss', '/admin/jobs?q=%3Cscript%3E', '/admin/jobs/retry-failed?q=%3Cb%3Ehi']) {
+      const page = await t.app.inject({ url, headers: { cookie } });
+      assert.equal(page.statusCode, 200, url);
+      assert.doesNotMatch(page.body, /<script>alert|<img src=x|<b>hi/, url);
+    }
+    const detail = await t.app.inject({ url: `/admin/jobs/${id}`, headers: { cookie } });
+    assert.match(detail.body, /&lt;script&gt;alert\(1\)&lt;\/script&gt;/);
+    assert.match(detail.body, /&lt;img src=x onerror=alert\(2\)&gt;/);
+    const notice = await t.app.inject({ url: '/admin?notice=%3Cscript%3Ex%3C/script%3E', headers: { cookie } });
+    assert.match(notice.body, /&lt;script&gt;x/);
+    assert.match(String(notice.headers['content-security-policy']), /default-src 'self'/);
+  });
+
+  test('bad filters and unknown jobs answer 400/404 pages', async () => {
+    const { cookie } = await login(t);
+    assert.equal((await t.app.inject({ url: '/admin/jobs?status=zzz', headers: { cookie } })).statusCode, 400);
+    assert.equal((await t.app.inject({ url: '/admin/jobs?after=garbage', headers: { cookie } })).statusCode, 400);
+    assert.equal((await t.app.inject({ url: '/admin/jobs/not-an-id', headers: { cookie } })).statusCode, 404);
+  });
+});
+
+describe('dashboard without ADMIN_TOKEN', () => {
+  let t: AdminApp;
+  before(async () => {
+    t = await startAdminApp({ ADMIN_TOKEN: '' });
+  });
+  after(() => t.close());
+
+  test('is open, says so, and still checks CSRF on posts', async () => {
+    const page = await t.app.inject({ url: '/admin' });
+    assert.equal(page.statusCode, 200);
+    assert.match(page.body, /Open access/);
+    const cookie = String(page.headers['set-cookie']).split(';')[0]!;
+    const post = await t.app.inject({ method: 'POST', url: '/admin/jobs/retry-failed', headers: { cookie }, payload: {} });
+    assert.equal(post.statusCode, 403);
+    const ok = await t.app.inject({ method: 'POST', url: '/admin/jobs/retry-failed', headers: { cookie }, payload: { _csrf: csrfOf(page.body) } });
+    assert.equal(ok.statusCode, 303);
+  });
+});
+
+describe('/metrics', () => {
+  let t: AdminApp;
+  let worker: Worker;
+  before(async () => {
+    t = await startAdminApp();
+    worker = new Worker({
+      db: t.runtime.db,
+      logger: createLogger('silent'),
+      pollIntervalMs: 100,
+      slowJobThresholdMs: 1,
+      handlers: [
+        { type: 'ok_job', schema: { safeParse: (d: unknown) => ({ success: true as const, data: d }) }, run: async () => new Promise((r) => setTimeout(r, 5)) },
+        { type: 'bad_job', schema: { safeParse: (d: unknown) => ({ success: true as const, data: d }) }, run: async () => { throw new Error('nope'); } },
+      ],
+    });
+    t.runtime.metrics.attachWorker(worker);
+    await worker.start();
+  });
+  after(async () => {
+    await worker.stop();
+    await t.close();
+  });
+
+  test('exposes job gauges, worker timings and the outside-call metrics', async () => {
+    const ok = await jobEnqueue(t.runtime.db, { type: 'ok_job', payload: {} });
+    const bad = await jobEnqueue(t.runtime.db, { type: 'bad_job', payload: {}, maxAttempts: 1 });
+    await waitFor(async () => (await jobGet(t.runtime.db, ok))!.status === 'done' && (await jobGet(t.runtime.db, bad))!.status === 'failed', 'jobs finished');
+    t.runtime.metrics.observeTwilioCall('send', 120, 'ok');
+    t.runtime.metrics.observeTwilioCall('send', 30, 'error');
+    t.runtime.metrics.observeLlmCall('chat', 900, 'rate_limited');
+    const response = await t.app.inject({ url: '/metrics' });
+    assert.equal(response.statusCode, 200);
+    assert.match(String(response.headers['content-type']), /text\/plain/);
+    const text = response.body;
+    for (const line of [
+      'aiq_jobs{status="done",type="ok_job"} 1',
+      'aiq_jobs{status="failed",type="bad_job"} 1',
+      'aiq_jobs_scrape_ok 1',
+      'aiq_job_duration_seconds_count{type="ok_job",outcome="done"} 1',
+      'aiq_job_attempts_total{type="bad_job",outcome="failed"} 1',
+      'aiq_job_failures_total{type="bad_job",final="true"} 1',
+      'aiq_jobs_slow_total{type="ok_job"} 1',
+      'aiq_twilio_call_duration_seconds_count{operation="send",outcome="ok"} 1',
+      'aiq_twilio_call_errors_total{operation="send",outcome="error"} 1',
+      'aiq_llm_call_errors_total{provider="local",operation="chat",outcome="rate_limited"} 1',
+    ]) {
+      assert.ok(text.includes(line), `metrics contain ${line}`);
+    }
+  });
+});
