@@ -55,7 +55,7 @@ function overview(ctx: PageContext, runtime: Runtime, data: { stats: Awaited<Ret
 <div id="live" data-refresh-ms="5000"><p class="live">Refreshes every 5 s · ${new Date().toISOString().slice(11, 19)} UTC</p>
 <div class="tiles">
 ${JOB_STATUSES.map((status) => html`<a class="tile" href="/admin/jobs?status=${status}" style="text-decoration:none;color:inherit"><b>${stats.totals[status]}</b><span>${status}</span></a>`)}
-<div class="tile"><b>${duration(stats.oldestDueAgeSeconds)}</b><span>oldest due job waiting</span></div>
+<div class="tile"><b>${stats.oldestDueAgeSeconds > 0 ? duration(stats.oldestDueAgeSeconds) : "none"}</b><span>oldest due job waiting</span></div>
 </div>
 <div class="card"><h2 style="margin-top:0">Jobs by type and status</h2>
 ${
