@@ -38,7 +38,8 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
     },
     async query(text, values) {
       const result = await target.query(text, values as unknown[]);
-      return { rows: result.rows as never[], rowCount: result.affectedRows ?? result.rows.length };
+      // PGlite reports affectedRows 0 for a SELECT; node-postgres counts the rows returned.
+      return { rows: result.rows as never[], rowCount: Math.max(result.affectedRows ?? 0, result.rows.length) };
     },
   });
   const self = wrap(db);
