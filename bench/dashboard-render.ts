@@ -67,7 +67,7 @@ try {
   await time('GET /admin/jobs?q=ECONNREFUSED 999 (text)', get('/admin/jobs?q=ECONNREFUSED%20999'));
   await time('GET /admin/jobs/retry-failed (count)', get('/admin/jobs/retry-failed'));
   await time('GET /api/stats', () => t.app.inject({ url: '/api/stats', headers }));
-  await t.app.close();
+  await t.close();
 } finally {
   await database.close();
 }

@@ -1,12 +1,9 @@
-// A built app (no port unless asked) over a fresh database, with the real config loader,
-// metrics and handlers, for the dashboard, API and metrics tests.
+// A built app (no port unless asked) over a fresh server database, assembled by the real
+// composition root (openRuntime), for the dashboard, API and metrics tests.
 import type { FastifyInstance } from 'fastify';
 import { loadConfig } from '../../src/config.ts';
-import { aiProviderCreate } from '../../src/ai/providers.ts';
 import { buildApp } from '../../src/http/app.ts';
-import { PromMetrics } from '../../src/http/metrics.ts';
-import { buildHandlers } from '../../src/jobs/registry.ts';
-import { createLogger } from '../../src/logger.ts';
+import { openRuntime } from '../../src/main.ts';
 import type { Runtime } from '../../src/runtime.ts';
 import { freshServerDatabase, type TestDatabase } from './db.ts';
 
@@ -19,12 +16,11 @@ export interface AdminApp {
   close(): Promise<void>;
 }
 
-/** Builds the app on a fresh server database; `env` overrides the defaults (token set). */
+/** Builds the app on a fresh server database; `env` overrides the defaults (token set, local AI, log transport). */
 export async function startAdminApp(env: Record<string, string> = {}, database?: TestDatabase): Promise<AdminApp> {
   const t = database ?? (await freshServerDatabase());
-  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_TOKEN: TEST_ADMIN_TOKEN, ...env });
-  const runtime: Runtime = { config, db: t.db, logger: createLogger('silent'), handlers: [], metrics: new PromMetrics(t.db, 'local'), ai: aiProviderCreate(config) };
-  runtime.handlers = buildHandlers(runtime);
+  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_TOKEN: TEST_ADMIN_TOKEN, AI_PROVIDER: 'local', DATABASE_URL: t.url!, ...env });
+  const runtime = await openRuntime(config, 'cli');
   const app = await buildApp(runtime);
   return {
     app,
@@ -32,7 +28,8 @@ export async function startAdminApp(env: Record<string, string> = {}, database?:
     database: t,
     async close() {
       await app.close();
-      await t.close();
+      await runtime.db.close();
+      if (!database) await t.close();
     },
   };
 }
