@@ -33,9 +33,10 @@ export function words(text: string): string[] {
 }
 
 /**
- * Feature hashing: every word and every pair of adjacent words adds ±1 (sign from the hash)
- * to one of `dimensions` slots; the result is scaled to unit length, so the cosine distance
- * measures shared vocabulary. Same text, same vector, on every machine.
+ * Feature hashing: every word (weight 1), pair of adjacent words (0.5) and character
+ * trigram of a word (0.3) adds its weight, signed by its hash, to one of `dimensions`
+ * slots; the result is scaled to unit length, so the cosine distance measures shared
+ * vocabulary. Same text, same vector, on every machine.
  */
 export function hashingEmbedding(text: string, dimensions: number): number[] {
   const vector = new Array<number>(dimensions).fill(0);
@@ -45,8 +46,12 @@ export function hashingEmbedding(text: string, dimensions: number): number[] {
     vector[hash % dimensions]! += (hash & 0x80000000 ? -1 : 1) * weight;
   };
   for (let i = 0; i < tokens.length; i++) {
-    add(tokens[i]!, 1);
-    if (i + 1 < tokens.length) add(`${tokens[i]} ${tokens[i + 1]}`, 0.5);
+    const token = tokens[i]!;
+    add(token, 1);
+    if (i + 1 < tokens.length) add(`${token} ${tokens[i + 1]}`, 0.5);
+    // Character trigrams let inflections meet ("forgot" and "forgotten", "day" and "days").
+    const padded = `<${token}>`;
+    for (let j = 0; j + 3 <= padded.length; j++) add(padded.slice(j, j + 3), 0.3);
   }
   const norm = Math.hypot(...vector);
   return norm === 0 ? vector : vector.map((v) => v / norm);

@@ -1,0 +1,126 @@
+// Vector storage on both paths: pgvector (embedded PGlite) and real[] with the SQL cosine
+// operator (server PostgreSQL without pgvector). The same documents embedded the same way
+// give the same nearest neighbours on both; a change of dimension is detected and rebuilt.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { localProviderCreate } from '../src/ai/local-provider.ts';
+import type { Database } from '../src/db/types.ts';
+import { embedRecord } from '../src/jobs/embed-record.ts';
+import { documentChunk, documentSave, CHUNK_MAX_CHARS } from '../src/knowledge/documents.ts';
+import { personUpsertMany } from '../src/knowledge/people.ts';
+import { chunkNearest, personNearest, vectorStaleCount, vectorStoreEnsure, type VectorStorage } from '../src/knowledge/vectors.ts';
+import { freshPgliteDatabase, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+
+const DOCS = [
+  { title: 'Leave policy', body: 'Every employee has 25 days of paid holiday per year.\n\nRequest leave in the HR portal at least two weeks ahead.' },
+  { title: 'Expenses', body: 'Travel expenses are reimbursed within 30 days.\n\nSubmit receipts through the finance app; taxi rides need a reason.' },
+  { title: 'IT support', body: 'A forgotten password is reset at the service desk.\n\nLaptops are replaced every four years.' },
+  { title: 'Parking', body: 'The parking garage opens at 7:00. Visitors register at the front desk for a parking pass.' },
+];
+const QUERIES = ['how many holiday days do I get', 'I forgot my password', 'where do I submit taxi receipts', 'parking for visitors'];
+
+const ai = localProviderCreate({ dimensions: 256 });
+const space = { provider: ai.name, model: ai.embeddingModel, dimensions: ai.dimensions };
+
+async function seed(db: Database): Promise<void> {
+  for (const doc of DOCS) {
+    const saved = await db.transaction((tx) => documentSave(tx, doc));
+    assert.equal((await embedRecord(db, ai, { table: 'documents', id: saved.id })).status, 'embedded');
+  }
+  const people = await personUpsertMany(db, [
+    { name: 'Hanna HR', phone: '+31600000001', department: 'HR', role: 'leave and holiday questions' },
+    { name: 'Ivo IT', phone: '+31600000002', department: 'IT', role: 'password resets and laptops' },
+  ]);
+  for (const id of people.inserted) await embedRecord(db, ai, { table: 'people', id });
+}
+
+async function neighbours(db: Database) {
+  const results = [];
+  for (const query of QUERIES) {
+    const [vector] = (await ai.embed([query])).vectors;
+    const chunks = await chunkNearest(db, vector!, 3);
+    const people = await personNearest(db, vector!, 1);
+    results.push({ query, chunks: chunks.map((c) => ({ title: c.title, content: c.content, distance: c.distance })), person: people[0]?.distance });
+  }
+  return results;
+}
+
+const stores: Record<string, { t: TestDatabase; storage: VectorStorage }> = {};
+
+before(async () => {
+  for (const [name, fresh] of [['pglite', freshPgliteDatabase], ['postgres', freshServerDatabase]] as const) {
+    const t = await fresh();
+    const state = await vectorStoreEnsure(t.db, space);
+    stores[name] = { t, storage: state.storage };
+    await seed(t.db);
+  }
+});
+after(async () => {
+  for (const { t } of Object.values(stores)) await t.close();
+});
+
+test('PGlite stores vectors with pgvector and an HNSW index; the server uses real[]', async () => {
+  assert.equal(stores.pglite!.storage, 'pgvector');
+  assert.equal(stores.postgres!.storage, 'real[]');
+  const index = await stores.pglite!.t.db.query<{ indexdef: string }>(`select indexdef from pg_indexes where indexname = 'document_chunks_embedding_idx'`);
+  assert.match(index.rows[0]!.indexdef, /USING hnsw \(embedding vector_cosine_ops\)/);
+});
+
+test('nearest neighbours agree between pgvector and real[]', async () => {
+  const fromPgvector = await neighbours(stores.pglite!.t.db);
+  const fromArrays = await neighbours(stores.postgres!.t.db);
+  for (let i = 0; i < QUERIES.length; i++) {
+    const a = fromPgvector[i]!;
+    const b = fromArrays[i]!;
+    assert.deepEqual(b.chunks.map((c) => c.content), a.chunks.map((c) => c.content), `same ranking for "${a.query}"`);
+    a.chunks.forEach((c, j) => assert.ok(Math.abs(c.distance - b.chunks[j]!.distance) < 1e-5, 'same distances'));
+    assert.ok(Math.abs(a.person! - b.person!) < 1e-5);
+  }
+  // And they are the right ones.
+  assert.deepEqual(fromPgvector.map((r) => r.chunks[0]!.title), ['Leave policy', 'IT support', 'Expenses', 'Parking']);
+});
+
+for (const name of ['pglite', 'postgres']) {
+  describe(`embed_record on ${name}`, () => {
+    test('is skipped when the content hash did not change, and redone when it did', async () => {
+      const { db } = stores[name]!.t;
+      const doc = await db.query<{ id: string }>(`select id from documents where title = 'Parking'`);
+      const id = doc.rows[0]!.id;
+      assert.equal((await embedRecord(db, ai, { table: 'documents', id })).status, 'unchanged');
+      const saved = await db.transaction((tx) => documentSave(tx, { title: 'Parking', body: 'The garage now opens at 6:30.' }));
+      assert.equal(saved.status, 'updated');
+      assert.equal(await vectorStaleCount(db), 1);
+      assert.equal((await embedRecord(db, ai, { table: 'documents', id })).status, 'embedded');
+      assert.equal(await vectorStaleCount(db), 0);
+      assert.equal((await embedRecord(db, ai, { table: 'people', id: '00000000-0000-4000-8000-000000000000' })).status, 'missing');
+    });
+
+    test('ensuring the same space again changes nothing; a new dimension rebuilds and marks all stale', async () => {
+      const { db } = stores[name]!.t;
+      assert.equal((await vectorStoreEnsure(db, space)).rebuilt, false);
+      assert.equal(await vectorStaleCount(db), 0);
+      const wider = localProviderCreate({ dimensions: 384 });
+      const state = await vectorStoreEnsure(db, { ...space, dimensions: 384 });
+      assert.equal(state.rebuilt, true);
+      assert.deepEqual(state.previous, { storage: stores[name]!.storage, ...space });
+      assert.equal(await vectorStaleCount(db), DOCS.length + 2);
+      const docs = await db.query<{ id: string }>('select id from documents');
+      for (const { id } of docs.rows) await embedRecord(db, wider, { table: 'documents', id });
+      const [vector] = (await wider.embed(['holiday days'])).vectors;
+      assert.equal((await chunkNearest(db, vector!, 1))[0]!.title, 'Leave policy');
+      // Back to the original space for the other tests in this file.
+      await vectorStoreEnsure(db, space);
+      for (const { id } of docs.rows) await embedRecord(db, ai, { table: 'documents', id });
+    });
+  });
+}
+
+test('chunking keeps paragraphs whole, starts a chunk at each heading and splits long text at sentences', () => {
+  const body = ['# Intro', 'Short one.', 'Short two.', '# Details', `${'A sentence here. '.repeat(100)}`].join('\n\n');
+  const chunks = documentChunk(body);
+  assert.equal(chunks[0], '# Intro\n\nShort one.\n\nShort two.');
+  assert.ok(chunks[1]!.startsWith('# Details\n\nA sentence here.'), 'a heading stays with the text under it');
+  assert.ok(chunks.slice(1).every((c) => c.length <= CHUNK_MAX_CHARS && c.endsWith('.')));
+  assert.equal(chunks.slice(1).join(' ').replace(/\s+/g, ' '), `# Details ${'A sentence here. '.repeat(100).trim()}`);
+  assert.deepEqual(documentChunk('x'.repeat(2500)).map((c) => c.length), [1200, 1200, 100]);
+});
