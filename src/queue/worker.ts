@@ -32,7 +32,7 @@ export interface WorkerOptions {
    * Jobs claimed ahead of free slots, so that one claim statement feeds many jobs. Claimed
    * jobs hold a lease while they wait here, and other workers cannot take them. Default:
    * adaptive — enough jobs to keep every slot busy for two claim round trips, from the
-   * measured job duration and claim time; never below concurrency, never above
+   * measured job duration and claim time (concurrency until measured), never above
    * maxClaimBatch. Slow jobs (an LLM call) thus prefetch little, and leave the rest to other
    * workers; millisecond jobs prefetch hundreds, so claims stop being the bottleneck.
    */
@@ -241,7 +241,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.fixedPrefetch !== undefined) return this.fixedPrefetch;
     if (this.jobMsAverage === 0 || this.claimMsAverage === 0) return this.concurrency;
     const perRoundTrip = (this.concurrency * this.claimMsAverage) / Math.max(this.jobMsAverage, 0.01);
-    return Math.round(Math.min(Math.max(2 * perRoundTrip, this.concurrency), this.maxClaimBatch));
+    // No floor at concurrency: a prefetched job's attempt is spent at claim, so a worker
+    // killed while holding slow jobs it never started would burn their attempts.
+    return Math.round(Math.min(2 * perRoundTrip, this.maxClaimBatch));
   }
 
   private startBuffered(): void {
