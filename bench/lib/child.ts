@@ -17,7 +17,8 @@ export class Child {
 
   constructor(script: string, config: unknown) {
     this.process = fork(fileURLToPath(new URL(`../processes/${script}`, import.meta.url)), [JSON.stringify(config)], {
-      execArgv: ['--import', 'tsx'],
+      // BENCH_CPU_PROF=dir writes a V8 CPU profile of every child (node --cpu-prof).
+      execArgv: ['--import', 'tsx', ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [])],
       stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
     });
     this.process.stderr!.on('data', (chunk: Buffer) => {
