@@ -44,8 +44,10 @@ export interface FakeOpenAiOptions {
   seed?: number;
   /** The assistant's answer to a chat request (default: a fixed text naming the call). */
   reply?: (body: any, callNumber: number) => string;
-  /** Embedding size when the request names none. */
+  /** Embedding size when the request names none (or when `ignoreDimensions` is set). */
   dimensions?: number;
+  /** Answer every embedding in `dimensions`, whatever the request asks (like ada-002 or many local models). */
+  ignoreDimensions?: boolean;
   /** Keep at most this many recorded requests (a long benchmark would otherwise grow). */
   recordLimit?: number;
 }
@@ -61,6 +63,7 @@ export class FakeOpenAi {
   latencyMs: number;
   randomFault?: FakeOpenAiOptions['randomFault'];
   reply: NonNullable<FakeOpenAiOptions['reply']>;
+  ignoreDimensions: boolean;
   private readonly queued: QueuedFault[] = [];
   private readonly dimensions: number;
   private readonly recordLimit: number;
@@ -74,6 +77,7 @@ export class FakeOpenAi {
     this.latencyMs = options.latencyMs ?? 0;
     this.randomFault = options.randomFault;
     this.dimensions = options.dimensions ?? 256;
+    this.ignoreDimensions = options.ignoreDimensions ?? false;
     this.recordLimit = options.recordLimit ?? 10_000;
     this.random = mulberry32(options.seed ?? 1);
     this.reply = options.reply ?? ((_body, n) => `Fake answer #${n}.`);
@@ -202,7 +206,7 @@ export class FakeOpenAi {
 
   private embeddingsResponse(body: any, deployment?: string): object {
     const inputs: string[] = Array.isArray(body?.input) ? body.input : [String(body?.input ?? '')];
-    const dimensions = Number(body?.dimensions) || this.dimensions;
+    const dimensions = (!this.ignoreDimensions && Number(body?.dimensions)) || this.dimensions;
     const base64 = body?.encoding_format === 'base64';
     let tokens = 0;
     const data = inputs.map((text, index) => {
