@@ -10,6 +10,7 @@ import { PromMetrics } from './http/metrics.ts';
 import { buildHandlers } from './jobs/registry.ts';
 import { vectorStoreEnsure } from './knowledge/vectors.ts';
 import { createLogger } from './logger.ts';
+import { createTransport } from './messaging/transport.ts';
 import { Worker } from './queue/index.ts';
 import type { Runtime } from './runtime.ts';
 
@@ -50,7 +51,8 @@ export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runt
     await db.close();
     throw err;
   }
-  const runtime: Runtime = { config, db, logger, handlers: [], metrics, ai };
+  const transport = createTransport(config, logger.child({ component: 'transport' }), metrics);
+  const runtime: Runtime = { config, db, logger, handlers: [], metrics, ai, transport };
   runtime.handlers = buildHandlers(runtime);
   return runtime;
 }
@@ -93,6 +95,7 @@ export async function run(config: Env, role: Role): Promise<void> {
     if (role !== 'worker') {
       checkAdminExposure(config, logger);
       if (config.TWILIO_SKIP_SIGNATURE) logger.warn({}, 'TWILIO_SKIP_SIGNATURE=true: webhook signatures are NOT checked; never use this in production');
+      if (!config.TWILIO_AUTH_TOKEN && !config.TWILIO_SKIP_SIGNATURE) logger.info({ dataDir: config.DATA_DIR }, 'no TWILIO_AUTH_TOKEN: webhooks are checked against the development secret in DATA_DIR, which `aiq simulate` signs with');
       app = await buildApp(runtime);
       await app.listen({ host: config.HOST, port: config.PORT });
       const address = app.server.address();
@@ -101,6 +104,8 @@ export async function run(config: Env, role: Role): Promise<void> {
       logger.info({ url: `${base}/admin`, database: runtime.db.kind }, `aiq is listening: open ${base}/admin`);
     }
     if (role !== 'serve') {
+      if (runtime.transport.kind === 'log') logger.warn({}, 'no Twilio credentials: replies are stored and logged, not sent');
+      else if (!config.PUBLIC_URL) logger.warn({}, 'PUBLIC_URL is not set: Twilio cannot send status callbacks, so a reply whose sender dies mid-send is flagged instead of confirmed');
       worker = createWorker(runtime);
       await worker.start();
     }

@@ -5,6 +5,7 @@ import type { Database } from './db/types.ts';
 import type { Logger } from 'pino';
 import type { JobHandler, Worker } from './queue/index.ts';
 import type { AiProvider } from './ai/types.ts';
+import type { Transport } from './messaging/transport.ts';
 
 export interface Runtime {
   config: Env;
@@ -15,6 +16,8 @@ export interface Runtime {
   metrics: AppMetrics;
   /** The chat and embeddings provider (openai | azure | local), built from config (ai/providers.ts). */
   ai: AiProvider;
+  /** Sends WhatsApp replies: `twilio`, or `log` without credentials (messaging/transport.ts). */
+  transport: Transport;
 }
 
 /** Outcome label of an outside call: `ok`, `error`, or `rate_limited` (a 429). */

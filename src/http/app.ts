@@ -7,6 +7,7 @@ import { AdminAuth } from './auth.ts';
 import { dashboard } from './dashboard/index.ts';
 import { healthRoutes } from './health.ts';
 import { instrumentWebhooks, metricsRoutes } from './metrics.ts';
+import { webhookRoutes } from './webhooks.ts';
 
 export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
   const app = Fastify({
@@ -29,6 +30,7 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
   await app.register(healthRoutes, { runtime });
   instrumentWebhooks(app, runtime.metrics);
   await app.register(metricsRoutes, { metrics: runtime.metrics });
+  await app.register(webhookRoutes, { runtime });
   const auth = new AdminAuth(runtime.config.ADMIN_TOKEN);
   await app.register(adminApi, { runtime, auth });
   await app.register(dashboard, { runtime, auth, logTransport: !runtime.config.TWILIO_ACCOUNT_SID });

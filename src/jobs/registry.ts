@@ -3,6 +3,7 @@
 import { systemPromptLoad } from '../ai/prompts.ts';
 import type { JobHandler } from '../queue/index.ts';
 import type { Runtime } from '../runtime.ts';
+import { autoreplyHandler } from './autoreply.ts';
 import { embedRecordHandler } from './embed-record.ts';
 import { importPeopleHandler } from './import-people.ts';
 import type { ReplyDeps } from './reply-context.ts';
@@ -23,6 +24,7 @@ export function replyDepsOf(runtime: Runtime): ReplyDeps {
 export function buildHandlers(runtime: Runtime): JobHandler<any>[] {
   const reply = replyDepsOf(runtime);
   return [
+    autoreplyHandler(runtime),
     suggestHandler(reply),
     embedRecordHandler({ db: runtime.db, ai: runtime.ai }),
     importPeopleHandler({ db: runtime.db }),

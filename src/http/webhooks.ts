@@ -1,0 +1,133 @@
+// Twilio's two webhooks. Inbound WhatsApp: check the signature, then in one transaction
+// store the message (with its contact and conversation) and enqueue its autoreply job, and
+// answer with empty TwiML at once. Status callbacks: move a sent message's delivery status.
+// Bad input gets 4xx and stores nothing; only form posts are parsed here (others get 415).
+import formbody from '@fastify/formbody';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { autoreplyEnqueue } from '../jobs/autoreply.ts';
+import { TWILIO_STATUSES, inboundMessageInsert, messageStatusUpdate } from '../messaging/conversations.ts';
+import { SIGNATURE_HEADER, STATUS_CALLBACK_PATH, WHATSAPP_WEBHOOK_PATH, signatureValid, signedUrl, twilioErrorText, webhookSecret } from '../messaging/twilio.ts';
+import type { Runtime } from '../runtime.ts';
+
+// Twilio sends no NUL, and PostgreSQL text cannot hold one: refuse it as malformed (400)
+// instead of failing in the database (500).
+const text = z.string().refine((v) => !v.includes('\u0000'), 'must not contain NUL');
+const sid = (prefix: string) => z.string().regex(new RegExp(`^${prefix}[0-9a-fA-F]{32}$`), `must be a Twilio SID (${prefix}…)`);
+
+const inboundSchema = z.object({
+  MessageSid: sid('[A-Z]{2}'),
+  AccountSid: sid('AC'),
+  // The same E.164 rule as contacts.whatsapp_number, so the database never refuses it.
+  From: z.string().regex(/^whatsapp:\+[1-9][0-9]{5,14}$/, 'must be whatsapp:+<number>'),
+  To: text.min(1),
+  Body: text.default(''),
+  NumMedia: z.coerce.number().int().min(0).max(10).default(0),
+  ProfileName: text.optional(),
+});
+
+const statusSchema = z.object({
+  MessageSid: sid('[A-Z]{2}'),
+  MessageStatus: text.min(1),
+  ErrorCode: z.coerce.number().int().min(0).optional(),
+  ErrorMessage: text.optional(),
+});
+const statusQuery = z.object({ messageId: z.uuid().optional() });
+const knownStatus = z.enum(TWILIO_STATUSES);
+
+/** Thrown inside the transaction to roll it back when the MessageSid was stored before. */
+class Redelivery extends Error {}
+
+/** Empty TwiML: anything else in the body would be sent to the user as a message. */
+function twiml(reply: FastifyReply): FastifyReply {
+  return reply.status(200).type('text/xml').send('<Response/>');
+}
+
+function firstIssue(error: z.ZodError): string {
+  const issue = error.issues[0]!;
+  return `${issue.path.join('.') || 'body'}: ${issue.message}`;
+}
+
+export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (app, { runtime }) => {
+  const { config, db } = runtime;
+  // Twilio posts forms and nothing else; JSON or text here is a mistake, answered with 415.
+  app.removeAllContentTypeParsers();
+  await app.register(formbody);
+  // Read (or, for the development secret, created) on the first webhook, not at start:
+  // an app that never receives one leaves no file behind.
+  let secret: string | undefined;
+  const bodyLimit = config.WEBHOOK_BODY_LIMIT_BYTES;
+
+  /** The form parameters when the request is signed (or checking is switched off); else answers 403. */
+  const verified = (request: FastifyRequest, reply: FastifyReply): Record<string, unknown> | undefined => {
+    const params = (request.body ?? {}) as Record<string, unknown>;
+    if (config.TWILIO_SKIP_SIGNATURE) return params;
+    const header = request.headers[SIGNATURE_HEADER];
+    const signature = typeof header === 'string' ? header : undefined;
+    const url = signedUrl(config.PUBLIC_URL, request);
+    secret ??= webhookSecret(config);
+    if (signatureValid(secret, signature, url, params)) return params;
+    request.log.warn({ url, signed: signature !== undefined }, 'webhook refused: missing or wrong X-Twilio-Signature');
+    void reply.status(403).send({ error: signature ? 'invalid X-Twilio-Signature' : 'missing X-Twilio-Signature' });
+    return undefined;
+  };
+
+  app.post(WHATSAPP_WEBHOOK_PATH, { bodyLimit }, async (request, reply) => {
+    const params = verified(request, reply);
+    if (!params) return reply;
+    const parsed = inboundSchema.safeParse(params);
+    if (!parsed.success) return reply.status(400).send({ error: `malformed Twilio webhook: ${firstIssue(parsed.error)}` });
+    const input = parsed.data;
+    const mediaUrls: string[] = [];
+    for (let n = 0; n < input.NumMedia; n++) {
+      const url = z.url().safeParse(params[`MediaUrl${n}`]);
+      if (!url.success) return reply.status(400).send({ error: `malformed Twilio webhook: MediaUrl${n} must be a URL (NumMedia is ${input.NumMedia})` });
+      mediaUrls.push(url.data);
+    }
+
+    try {
+      await db.transaction(async (tx) => {
+        const stored = await inboundMessageInsert(tx, {
+          whatsappNumber: input.From.slice('whatsapp:'.length),
+          profileName: input.ProfileName,
+          body: input.Body,
+          mediaUrls,
+          twilioSid: input.MessageSid,
+        });
+        if (!stored) throw new Redelivery();
+        await autoreplyEnqueue(tx, stored);
+      });
+    } catch (err) {
+      if (!(err instanceof Redelivery)) throw err;
+      // Twilio retries when it saw no answer; the first delivery is stored, so say yes again.
+      request.log.info({ messageSid: input.MessageSid }, 'redelivered webhook: already stored');
+    }
+    return twiml(reply);
+  });
+
+  app.post(STATUS_CALLBACK_PATH, { bodyLimit }, async (request, reply) => {
+    const params = verified(request, reply);
+    if (!params) return reply;
+    const parsed = statusSchema.safeParse(params);
+    const query = statusQuery.safeParse(request.query);
+    if (!parsed.success) return reply.status(400).send({ error: `malformed status callback: ${firstIssue(parsed.error)}` });
+    if (!query.success) return reply.status(400).send({ error: `malformed status callback: ${firstIssue(query.error)}` });
+    const status = knownStatus.safeParse(parsed.data.MessageStatus);
+    if (!status.success) {
+      // A status Twilio added after this was written: acknowledge, so Twilio does not retry.
+      request.log.info({ status: parsed.data.MessageStatus }, 'status callback with an unknown status: ignored');
+      return twiml(reply);
+    }
+    const { ErrorCode: code, ErrorMessage: message } = parsed.data;
+    const failed = status.data === 'failed' || status.data === 'undelivered';
+    const updated = await messageStatusUpdate(db, {
+      messageId: query.data.messageId,
+      twilioSid: parsed.data.MessageSid,
+      status: status.data,
+      errorCode: code || undefined,
+      errorMessage: failed || code ? twilioErrorText(code || undefined, message) : undefined,
+    });
+    if (!updated) request.log.debug({ messageSid: parsed.data.MessageSid, status: status.data }, 'status callback changed nothing (unknown message, or not newer)');
+    return twiml(reply);
+  });
+};

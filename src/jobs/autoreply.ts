@@ -1,0 +1,93 @@
+// The `autoreply` job: answer one inbound WhatsApp message, through the outbox, at most
+// once. Joins the queue to messaging: outbox outcomes become job results or job errors
+// (retry, retry later, fail at once). What the reply says is composeReply's business.
+import { z } from 'zod';
+import type { Queryable } from '../db/types.ts';
+import { conversationGet, messageAnsweredBy, messageGet } from '../messaging/conversations.ts';
+import { replyFlag, replyForInbound, replyResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
+import { statusCallbackUrl } from '../messaging/twilio.ts';
+import { jobEnqueue, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
+import type { Runtime } from '../runtime.ts';
+import { composeReply } from './reply-text.ts';
+
+export const AUTOREPLY = 'autoreply';
+
+const payloadSchema = z.object({ messageId: z.uuid(), conversationId: z.uuid() });
+export type AutoreplyPayload = z.infer<typeof payloadSchema>;
+
+/**
+ * Enqueues the reply to a stored inbound message, in the caller's transaction. The ordering
+ * key is the conversation (shared with suggest), so two quick messages are answered in order.
+ */
+export function autoreplyEnqueue(tx: Queryable, payload: AutoreplyPayload): Promise<string> {
+  return jobEnqueue(tx, { type: AUTOREPLY, payload, orderingKey: payload.conversationId });
+}
+
+// Checked once more before the wait gives way to a flag: a status callback may be in flight.
+const WAIT_SLACK_MS = 1000;
+
+export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload> {
+  const deps: OutboxDeps = {
+    db: runtime.db,
+    transport: runtime.transport,
+    confirmTimeoutSeconds: runtime.config.REPLY_CONFIRM_TIMEOUT_SECONDS,
+    statusCallbackUrl: (messageId) => statusCallbackUrl(runtime.config.PUBLIC_URL, messageId),
+  };
+
+  return {
+    type: AUTOREPLY,
+    schema: payloadSchema,
+    async run({ job, payload, signal, logger }) {
+      const inbound = await messageGet(runtime.db, payload.messageId);
+      if (!inbound || inbound.source !== 'inbound' || inbound.conversationId !== payload.conversationId) {
+        throw new PermanentJobError(`no inbound message ${payload.messageId} in conversation ${payload.conversationId}`);
+      }
+      const conversation = await conversationGet(runtime.db, payload.conversationId);
+      if (!conversation) throw new PermanentJobError(`conversation ${payload.conversationId} does not exist`);
+      // Human takeover: an admin answers; the AI neither sends nor resends anything here.
+      if (conversation.aiPaused) return { skipped: 'ai_paused' };
+      const to = `whatsapp:${conversation.whatsappNumber}`;
+
+      let outcome: ReplyOutcome;
+      let meta: Record<string, unknown> | undefined;
+      const existing = await replyForInbound(runtime.db, inbound.id);
+      if (existing) {
+        // A retry: this message's reply was written by an earlier attempt.
+        outcome = await replyResume(deps, existing, to);
+      } else {
+        // The seed's done-is-noop guard: a reply already covered this message.
+        const answeredBy = await messageAnsweredBy(runtime.db, conversation.id, inbound.createdAt);
+        if (answeredBy) return { skipped: 'already_answered', by: answeredBy };
+        const composed = await composeReply(runtime, conversation, inbound, signal);
+        meta = composed.meta;
+        outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, body: composed.body, contextUntil: composed.contextUntil }, to);
+      }
+      // Waiting with no attempt left would leave the reply unconfirmed and unflagged: flag now.
+      // Harmless if Twilio's callback still comes: it outranks `flagged` and confirms it.
+      if (outcome.kind === 'waiting' && job.attempts >= job.maxAttempts) outcome = await replyFlag(deps, outcome.reply);
+      if (outcome.kind === 'waiting') logger.warn({ replyId: outcome.reply.id, retryInMs: outcome.retryInMs }, 'reply not confirmed yet: waiting for the status callback');
+      return { ...resultOf(outcome), ...meta };
+    },
+  };
+}
+
+/** Success is a small result; everything else is the job error that says what comes next. */
+function resultOf(outcome: ReplyOutcome): Record<string, unknown> {
+  switch (outcome.kind) {
+    case 'sent':
+    case 'already-sent':
+      return { replyId: outcome.reply.id, status: outcome.reply.status, sid: outcome.reply.twilioSid, ...(outcome.kind === 'already-sent' ? { resumed: true } : {}) };
+    case 'waiting':
+      // Not the job's fault, so the wait does not use up an attempt.
+      throw new RetryLaterError(outcome.reason, { delayMs: outcome.retryInMs + WAIT_SLACK_MS, countsAsAttempt: false });
+    case 'flagged':
+      throw new PermanentJobError(outcome.reason);
+    case 'rejected':
+      throw new PermanentJobError(`reply ${outcome.reply.id} refused by Twilio: ${outcome.reason}`);
+    case 'retry':
+      if (outcome.throttled) {
+        throw new RetryLaterError(`reply ${outcome.reply.id} ${outcome.reason}`, { delayMs: outcome.retryAfterMs ?? 5000, countsAsAttempt: false });
+      }
+      throw new Error(`reply ${outcome.reply.id} ${outcome.reason}`);
+  }
+}

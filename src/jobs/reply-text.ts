@@ -1,0 +1,40 @@
+// What the autoreply says: the one function that turns a conversation into reply text, by
+// RAG + LLM (reply-context.ts: history up to now, the sender's record, top-k knowledge).
+// Sends and stores nothing: autoreply delivers what it returns through the outbox.
+import type { Conversation, Message } from '../messaging/conversations.ts';
+import type { Runtime } from '../runtime.ts';
+import { replyDepsOf } from './registry.ts';
+import { replyDraft, type ReplyDeps } from './reply-context.ts';
+
+export interface ComposedReply {
+  body: string;
+  /**
+   * The newest inbound message time the text took into account. Later jobs of the same
+   * conversation whose message is not newer become no-ops (one reply answers a burst).
+   */
+  contextUntil: Date | null;
+  /** Small facts for the job's result (provider, model, token usage …). */
+  meta?: Record<string, unknown>;
+}
+
+// The system prompt file is read once per runtime (buildHandlers already read it at start,
+// so a missing file stops the process there rather than failing every message).
+const depsByRuntime = new WeakMap<Runtime, ReplyDeps>();
+
+/** The text to answer `inbound` with, given the conversation as it stands now. */
+export async function composeReply(runtime: Runtime, conversation: Conversation, _inbound: Message, signal: AbortSignal): Promise<ComposedReply> {
+  let deps = depsByRuntime.get(runtime);
+  if (!deps) depsByRuntime.set(runtime, (deps = replyDepsOf(runtime)));
+  const draft = await replyDraft(deps, { conversationId: conversation.id, senderPhone: conversation.whatsappNumber }, signal);
+  return {
+    body: draft.text,
+    contextUntil: draft.contextUntil,
+    meta: {
+      provider: draft.provider,
+      model: draft.model,
+      usage: draft.usage,
+      answered: draft.answers.length,
+      knowledge: draft.knowledge.map((k) => k.id),
+    },
+  };
+}

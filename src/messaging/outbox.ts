@@ -1,0 +1,237 @@
+// The reply outbox: an AI reply goes out exactly once, or visibly not at all. The reply row
+// is written (unique per answered inbound message) before sending and confirmed with
+// Twilio's SID after. A later attempt that finds it confirmed does nothing; one that finds
+// it unconfirmed never sends again: it waits for Twilio's status callback (which carries our
+// message id), and flags the reply for a human when none comes in time.
+// Knows the transport and the database, not the queue: callers map outcomes to job errors.
+import type { Queryable } from '../db/types.ts';
+import { messageFromRow, messageGet, type Message } from './conversations.ts';
+import { SendError, type Transport } from './transport.ts';
+
+/** What a delivery attempt came to. */
+export type ReplyOutcome =
+  /** Handed to Twilio (or printed) just now. */
+  | { kind: 'sent'; reply: Message }
+  /** An earlier attempt's reply is confirmed: nothing to do. */
+  | { kind: 'already-sent'; reply: Message }
+  /** It may have gone out and is not confirmed yet: look again after `retryInMs`, never resend. */
+  | { kind: 'waiting'; reply: Message; retryInMs: number; reason: string }
+  /** Not confirmed in time: a human must check whether it arrived. */
+  | { kind: 'flagged'; reply: Message; reason: string }
+  /** Twilio refused it for good (4xx): `reason` says why, with Twilio's code. */
+  | { kind: 'rejected'; reply: Message; code?: number; reason: string }
+  /** Nothing went out (429, 5xx, unreachable): send again, after `retryAfterMs` when given. */
+  | { kind: 'retry'; reply: Message; reason: string; throttled: boolean; retryAfterMs?: number };
+
+export interface OutboxDeps {
+  db: Queryable;
+  transport: Transport;
+  /** How long an unconfirmed reply waits for Twilio's status callback before it is flagged. */
+  confirmTimeoutSeconds: number;
+  /** The status callback URL for a reply, or undefined when Twilio cannot reach us. */
+  statusCallbackUrl(messageId: string): string | undefined;
+}
+
+export interface NewReply {
+  conversationId: string;
+  /** `ai` (default): at most one per answered inbound message. `admin`: a human's, any number. */
+  source?: 'ai' | 'admin';
+  /** The inbound message answered. */
+  replyToMessageId: string | null;
+  body: string;
+  /** The newest inbound message time the reply's context included (the done-is-noop guard). */
+  contextUntil?: Date | null;
+}
+
+/** The AI reply to an inbound message, if one was ever written. */
+export async function replyForInbound(db: Queryable, inboundMessageId: string): Promise<Message | null> {
+  const result = await db.query(`select * from messages where reply_to_message_id = $1 and source = 'ai'`, [inboundMessageId]);
+  return result.rows[0] ? messageFromRow(result.rows[0] as never) : null;
+}
+
+// Written before sending, in `pending`, with the send's start time. For AI replies the
+// partial unique index makes the insert itself the claim: of two racing attempts only one
+// gets a row back.
+const REPLY_INSERT_SQL = `
+  with reply as (
+    insert into messages (conversation_id, source, body, status, reply_to_message_id, context_until, send_started_at)
+    values ($1, $2, $3, 'pending', $4, $5, now())
+    on conflict (reply_to_message_id) where source = 'ai' do nothing
+    returning *
+  ), touched as (
+    update conversations set last_message_at = now()
+    where id = $1 and exists (select 1 from reply)
+  )
+  select * from reply`;
+
+/**
+ * Writes a reply in `pending`, before anything is sent; pass a transaction to write it
+ * together with other state (an admin sending a suggestion). Null when an AI reply to
+ * that inbound message exists already. Send it with `replyDispatch` after commit.
+ */
+export async function replyWrite(db: Queryable, input: NewReply): Promise<Message | null> {
+  const inserted = await db.query(REPLY_INSERT_SQL, [input.conversationId, input.source ?? 'ai', input.body, input.replyToMessageId, input.contextUntil ?? null]);
+  return inserted.rows[0] ? messageFromRow(inserted.rows[0] as never) : null;
+}
+
+/**
+ * Writes a new reply and sends it to `to` (`whatsapp:+…`). When an AI reply to the same
+ * inbound message exists already (a racing attempt), continues with that one instead: it
+ * is never sent twice.
+ */
+export async function replySend(deps: OutboxDeps, input: NewReply, to: string): Promise<ReplyOutcome> {
+  const written = await replyWrite(deps.db, input);
+  if (written) return replyDispatch(deps, written, to);
+  const existing = input.replyToMessageId ? await replyForInbound(deps.db, input.replyToMessageId) : null;
+  if (!existing) throw new Error(`reply to ${input.replyToMessageId} neither written nor found`);
+  return replyResume(deps, existing, to);
+}
+
+// Takes a reply that is known not to have gone out (send_failed, or failed without a SID:
+// refused by the API) back to pending for a new send. Conditional, so only one attempt wins.
+const REPLY_RECLAIM_SQL = `
+  update messages
+  set status = 'pending', send_started_at = now(), status_updated_at = now()
+  where id = $1
+    and (status = 'send_failed' or (status = 'failed' and twilio_sid is null))
+  returning *`;
+
+// A pending reply whose send may have reached Twilio: wait for the callback until the
+// deadline, then flag it. One statement, so a callback landing meanwhile (which moves the
+// status on) simply makes it match nothing, and the caller reads the new state.
+const REPLY_AWAIT_SQL = `
+  update messages
+  set status = case when coalesce(send_started_at, created_at) + make_interval(secs => $2) <= now()
+                    then 'flagged' else 'unconfirmed' end,
+      error_message = case when coalesce(send_started_at, created_at) + make_interval(secs => $2) <= now()
+                           then $3 else error_message end,
+      status_updated_at = now()
+  where id = $1 and status in ('pending', 'unconfirmed')
+  returning *,
+    greatest(0, extract(epoch from coalesce(send_started_at, created_at) + make_interval(secs => $2) - now()) * 1000)::float8 as remaining_ms`;
+
+// Flags now, deadline or not (the job is out of attempts to wait with).
+const REPLY_FLAG_SQL = `
+  update messages
+  set status = 'flagged', error_message = $2, status_updated_at = now()
+  where id = $1 and status in ('pending', 'unconfirmed')
+  returning *`;
+
+/**
+ * Continues with an existing reply, the retry path: confirmed → nothing to do; known not
+ * sent → send it; possibly sent → wait for the status callback, then flag. Never sends a
+ * reply that might have gone out already.
+ */
+export async function replyResume(deps: OutboxDeps, reply: Message, to: string): Promise<ReplyOutcome> {
+  // Each step is a conditional update; if a status callback or another attempt moved the
+  // reply meanwhile, read it again and decide anew (a few rounds settle it).
+  for (let round = 0; round < 3; round++) {
+    if (isConfirmed(reply)) return { kind: 'already-sent', reply };
+    switch (reply.status) {
+      case 'flagged':
+        return { kind: 'flagged', reply, reason: reply.errorMessage ?? flagReason(reply, deps.confirmTimeoutSeconds) };
+      case 'send_failed':
+      case 'failed': {
+        const claimed = await deps.db.query(REPLY_RECLAIM_SQL, [reply.id]);
+        if (claimed.rows[0]) return replyDispatch(deps, messageFromRow(claimed.rows[0] as never), to);
+        break;
+      }
+      case 'pending':
+      case 'unconfirmed': {
+        const awaited = await deps.db.query<{ remaining_ms: number }>(REPLY_AWAIT_SQL, [reply.id, deps.confirmTimeoutSeconds, flagReason(reply, deps.confirmTimeoutSeconds)]);
+        const row = awaited.rows[0];
+        if (row) {
+          const current = messageFromRow(row as never);
+          if (current.status === 'flagged') return { kind: 'flagged', reply: current, reason: current.errorMessage! };
+          return {
+            kind: 'waiting',
+            reply: current,
+            retryInMs: Math.ceil(row.remaining_ms),
+            reason: `reply ${reply.id} may have reached Twilio but is not confirmed; waiting for Twilio's status callback, not resending`,
+          };
+        }
+        break;
+      }
+      default:
+        throw new Error(`reply ${reply.id} has status "${reply.status}", which the outbox does not handle`);
+    }
+    const reread = await messageGet(deps.db, reply.id);
+    if (!reread) throw new Error(`reply ${reply.id} disappeared`);
+    reply = reread;
+  }
+  throw new Error(`reply ${reply.id} kept changing state (now "${reply.status}"); trying again later`);
+}
+
+/** Flags an unconfirmed reply at once (the job has no attempts left to wait with). */
+export async function replyFlag(deps: OutboxDeps, reply: Message): Promise<ReplyOutcome> {
+  const reason = flagReason(reply, deps.confirmTimeoutSeconds);
+  const flagged = await deps.db.query(REPLY_FLAG_SQL, [reply.id, reason]);
+  if (flagged.rows[0]) return { kind: 'flagged', reply: messageFromRow(flagged.rows[0] as never), reason };
+  const current = await messageGet(deps.db, reply.id);
+  if (current && isConfirmed(current)) return { kind: 'already-sent', reply: current };
+  return { kind: 'flagged', reply: current ?? reply, reason: current?.errorMessage ?? reason };
+}
+
+/** Confirmed: Twilio gave it a SID (by answer or status callback), or the log printed it. */
+export function isConfirmed(reply: Message): boolean {
+  return reply.twilioSid !== null || reply.status === 'logged';
+}
+
+// Twilio's answer, recorded with its SID. A status callback may have come first (it carries
+// our id): keep whichever status is further along, and the error only if Twilio reported one.
+const REPLY_CONFIRM_SQL = `
+  update messages
+  set twilio_sid = coalesce($2, twilio_sid),
+      status = case when message_status_rank(status) >= message_status_rank($3) and message_status_rank(status) > 0
+                    then status else $3 end,
+      error_code = case when message_status_rank(status) > 0 then error_code end,
+      error_message = case when message_status_rank(status) > 0 then error_message end,
+      status_updated_at = now()
+  where id = $1
+  returning *`;
+
+// A failed send, with what Twilio said. Only from `pending`: a callback that confirmed the
+// reply meanwhile wins over our own view of the failure.
+const REPLY_SEND_FAILED_SQL = `
+  update messages
+  set status = $2, error_code = $3, error_message = $4, status_updated_at = now()
+  where id = $1 and status = 'pending'
+  returning *`;
+
+/**
+ * Sends a reply the caller holds in `pending` (just written by `replyWrite`, or reclaimed),
+ * and records Twilio's answer. Never call it for a reply found pending by someone else:
+ * that one may be out already (use `replyResume`).
+ */
+export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string): Promise<ReplyOutcome> {
+  let sent;
+  try {
+    sent = await deps.transport.send({ to, body: reply.body, statusCallbackUrl: deps.statusCallbackUrl(reply.id) });
+  } catch (err) {
+    const error = err instanceof SendError ? err : new SendError('uncertain', err instanceof Error ? err.message : String(err), { cause: err });
+    if (error.kind === 'uncertain') {
+      // It may be on its way: the retry path waits for the callback instead of resending.
+      return replyResume(deps, reply, to);
+    }
+    const status = error.kind === 'rejected' ? 'failed' : 'send_failed';
+    const message = error.kind === 'rejected' ? error.message : `not sent: ${error.message}`;
+    const updated = await deps.db.query(REPLY_SEND_FAILED_SQL, [reply.id, status, error.code ?? null, message]);
+    if (!updated.rows[0]) {
+      const current = await messageGet(deps.db, reply.id);
+      if (current && isConfirmed(current)) return { kind: 'already-sent', reply: current };
+    }
+    const current = updated.rows[0] ? messageFromRow(updated.rows[0] as never) : reply;
+    if (error.kind === 'rejected') return { kind: 'rejected', reply: current, code: error.code, reason: error.message };
+    return { kind: 'retry', reply: current, reason: error.message, throttled: error.kind === 'throttled', retryAfterMs: error.details.retryAfterMs };
+  }
+  const confirmed = await deps.db.query(REPLY_CONFIRM_SQL, [reply.id, sent.sid, sent.status]);
+  return { kind: 'sent', reply: messageFromRow(confirmed.rows[0] as never) };
+}
+
+function flagReason(reply: Message, timeoutSeconds: number): string {
+  return (
+    `reply ${reply.id} flagged for a human: it may have reached Twilio, but no confirmation came within ` +
+    `${timeoutSeconds} s (its sender stopped mid-send or Twilio did not answer). Not resent, to avoid a ` +
+    'duplicate: check the Twilio console for a message to this contact, then resend or dismiss it.'
+  );
+}

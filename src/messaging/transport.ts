@@ -1,0 +1,194 @@
+// The way out: sends one WhatsApp message through Twilio's REST API (official SDK, with a
+// status callback), or only logs it when no Twilio credentials are configured. Classifies
+// every failure by what it means for a resend (rejected, throttled, unavailable, uncertain).
+// Knows nothing of the database, the outbox or the queue.
+import twilio from 'twilio';
+import type RequestClient from 'twilio/lib/base/RequestClient.js';
+import type * as TwilioHttp from 'twilio/lib/http/response.js';
+import type { Env } from '../config.ts';
+import type { AppMetrics } from '../runtime.ts';
+import { twilioErrorText } from './twilio.ts';
+
+export interface OutboundMessage {
+  /** `whatsapp:+…` */
+  to: string;
+  body: string;
+  /** Where Twilio posts delivery updates; omitted when there is no public URL. */
+  statusCallbackUrl?: string;
+}
+
+export interface SentMessage {
+  /** Twilio's MessageSid; null for the log transport. */
+  sid: string | null;
+  /** Twilio's initial status (`queued`, `accepted` …), or `logged`. */
+  status: string;
+}
+
+/**
+ * What a failed send means for sending again:
+ * - `rejected`: Twilio refused this request for good (4xx): resending cannot help.
+ * - `throttled`: 429: nothing went out; resend after `retryAfterMs`.
+ * - `unavailable`: Twilio answered 5xx, or no connection was made: nothing went out; resend.
+ * - `uncertain`: the request may have reached Twilio (time-out, connection reset): it may
+ *   have gone out, so it must not be resent blindly.
+ */
+export type SendFailureKind = 'rejected' | 'throttled' | 'unavailable' | 'uncertain';
+
+/** A failed send, classified. `code` is Twilio's error code when it gave one. */
+export class SendError extends Error {
+  override name = 'SendError';
+  constructor(
+    readonly kind: SendFailureKind,
+    message: string,
+    readonly details: { code?: number; httpStatus?: number; retryAfterMs?: number; cause?: unknown } = {},
+  ) {
+    super(message, { cause: details.cause });
+  }
+  get code(): number | undefined {
+    return this.details.code;
+  }
+}
+
+export interface Transport {
+  readonly kind: 'twilio' | 'log';
+  /** Sends one message; throws SendError. */
+  send(message: OutboundMessage): Promise<SentMessage>;
+}
+
+/** The outside-call timing sink (runtime.metrics); optional so tools can run without one. */
+type CallObserver = Pick<AppMetrics, 'observeTwilioCall'>;
+
+/** Logger the log transport prints with (pino's signature). */
+interface InfoLogger {
+  info(obj: object, msg?: string): void;
+}
+
+/** `twilio` when all Twilio credentials are set (config checks all-or-none), else `log`. */
+export function createTransport(config: Env, logger: InfoLogger, metrics?: CallObserver): Transport {
+  if (config.TWILIO_ACCOUNT_SID && config.TWILIO_AUTH_TOKEN && config.TWILIO_WHATSAPP_FROM) {
+    return new TwilioTransport({
+      accountSid: config.TWILIO_ACCOUNT_SID,
+      authToken: config.TWILIO_AUTH_TOKEN,
+      from: config.TWILIO_WHATSAPP_FROM,
+      apiBaseUrl: config.TWILIO_API_BASE_URL,
+      metrics,
+    });
+  }
+  return new LogTransport(logger);
+}
+
+/** Prints replies instead of sending them: a new install works end to end without Twilio. */
+export class LogTransport implements Transport {
+  readonly kind = 'log';
+  constructor(private readonly logger: InfoLogger) {}
+
+  async send(message: OutboundMessage): Promise<SentMessage> {
+    this.logger.info({ to: message.to, body: message.body }, 'reply (log transport, no Twilio credentials: not sent)');
+    return { sid: null, status: 'logged' };
+  }
+}
+
+// A hung Twilio must not hold a job until the job time-out; 15 s is far above Twilio's
+// normal answer time (well under a second) and far below the default job time-out.
+const REQUEST_TIMEOUT_MS = 15_000;
+// Twilio rarely sends Retry-After on a 429; without it, wait this long.
+const DEFAULT_THROTTLE_MS = 5_000;
+// Connection errors that happen before any byte of the request left: nothing was sent.
+const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ERR_INVALID_URL']);
+
+interface TwilioTransportOptions {
+  accountSid: string;
+  authToken: string;
+  from: string;
+  /** Replaces https://api.twilio.com (tests point it at a fake Twilio). */
+  apiBaseUrl?: string;
+  metrics?: CallObserver;
+}
+
+/**
+ * The SDK's HTTP client with two changes: the API origin can be moved (the SDK reads no
+ * setting for it), and a 429 is raised with its Retry-After, which the SDK's own error drops.
+ */
+class AiqRequestClient extends twilio.RequestClient {
+  constructor(private readonly apiBaseUrl: string | undefined) {
+    super({ timeout: REQUEST_TIMEOUT_MS, keepAlive: true });
+  }
+
+  override async request<TData>(opts: RequestClient.RequestOptions<TData>): Promise<TwilioHttp.default<TData>> {
+    let uri = opts.uri;
+    if (this.apiBaseUrl) {
+      const original = new URL(uri);
+      uri = `${this.apiBaseUrl.replace(/\/+$/, '')}${original.pathname}${original.search}`;
+    }
+    const response = await super.request<TData>({ ...opts, uri });
+    if (response.statusCode === 429) {
+      const body = (typeof response.body === 'string' ? safeJson(response.body) : response.body) as { code?: number; message?: string } | null;
+      throw new SendError('throttled', `Twilio throttled the send (HTTP 429): ${twilioErrorText(body?.code, body?.message)}`, {
+        code: body?.code,
+        httpStatus: 429,
+        retryAfterMs: retryAfterMs(response.headers as Record<string, unknown>),
+      });
+    }
+    return response;
+  }
+}
+
+export class TwilioTransport implements Transport {
+  readonly kind = 'twilio';
+  private readonly client: twilio.Twilio;
+
+  constructor(private readonly options: TwilioTransportOptions) {
+    this.client = twilio(options.accountSid, options.authToken, { httpClient: new AiqRequestClient(options.apiBaseUrl) });
+  }
+
+  async send(message: OutboundMessage): Promise<SentMessage> {
+    const started = performance.now();
+    try {
+      const created = await this.client.messages.create({
+        from: this.options.from,
+        to: message.to,
+        body: message.body,
+        ...(message.statusCallbackUrl ? { statusCallback: message.statusCallbackUrl } : {}),
+      });
+      this.options.metrics?.observeTwilioCall('send', performance.now() - started, 'ok');
+      return { sid: created.sid, status: created.status ?? 'queued' };
+    } catch (err) {
+      const error = classify(err);
+      this.options.metrics?.observeTwilioCall('send', performance.now() - started, error.kind === 'throttled' ? 'rate_limited' : 'error');
+      throw error;
+    }
+  }
+}
+
+function classify(err: unknown): SendError {
+  if (err instanceof SendError) return err;
+  const e = err as { status?: unknown; code?: unknown; message?: string };
+  // The SDK's RestException: Twilio answered with an error status and (usually) a code.
+  if (err instanceof twilio.RestException || (typeof e.status === 'number' && e.status >= 400)) {
+    const status = e.status as number;
+    const code = typeof e.code === 'number' ? e.code : undefined;
+    const text = twilioErrorText(code, e.message);
+    // A 5xx means Twilio failed to take the message: sending again is the documented cure.
+    if (status >= 500) return new SendError('unavailable', `Twilio is unavailable (HTTP ${status}): ${text}`, { code, httpStatus: status, cause: err });
+    return new SendError('rejected', text, { code, httpStatus: status, cause: err });
+  }
+  const code = typeof e.code === 'string' ? e.code : undefined;
+  if (code && NOT_CONNECTED.has(code)) {
+    return new SendError('unavailable', `Twilio API unreachable (${code}): ${e.message ?? ''}`.trim(), { cause: err });
+  }
+  return new SendError('uncertain', `Twilio send interrupted (${code ?? 'no answer'}): ${e.message ?? String(err)}; it may have been accepted`, { cause: err });
+}
+
+function retryAfterMs(headers: Record<string, unknown> | undefined): number {
+  const value = headers?.['retry-after'];
+  const seconds = Number(Array.isArray(value) ? value[0] : value);
+  return Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : DEFAULT_THROTTLE_MS;
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}

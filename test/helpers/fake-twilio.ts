@@ -1,0 +1,438 @@
+// A fake Twilio REST API as a real HTTP server: Messages.json speaks Twilio's wire format
+// (form post, Basic auth, JSON resource or error), records every request, injects faults
+// (429, 5xx, 4xx with a Twilio code, hangs before or after accepting), and sends signed
+// status callbacks like Twilio does. Used by tests in-process and by the chaos run standalone:
+//   node --import tsx test/helpers/fake-twilio.ts --port 4010 --auth-token T --rate-500 0.1
+import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parseArgs } from 'node:util';
+import { pathToFileURL } from 'node:url';
+import twilio from 'twilio';
+
+export const FAKE_ACCOUNT_SID = `AC${'0123456789abcdef'.repeat(2)}`;
+export const FAKE_AUTH_TOKEN = 'fake-twilio-auth-token';
+
+/** What one send request gets instead of a plain success. */
+export type Fault =
+  /** Refuse with this HTTP status and Twilio error code (429, 500, 503, 400 + 21211 …). Nothing is accepted. */
+  | { kind: 'http'; status: number; code?: number; message?: string; retryAfterSeconds?: number }
+  /** Never answer, accept nothing (a black hole). */
+  | { kind: 'hang' }
+  /** Accept the message (it "goes out", callbacks follow), then never answer: the sender cannot know. */
+  | { kind: 'accept-then-hang' }
+  /** Accept the message, then cut the connection (ECONNRESET at the sender). */
+  | { kind: 'accept-then-drop' }
+  /** Accept (201 queued), then report `failed` with this code by status callback (63016 …). */
+  | { kind: 'fail-later'; code: number };
+
+/** Probability per send of each fault kind (0–1); the rest succeed. */
+export interface FaultRates {
+  throttle?: number;
+  serverError?: number;
+  hang?: number;
+  acceptThenHang?: number;
+  acceptThenDrop?: number;
+}
+
+export interface FakeTwilioOptions {
+  port?: number;
+  host?: string;
+  accountSid?: string;
+  /** Checked by Basic auth, and signs status callbacks. */
+  authToken?: string;
+  /** Post `sent` then `delivered` (or `failed`) to each message's StatusCallback. Default false. */
+  statusCallbacks?: boolean;
+  /** Delay before each status callback. Default 20 ms. */
+  callbackDelayMs?: number;
+  /** Delay before answering a send. Default 0. */
+  responseDelayMs?: number;
+  rates?: FaultRates;
+  /** Seed for the fault dice, so a chaos run can be replayed. */
+  seed?: number;
+}
+
+export interface RecordedRequest {
+  at: Date;
+  method: string;
+  path: string;
+  authorized: boolean;
+  params: Record<string, string>;
+  /** `accepted`, `fault:<kind>`, `unauthorized`, `invalid`, `not-found`. */
+  outcome: string;
+}
+
+export interface AcceptedMessage {
+  sid: string;
+  to: string;
+  from: string;
+  body: string;
+  statusCallback?: string;
+  at: Date;
+}
+
+export interface CallbackResult {
+  sid: string;
+  status: string;
+  url: string;
+  httpStatus: number | 'error';
+}
+
+export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accepted: [AcceptedMessage]; callback: [CallbackResult] }> {
+  readonly requests: RecordedRequest[] = [];
+  readonly messages: AcceptedMessage[] = [];
+  readonly callbacks: CallbackResult[] = [];
+  readonly accountSid: string;
+  readonly authToken: string;
+  url = '';
+  private readonly server: Server;
+  private readonly queued: Fault[] = [];
+  private rates: FaultRates;
+  private random: () => number;
+  private readonly timers = new Set<NodeJS.Timeout>();
+
+  constructor(private readonly options: FakeTwilioOptions = {}) {
+    super();
+    this.accountSid = options.accountSid ?? FAKE_ACCOUNT_SID;
+    this.authToken = options.authToken ?? FAKE_AUTH_TOKEN;
+    this.rates = options.rates ?? {};
+    this.random = seededRandom(options.seed ?? Date.now());
+    this.server = createServer((req, res) => void this.handle(req, res));
+  }
+
+  async listen(): Promise<this> {
+    await new Promise<void>((resolve) => this.server.listen(this.options.port ?? 0, this.options.host ?? '127.0.0.1', resolve));
+    const { port } = this.server.address() as AddressInfo;
+    this.url = `http://${this.options.host ?? '127.0.0.1'}:${port}`;
+    return this;
+  }
+
+  /** Faults for the next send requests, one each, in order; then back to the rates. */
+  fault(...faults: Fault[]): void {
+    this.queued.push(...faults);
+  }
+
+  setRates(rates: FaultRates, seed?: number): void {
+    this.rates = rates;
+    if (seed !== undefined) this.random = seededRandom(seed);
+  }
+
+  /** Accepted sends, optionally only those to `to` and/or with `body`. */
+  sendCount(filter: { to?: string; body?: string } = {}): number {
+    return this.messages.filter((m) => (filter.to === undefined || m.to === filter.to) && (filter.body === undefined || m.body === filter.body)).length;
+  }
+
+  /** Accepted sends per To and body, and the pairs sent more than once (duplicates). */
+  stats(): { requests: number; accepted: number; byTo: Record<string, number>; duplicates: Array<{ to: string; body: string; count: number }> } {
+    const byTo: Record<string, number> = {};
+    const pairs = new Map<string, number>();
+    for (const m of this.messages) {
+      byTo[m.to] = (byTo[m.to] ?? 0) + 1;
+      const key = JSON.stringify([m.to, m.body]);
+      pairs.set(key, (pairs.get(key) ?? 0) + 1);
+    }
+    const duplicates = [...pairs].filter(([, n]) => n > 1).map(([key, count]) => {
+      const [to, body] = JSON.parse(key) as [string, string];
+      return { to, body, count };
+    });
+    return { requests: this.requests.length, accepted: this.messages.length, byTo, duplicates };
+  }
+
+  /** Resolves when `count` messages have been accepted in all. */
+  waitForAccepted(count: number, timeoutMs = 30_000): Promise<void> {
+    return this.waitFor(() => this.messages.length >= count, 'accepted', `${count} accepted sends`, timeoutMs);
+  }
+
+  /** Resolves when `count` send requests have arrived in all. */
+  waitForRequests(count: number, timeoutMs = 30_000): Promise<void> {
+    return this.waitFor(() => this.requests.length >= count, 'request', `${count} send requests`, timeoutMs);
+  }
+
+  /** Posts a signed status callback for an accepted message, as Twilio would. Returns the HTTP status. */
+  async deliverStatus(sid: string, status: string, errorCode?: number): Promise<number | 'error'> {
+    const message = this.messages.find((m) => m.sid === sid);
+    if (!message?.statusCallback) throw new Error(`no accepted message ${sid} with a StatusCallback`);
+    const params: Record<string, string> = {
+      AccountSid: this.accountSid,
+      ApiVersion: '2010-04-01',
+      ChannelPrefix: 'whatsapp',
+      From: message.from,
+      To: message.to,
+      MessageSid: sid,
+      SmsSid: sid,
+      MessageStatus: status,
+      SmsStatus: status,
+      ...(errorCode ? { ErrorCode: String(errorCode) } : {}),
+    };
+    let httpStatus: number | 'error';
+    try {
+      const response = await fetch(message.statusCallback, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          'x-twilio-signature': twilio.getExpectedTwilioSignature(this.authToken, message.statusCallback, params),
+        },
+        body: new URLSearchParams(params).toString(),
+      });
+      await response.arrayBuffer();
+      httpStatus = response.status;
+    } catch {
+      httpStatus = 'error';
+    }
+    const result = { sid, status, url: message.statusCallback, httpStatus };
+    this.callbacks.push(result);
+    this.emit('callback', result);
+    return httpStatus;
+  }
+
+  async close(): Promise<void> {
+    for (const timer of this.timers) clearTimeout(timer);
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private waitFor(done: () => boolean, event: 'request' | 'accepted', what: string, timeoutMs: number): Promise<void> {
+    if (done()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.off(event, check);
+        reject(new Error(`fake Twilio: timed out after ${timeoutMs} ms waiting for ${what} (have ${this.messages.length} accepted, ${this.requests.length} requests)`));
+      }, timeoutMs);
+      const check = () => {
+        if (!done()) return;
+        clearTimeout(timer);
+        this.off(event, check);
+        resolve();
+      };
+      this.on(event, check);
+    });
+  }
+
+  private nextFault(): Fault | undefined {
+    const queued = this.queued.shift();
+    if (queued) return queued;
+    const r = this.random();
+    let edge = 0;
+    const pick = (rate: number | undefined) => (edge += rate ?? 0) > r;
+    if (pick(this.rates.throttle)) return { kind: 'http', status: 429, code: 20429, message: 'Too Many Requests', retryAfterSeconds: 1 };
+    if (pick(this.rates.serverError)) return { kind: 'http', status: 500, code: 20500, message: 'Internal Server Error' };
+    if (pick(this.rates.hang)) return { kind: 'hang' };
+    if (pick(this.rates.acceptThenHang)) return { kind: 'accept-then-hang' };
+    if (pick(this.rates.acceptThenDrop)) return { kind: 'accept-then-drop' };
+    return undefined;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://fake');
+    if (url.pathname.startsWith('/_fake/')) return this.control(req, res, url);
+    const raw = await readBody(req);
+    const params = Object.fromEntries(new URLSearchParams(raw));
+    const match = /^\/2010-04-01\/Accounts\/(AC\w+)\/Messages\.json$/.exec(url.pathname);
+    const authorized = req.headers.authorization === `Basic ${Buffer.from(`${this.accountSid}:${this.authToken}`).toString('base64')}`;
+    const record = (outcome: string) => {
+      const entry = { at: new Date(), method: req.method ?? '', path: url.pathname, authorized, params, outcome };
+      this.requests.push(entry);
+      this.emit('request', entry);
+    };
+
+    if (!match || req.method !== 'POST') {
+      record('not-found');
+      return sendJson(res, 404, twilioError(20404, 'The requested resource was not found', 404));
+    }
+    if (!authorized || match[1] !== this.accountSid) {
+      record('unauthorized');
+      return sendJson(res, 401, twilioError(20003, 'Authenticate', 401));
+    }
+    if (!params.To) return this.invalid(record, res, 21604, "A 'To' phone number is required.");
+    if (!/^(whatsapp:)?\+[1-9]\d{5,14}$/.test(params.To)) return this.invalid(record, res, 21211, `The 'To' number ${params.To} is not a valid phone number.`);
+    if (!params.From) return this.invalid(record, res, 21603, "A 'From' phone number is required.");
+    if (!params.Body && !params.MediaUrl) return this.invalid(record, res, 21602, 'Message body is required.');
+
+    const fault = this.nextFault();
+    if (fault?.kind === 'http') {
+      record(`fault:http-${fault.status}`);
+      if (fault.retryAfterSeconds !== undefined) res.setHeader('retry-after', String(fault.retryAfterSeconds));
+      return sendJson(res, fault.status, twilioError(fault.code ?? fault.status, fault.message ?? `HTTP ${fault.status}`, fault.status));
+    }
+    if (fault?.kind === 'hang') {
+      record('fault:hang');
+      return;
+    }
+
+    const message: AcceptedMessage = {
+      sid: `SM${randomBytes(16).toString('hex')}`,
+      to: params.To,
+      from: params.From,
+      body: params.Body ?? '',
+      statusCallback: params.StatusCallback,
+      at: new Date(),
+    };
+    // Recorded before any answer: from here on the message has "gone out", whatever the
+    // connection does next. That is the moment a sender's crash must not repeat.
+    this.messages.push(message);
+    record(fault ? `accepted+fault:${fault.kind}` : 'accepted');
+    this.emit('accepted', message);
+    this.scheduleCallbacks(message, fault?.kind === 'fail-later' ? fault.code : undefined);
+
+    if (fault?.kind === 'accept-then-hang') return;
+    if (fault?.kind === 'accept-then-drop') {
+      res.socket?.destroy();
+      return;
+    }
+    const answer = () => sendJson(res, 201, this.resource(message));
+    if (this.options.responseDelayMs) this.later(answer, this.options.responseDelayMs);
+    else answer();
+  }
+
+  private invalid(record: (outcome: string) => void, res: ServerResponse, code: number, message: string): void {
+    record('invalid');
+    sendJson(res, 400, twilioError(code, message, 400));
+  }
+
+  private scheduleCallbacks(message: AcceptedMessage, failCode: number | undefined): void {
+    if (!this.options.statusCallbacks || !message.statusCallback) return;
+    const delay = this.options.callbackDelayMs ?? 20;
+    const steps: Array<[string, number | undefined]> = failCode ? [['failed', failCode]] : [['sent', undefined], ['delivered', undefined]];
+    let at = delay;
+    for (const [status, code] of steps) {
+      this.later(() => void this.deliverStatus(message.sid, status, code), at);
+      at += delay;
+    }
+  }
+
+  private later(work: () => void, ms: number): void {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      work();
+    }, ms);
+    this.timers.add(timer);
+  }
+
+  private resource(m: AcceptedMessage): Record<string, unknown> {
+    const date = m.at.toUTCString().replace('GMT', '+0000');
+    return {
+      account_sid: this.accountSid,
+      api_version: '2010-04-01',
+      body: m.body,
+      date_created: date,
+      date_sent: null,
+      date_updated: date,
+      direction: 'outbound-api',
+      error_code: null,
+      error_message: null,
+      from: m.from,
+      messaging_service_sid: null,
+      num_media: '0',
+      num_segments: '1',
+      price: null,
+      price_unit: null,
+      sid: m.sid,
+      status: 'queued',
+      subresource_uris: { media: `/2010-04-01/Accounts/${this.accountSid}/Messages/${m.sid}/Media.json` },
+      to: m.to,
+      uri: `/2010-04-01/Accounts/${this.accountSid}/Messages/${m.sid}.json`,
+    };
+  }
+
+  // For a standalone fake (the chaos run): read the counts, change the faults, start over.
+  private async control(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    if (req.method === 'GET' && url.pathname === '/_fake/stats') {
+      const to = url.searchParams.get('to') ?? undefined;
+      const body = url.searchParams.get('body') ?? undefined;
+      return sendJson(res, 200, { ...this.stats(), count: this.sendCount({ to, body }) });
+    }
+    if (req.method === 'GET' && url.pathname === '/_fake/messages') return sendJson(res, 200, this.messages);
+    if (req.method === 'POST' && url.pathname === '/_fake/faults') {
+      const input = JSON.parse((await readBody(req)) || '{}') as { faults?: Fault[]; rates?: FaultRates; seed?: number };
+      if (input.faults) this.fault(...input.faults);
+      if (input.rates) this.setRates(input.rates, input.seed);
+      return sendJson(res, 200, { queued: this.queued.length, rates: this.rates });
+    }
+    if (req.method === 'POST' && url.pathname === '/_fake/reset') {
+      this.requests.length = 0;
+      this.messages.length = 0;
+      this.callbacks.length = 0;
+      this.queued.length = 0;
+      return sendJson(res, 200, { reset: true });
+    }
+    return sendJson(res, 404, { error: 'unknown control endpoint' });
+  }
+}
+
+/** Starts a fake Twilio on a free port (or `options.port`). */
+export function startFakeTwilio(options: FakeTwilioOptions = {}): Promise<FakeTwilio> {
+  return new FakeTwilio(options).listen();
+}
+
+function twilioError(code: number, message: string, status: number): Record<string, unknown> {
+  return { code, message, more_info: `https://www.twilio.com/docs/errors/${code}`, status };
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+/** mulberry32: small, fast, good enough to roll fault dice reproducibly. */
+function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// Standalone: prints its URL as `ready <url>` and runs until killed.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const { values } = parseArgs({
+    options: {
+      port: { type: 'string', default: '4010' },
+      host: { type: 'string', default: '127.0.0.1' },
+      'account-sid': { type: 'string' },
+      'auth-token': { type: 'string' },
+      'status-callbacks': { type: 'boolean', default: false },
+      'response-delay-ms': { type: 'string' },
+      seed: { type: 'string' },
+      'rate-429': { type: 'string' },
+      'rate-500': { type: 'string' },
+      'rate-hang': { type: 'string' },
+      'rate-accept-then-hang': { type: 'string' },
+      'rate-accept-then-drop': { type: 'string' },
+    },
+  });
+  const rate = (name: string) => (values[name as keyof typeof values] === undefined ? undefined : Number(values[name as keyof typeof values]));
+  const fake = await startFakeTwilio({
+    port: Number(values.port),
+    host: values.host,
+    accountSid: values['account-sid'],
+    authToken: values['auth-token'],
+    statusCallbacks: values['status-callbacks'],
+    responseDelayMs: rate('response-delay-ms'),
+    seed: rate('seed'),
+    rates: {
+      throttle: rate('rate-429'),
+      serverError: rate('rate-500'),
+      hang: rate('rate-hang'),
+      acceptThenHang: rate('rate-accept-then-hang'),
+      acceptThenDrop: rate('rate-accept-then-drop'),
+    },
+  });
+  console.log(`ready ${fake.url}`);
+  const stop = () => void fake.close().then(() => process.exit(0));
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
