@@ -1,12 +1,13 @@
 // Drafts the AI's reply to a conversation: history up to now (so one reply answers a
 // burst), retrieval, prompt, model call. Shared by autoreply (which sends the draft through
 // the outbox) and suggest (which stores it for an admin). Sends and stores nothing itself.
-import { promptBuild, type HistoryMessage } from '../ai/prompts.ts';
+import { promptBuild, systemPromptLoad, type HistoryMessage } from '../ai/prompts.ts';
 import { ragRetrieve } from '../ai/rag.ts';
 import type { AiProvider, KnowledgeItem, Prompt, TokenUsage } from '../ai/types.ts';
 import { usageAdd } from '../ai/types.ts';
 import type { Queryable } from '../db/types.ts';
 import { messageListRecent, type Message } from '../messaging/conversations.ts';
+import type { Runtime } from '../runtime.ts';
 
 export interface ReplyDeps {
   db: Queryable;
@@ -31,6 +32,18 @@ export interface ReplyDraft {
   personId: string | null;
   knowledge: Array<Pick<KnowledgeItem, 'kind' | 'id' | 'title' | 'distance'>>;
   prompt: Prompt;
+}
+
+/** What autoreply and suggest need to draft a reply; reads the system prompt file (once per call). */
+export function replyDepsOf(runtime: Runtime): ReplyDeps {
+  const { config } = runtime;
+  return {
+    db: runtime.db,
+    ai: runtime.ai,
+    systemPrompt: systemPromptLoad(config.SYSTEM_PROMPT_FILE),
+    topK: config.RAG_TOP_K,
+    historyLimit: config.HISTORY_MESSAGES,
+  };
 }
 
 /** Outbound messages that never reached the contact are not part of what they saw. */
