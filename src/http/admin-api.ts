@@ -1,23 +1,15 @@
 // The admin JSON API under /api: what the dashboard does, for scripts. Bearer ADMIN_TOKEN
 // (open on loopback without one), zod-validated input, 4xx with a message that says what
-// was wrong.
+// was wrong. The conversation and knowledge groups are registered here, behind the same check.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { jobCancel, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats } from '../queue/index.ts';
 import type { Runtime } from '../runtime.ts';
+import { conversationApi } from './admin-api-conversations.ts';
+import { parseOr400 } from './api-input.ts';
 import { bearerToken, type AdminAuth } from './auth.ts';
 import { JobFilterQuery, toJobFilter } from './dashboard/queue-pages.ts';
 import { jobMinuteStats, jobSlowList } from './dashboard/queue-queries.ts';
-
-/** Parses with zod or answers 400 naming the first bad field. Returns undefined when it answered. */
-export function parseOr400<T extends z.ZodType>(schema: T, input: unknown, reply: FastifyReply): z.infer<T> | undefined {
-  const parsed = schema.safeParse(input ?? {});
-  if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0];
-  const where = issue && issue.path.length > 0 ? `${issue.path.join('.')}: ` : '';
-  void reply.status(400).send({ error: `${where}${issue?.message ?? 'invalid input'}`, issues: parsed.error.issues });
-  return undefined;
-}
 
 const IdParams = z.object({ id: z.uuid('must be a uuid') });
 const JobListQuery = JobFilterQuery.extend({
@@ -102,4 +94,6 @@ export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth }>
     if (body.dryRun) return { count: await jobCount(db, filter), retried: false };
     return { count: await jobRetryMany(db, filter), retried: true };
   });
+
+  await app.register(conversationApi, { runtime });
 };

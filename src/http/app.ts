@@ -33,6 +33,6 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
   await app.register(webhookRoutes, { runtime });
   const auth = new AdminAuth(runtime.config.ADMIN_TOKEN);
   await app.register(adminApi, { runtime, auth });
-  await app.register(dashboard, { runtime, auth, logTransport: !runtime.config.TWILIO_ACCOUNT_SID });
+  await app.register(dashboard, { runtime, auth, logTransport: runtime.transport.kind === 'log' });
   return app;
 }

@@ -1,0 +1,121 @@
+// Admin API for conversations, messages and suggestions: the inbox, a thread, the AI pause
+// switch, admin replies, suggestions (request, send, edit and send, discard) and, with the
+// log transport, simulated inbound messages. Registered inside adminApi (bearer checked).
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import { z } from 'zod';
+import { suggestionDiscard, suggestionGet, suggestionList } from '../jobs/suggest.ts';
+import { conversationAiPausedSet, conversationGet, messageListRecent } from '../messaging/conversations.ts';
+import type { Runtime } from '../runtime.ts';
+import { parseOr400 } from './api-input.ts';
+import { ActionError, adminReplySend, inboundSimulate, suggestionRequest, suggestionSend } from './dashboard/conversation-actions.ts';
+import { ReplyBody, SimulateBody } from './dashboard/conversation-pages.ts';
+import { conversationList } from './dashboard/conversation-queries.ts';
+
+const IdParams = z.object({ id: z.uuid('must be a uuid') });
+const ListQuery = z.object({
+  q: z.string().trim().min(1).max(100).optional(),
+  after: z.string().max(200).optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(50),
+});
+const ThreadQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(200) });
+const PauseBody = z.object({ paused: z.boolean() }).strict();
+const SuggestionSendBody = z.object({ body: ReplyBody.shape.body.optional() }).strict();
+
+function actionFailed(err: unknown, reply: FastifyReply): FastifyReply {
+  if (err instanceof ActionError) return reply.status(err.statusCode).send({ error: err.message });
+  throw err;
+}
+
+export const conversationApi: FastifyPluginAsync<{ runtime: Runtime }> = async (app, { runtime }) => {
+  const { db } = runtime;
+
+  app.get('/api/conversations', async (request, reply) => {
+    const query = parseOr400(ListQuery, request.query, reply);
+    if (!query) return reply;
+    try {
+      return await conversationList(db, { search: query.q, after: query.after, limit: query.limit });
+    } catch (err) {
+      if (err instanceof RangeError) return reply.status(400).send({ error: `after: ${err.message}` });
+      throw err;
+    }
+  });
+
+  app.get('/api/conversations/:id', async (request, reply) => {
+    const params = parseOr400(IdParams, request.params, reply);
+    const query = params && parseOr400(ThreadQuery, request.query, reply);
+    if (!params || !query) return reply;
+    const conversation = await conversationGet(db, params.id);
+    if (!conversation) return reply.status(404).send({ error: 'no conversation with this id' });
+    const [messages, suggestions] = await Promise.all([messageListRecent(db, params.id, query.limit), suggestionList(db, params.id)]);
+    return { conversation, messages, suggestions };
+  });
+
+  app.post('/api/conversations/:id/pause', async (request, reply) => {
+    const params = parseOr400(IdParams, request.params, reply);
+    const body = params && parseOr400(PauseBody, request.body, reply);
+    if (!params || !body) return reply;
+    if (!(await conversationAiPausedSet(db, params.id, body.paused))) return reply.status(404).send({ error: 'no conversation with this id' });
+    return { id: params.id, aiPaused: body.paused };
+  });
+
+  app.post('/api/conversations/:id/messages', async (request, reply) => {
+    const params = parseOr400(IdParams, request.params, reply);
+    const body = params && parseOr400(ReplyBody, request.body, reply);
+    if (!params || !body) return reply;
+    try {
+      const { message, outcome } = await adminReplySend(runtime, params.id, body.body);
+      return reply.status(201).send({ message, outcome: outcome.kind });
+    } catch (err) {
+      return actionFailed(err, reply);
+    }
+  });
+
+  app.post('/api/conversations/:id/suggest', async (request, reply) => {
+    const params = parseOr400(IdParams, request.params, reply);
+    if (!params) return reply;
+    if (!(await conversationGet(db, params.id))) return reply.status(404).send({ error: 'no conversation with this id' });
+    try {
+      return reply.status(202).send({ jobId: await suggestionRequest(runtime, params.id) });
+    } catch (err) {
+      return actionFailed(err, reply);
+    }
+  });
+
+  app.get('/api/suggestions/:id', async (request, reply) => {
+    const params = parseOr400(IdParams, request.params, reply);
+    if (!params) return reply;
+    const suggestion = await suggestionGet(db, params.id);
+    return suggestion ?? reply.status(404).send({ error: 'no suggestion with this id' });
+  });
+
+  app.post('/api/suggestions/:id/send', async (request, reply) => {
+    const params = parseOr400(IdParams, request.params, reply);
+    const body = params && parseOr400(SuggestionSendBody, request.body, reply);
+    if (!params || !body) return reply;
+    try {
+      const { message, outcome } = await suggestionSend(runtime, params.id, body.body);
+      return reply.status(201).send({ message, outcome: outcome.kind });
+    } catch (err) {
+      return actionFailed(err, reply);
+    }
+  });
+
+  app.post('/api/suggestions/:id/discard', async (request, reply) => {
+    const params = parseOr400(IdParams, request.params, reply);
+    if (!params) return reply;
+    if (await suggestionDiscard(db, params.id)) return { id: params.id, status: 'discarded' };
+    const suggestion = await suggestionGet(db, params.id);
+    if (!suggestion) return reply.status(404).send({ error: 'no suggestion with this id' });
+    return reply.status(409).send({ error: `this suggestion was ${suggestion.status} already` });
+  });
+
+  app.post('/api/simulate', async (request, reply) => {
+    const body = parseOr400(SimulateBody, request.body, reply);
+    if (!body) return reply;
+    try {
+      return reply.status(201).send(await inboundSimulate(runtime, { from: body.from, body: body.body, profileName: body.name }));
+    } catch (err) {
+      return actionFailed(err, reply);
+    }
+  });
+};

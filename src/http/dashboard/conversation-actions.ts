@@ -1,0 +1,122 @@
+// What an admin does in a conversation, shared by the dashboard and the API: reply as a
+// human, send (or edit and send) an AI suggestion, ask the AI for one, and simulate an
+// inbound message when the transport is `log`. Built on messaging/ and jobs/ functions;
+// replies go through the outbox like the AI's, so delivery status is tracked the same way.
+import { randomBytes } from 'node:crypto';
+import { autoreplyEnqueue } from '../../jobs/autoreply.ts';
+import { suggestEnqueue, suggestionGet, suggestionMarkSent } from '../../jobs/suggest.ts';
+import { conversationGet, inboundMessageInsert, type Message } from '../../messaging/conversations.ts';
+import { replyDispatch, replyWrite, type OutboxDeps, type ReplyOutcome } from '../../messaging/outbox.ts';
+import { statusCallbackUrl } from '../../messaging/twilio.ts';
+import type { Queryable } from '../../db/types.ts';
+import type { Runtime } from '../../runtime.ts';
+
+/** Refused for a reason the admin can act on (shown as the page's problem, or a 4xx). */
+export class ActionError extends Error {
+  constructor(
+    readonly statusCode: 404 | 409 | 400,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function outboxOf(runtime: Runtime): OutboxDeps {
+  return {
+    db: runtime.db,
+    transport: runtime.transport,
+    confirmTimeoutSeconds: runtime.config.REPLY_CONFIRM_TIMEOUT_SECONDS,
+    statusCallbackUrl: (messageId) => statusCallbackUrl(runtime.config.PUBLIC_URL, messageId),
+  };
+}
+
+async function latestInboundId(db: Queryable, conversationId: string): Promise<string | null> {
+  const result = await db.query<{ id: string }>(
+    `select id from messages where conversation_id = $1 and source = 'inbound' order by created_at desc, id desc limit 1`,
+    [conversationId],
+  );
+  return result.rows[0]?.id ?? null;
+}
+
+/** One line on how a send went, for the notice after the action. */
+export function outcomeText(outcome: ReplyOutcome): string {
+  switch (outcome.kind) {
+    case 'sent':
+    case 'already-sent':
+      return `Sent (${outcome.reply.status}).`;
+    case 'waiting':
+      return 'Handed to Twilio; waiting for its confirmation.';
+    case 'flagged':
+      return `Flagged: ${outcome.reason}`;
+    case 'rejected':
+      return `Twilio refused it: ${outcome.reason}`;
+    case 'retry':
+      return `Not sent: ${outcome.reason}. Try again in a moment.`;
+  }
+}
+
+/**
+ * Sends an admin's own reply now (written to the outbox first, then handed to the
+ * transport), answering the newest inbound message.
+ */
+export async function adminReplySend(runtime: Runtime, conversationId: string, body: string): Promise<{ message: Message; outcome: ReplyOutcome }> {
+  const conversation = await conversationGet(runtime.db, conversationId);
+  if (!conversation) throw new ActionError(404, 'no conversation with this id');
+  const reply = await replyWrite(runtime.db, {
+    conversationId,
+    source: 'admin',
+    replyToMessageId: await latestInboundId(runtime.db, conversationId),
+    body,
+  });
+  if (!reply) throw new Error('admin reply was not written');
+  const outcome = await replyDispatch(outboxOf(runtime), reply, `whatsapp:${conversation.whatsappNumber}`);
+  return { message: outcome.reply, outcome };
+}
+
+/**
+ * Sends a pending suggestion, as written or edited, as an admin message. The message and
+ * the suggestion's `sent` mark are one transaction, so a double click sends once.
+ */
+export async function suggestionSend(runtime: Runtime, suggestionId: string, editedBody?: string): Promise<{ message: Message; outcome: ReplyOutcome }> {
+  const suggestion = await suggestionGet(runtime.db, suggestionId);
+  if (!suggestion) throw new ActionError(404, 'no suggestion with this id');
+  if (suggestion.status !== 'pending') throw new ActionError(409, `this suggestion was ${suggestion.status} already`);
+  const conversation = await conversationGet(runtime.db, suggestion.conversationId);
+  if (!conversation) throw new ActionError(404, 'the conversation of this suggestion is gone');
+  const reply = await runtime.db.transaction(async (tx) => {
+    const written = await replyWrite(tx, { conversationId: conversation.id, source: 'admin', replyToMessageId: suggestion.messageId, body: editedBody ?? suggestion.body });
+    if (!written) throw new Error('admin reply was not written');
+    if (!(await suggestionMarkSent(tx, suggestion.id, written.id))) throw new ActionError(409, 'this suggestion was sent or discarded meanwhile');
+    return written;
+  });
+  const outcome = await replyDispatch(outboxOf(runtime), reply, `whatsapp:${conversation.whatsappNumber}`);
+  return { message: outcome.reply, outcome };
+}
+
+/** Asks the AI for a draft on the newest inbound message (the `suggest` job). */
+export async function suggestionRequest(runtime: Runtime, conversationId: string): Promise<string> {
+  const messageId = await latestInboundId(runtime.db, conversationId);
+  if (!messageId) throw new ActionError(409, 'this conversation has no inbound message to answer');
+  return suggestEnqueue(runtime.db, { conversationId, messageId });
+}
+
+/**
+ * Stores an inbound message as the webhook would (same store function, same job, one
+ * transaction), for trying the loop without Twilio. Only offered with the `log` transport.
+ */
+export async function inboundSimulate(runtime: Runtime, input: { from: string; body: string; profileName?: string }): Promise<{ conversationId: string; messageId: string }> {
+  if (runtime.transport.kind !== 'log') throw new ActionError(409, 'simulating is only for the log transport: with Twilio configured, send a real WhatsApp message');
+  return runtime.db.transaction(async (tx) => {
+    const stored = await inboundMessageInsert(tx, {
+      whatsappNumber: input.from,
+      profileName: input.profileName,
+      body: input.body,
+      mediaUrls: [],
+      // A SID in Twilio's shape that Twilio never issues (SM + 32 hex), unique per message.
+      twilioSid: `SM${randomBytes(16).toString('hex')}`,
+    });
+    if (!stored) throw new Error('simulated message was not stored');
+    await autoreplyEnqueue(tx, stored);
+    return stored;
+  });
+}

@@ -1,0 +1,226 @@
+// The conversation pages: the inbox (latest first, with markers), a thread with delivery
+// status, pending AI suggestions (send, edit and send, discard), the AI pause switch, the
+// admin reply box, and the "simulate inbound message" form for the log transport.
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import { z } from 'zod';
+import { suggestionDiscard, suggestionGet, suggestionList, type Suggestion } from '../../jobs/suggest.ts';
+import { conversationAiPausedSet, conversationGet, messageListRecent, type Conversation, type Message } from '../../messaging/conversations.ts';
+import type { Runtime } from '../../runtime.ts';
+import { pageContext } from './access.ts';
+import { ActionError, adminReplySend, inboundSimulate, outcomeText, suggestionRequest, suggestionSend } from './conversation-actions.ts';
+import { conversationList, type ConversationSummary } from './conversation-queries.ts';
+import { html, type Html } from './html.ts';
+import { actionButton, badge, csrfField, page, when, type PageContext } from './layout.ts';
+import { queryString } from './queue-pages.ts';
+
+/** How many messages a thread shows (the newest). */
+const THREAD_MESSAGES = 200;
+
+export const ReplyBody = z.object({ body: z.string().trim().min(1, 'write a message first').max(4096, 'WhatsApp allows at most 4096 characters') });
+export const SimulateBody = z.object({
+  from: z.string().trim().regex(/^\+[1-9][0-9]{5,14}$/, 'the number must look like +31612345678'),
+  name: z.string().trim().max(100).optional(),
+  body: z.string().trim().min(1, 'write a message first').max(4096),
+});
+const ListQuery = z.object({ q: z.string().trim().max(100).optional(), after: z.string().max(200).optional() });
+const Id = z.object({ id: z.uuid() });
+
+function sendPage(reply: FastifyReply, markup: Html): FastifyReply {
+  return reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(markup.value);
+}
+
+function contactName(c: { profileName: string | null; whatsappNumber: string }): string {
+  return c.profileName ? `${c.profileName} (${c.whatsappNumber})` : c.whatsappNumber;
+}
+
+function listPage(ctx: PageContext, query: z.infer<typeof ListQuery>, rows: ConversationSummary[], nextCursor: string | null): Html {
+  return page(
+    ctx,
+    'conversations',
+    'Conversations',
+    html`<h1>Conversations</h1>
+<form class="filters" method="get" action="/admin/conversations">
+<label>Number or name<input name="q" value="${query.q ?? ''}"></label><button>Search</button>
+${ctx.logTransport ? html`<a style="margin-left:auto" href="/admin/simulate">Simulate an inbound message…</a>` : ''}
+</form>
+<div id="live" data-refresh-ms="${query.after ? 0 : 5000}">
+${
+  rows.length === 0
+    ? html`<div class="card muted">No conversations yet.${ctx.logTransport ? html` <a href="/admin/simulate">Simulate an inbound message</a> to start one.` : ''}</div>`
+    : html`<table><thead><tr><th>contact</th><th>last message</th><th>when</th><th>markers</th></tr></thead><tbody>
+${rows.map(
+  (c) => html`<tr><td><a href="/admin/conversations/${c.id}">${contactName(c)}</a></td>
+<td class="clip">${c.lastSource ? html`<span class="muted">${c.lastSource}:</span> ` : ''}${c.lastBody ?? ''}</td>
+<td>${when(c.lastMessageAt)}</td>
+<td>${c.awaitingReply ? html`<span class="badge b-pending">awaiting reply</span> ` : ''}${c.problems ? html`<span class="badge b-failed">${c.problems} not delivered</span> ` : ''}${c.pendingSuggestions ? html`<span class="badge b-processing">${c.pendingSuggestions} suggestion${c.pendingSuggestions === 1 ? '' : 's'}</span> ` : ''}${c.aiPaused ? html`<span class="badge">AI paused</span>` : ''}</td></tr>`,
+)}</tbody></table>`
+}</div>
+<div class="pager">${query.after ? html`<a href="/admin/conversations${queryString({ q: query.q })}">« newest</a>` : ''}${nextCursor ? html`<a href="/admin/conversations${queryString({ q: query.q, after: nextCursor })}">older »</a>` : ''}</div>`,
+  );
+}
+
+function messageBubble(m: Message): Html {
+  const who = m.source === 'inbound' ? 'contact' : m.source === 'ai' ? 'AI' : 'admin';
+  return html`<div class="msg ${m.source}" data-message-id="${m.id}" data-source="${m.source}"><span class="body">${m.body}</span>${m.mediaUrls.length ? html`<span class="meta">${m.mediaUrls.length} attachment(s)</span>` : ''}
+<span class="meta">${who} · ${when(m.createdAt)}${m.source === 'inbound' ? '' : html` · ${badge(m.status)}`}${m.errorMessage ? html` · ${m.errorMessage}` : ''}</span></div>`;
+}
+
+function suggestionCard(ctx: PageContext, s: Suggestion): Html {
+  return html`<div class="card suggestion" data-suggestion-id="${s.id}"><h2 style="margin-top:0">AI suggestion <span class="muted">(${s.provider} · ${s.model} · ${when(s.createdAt)})</span></h2>
+<form method="post" action="/admin/suggestions/${s.id}/send">${csrfField(ctx)}
+<textarea name="body" aria-label="Suggested reply">${s.body}</textarea>
+<p><button class="primary" type="submit">Send</button> <span class="muted">Edit the text first to send your version.</span></p></form>
+${actionButton(ctx, `/admin/suggestions/${s.id}/discard`, 'Discard', { className: 'danger' })}</div>`;
+}
+
+function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[]): Html {
+  const pending = suggestions.filter((s) => s.status === 'pending');
+  return page(
+    ctx,
+    'conversations',
+    contactName(conversation),
+    html`<p><a href="/admin/conversations">« conversations</a></p>
+<h1>${contactName(conversation)}</h1>
+<div class="card" style="display:flex;gap:16px;align-items:center;flex-wrap:wrap">
+<form method="post" action="/admin/conversations/${conversation.id}/pause">${csrfField(ctx)}
+<input type="hidden" name="paused" value="${conversation.aiPaused ? 'false' : 'true'}">
+<button id="pause-switch" type="submit" class="${conversation.aiPaused ? 'primary' : ''}" aria-pressed="${conversation.aiPaused ? 'true' : 'false'}">${conversation.aiPaused ? 'AI paused: resume the AI' : 'AI answers: pause it (take over)'}</button></form>
+<span class="muted">${conversation.aiPaused ? 'The AI sends nothing here until you resume it; answer yourself below.' : 'The AI answers every inbound message.'}</span>
+${actionButton(ctx, `/admin/conversations/${conversation.id}/suggest`, 'Draft a reply with AI')}
+</div>
+<div id="live" data-refresh-ms="2000">
+<div class="thread">${messages.length === 0 ? html`<p class="muted">No messages.</p>` : messages.map(messageBubble)}</div>
+${pending.map((s) => suggestionCard(ctx, s))}
+</div>
+<div class="card"><form method="post" action="/admin/conversations/${conversation.id}/reply">${csrfField(ctx)}
+<label>Reply as admin<textarea name="body" required maxlength="4096"></textarea></label>
+<p><button class="primary" type="submit">Send reply</button></p></form></div>`,
+  );
+}
+
+function simulatePage(ctx: PageContext, values: { from?: string; name?: string; body?: string } = {}): Html {
+  return page(
+    ctx,
+    'conversations',
+    'Simulate an inbound message',
+    html`<h1>Simulate an inbound WhatsApp message</h1>
+<div class="card"><p class="muted">No Twilio credentials are set, so replies are logged instead of sent. This form stores a message exactly as the Twilio webhook would and starts its autoreply job; watch the job on <a href="/admin/jobs">Jobs</a> and the reply in the thread.</p>
+<form method="post" action="/admin/simulate">${csrfField(ctx)}
+<div class="filters"><label>From (WhatsApp number)<input name="from" value="${values.from ?? '+31612345678'}" required></label>
+<label>Name<input name="name" value="${values.name ?? 'Test user'}"></label></div>
+<label>Message<textarea name="body" required>${values.body ?? ''}</textarea></label>
+<p><button class="primary" type="submit">Send as this contact</button></p></form></div>`,
+  );
+}
+
+function firstIssue(error: z.ZodError): string {
+  return error.issues[0]?.message ?? 'invalid input';
+}
+
+export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async (app, { runtime }) => {
+  const { db } = runtime;
+  const back = (reply: FastifyReply, conversationId: string, message: { notice?: string; problem?: string }) =>
+    reply.redirect(`/admin/conversations/${conversationId}${queryString(message)}`, 303);
+  const failure = (err: unknown) => {
+    if (err instanceof ActionError) return { problem: err.message };
+    throw err;
+  };
+
+  app.get('/admin/conversations', async (request, reply) => {
+    const ctx = pageContext(request);
+    const query = ListQuery.safeParse(request.query);
+    if (!query.success) return sendPage(reply.status(400), page({ ...ctx, problem: firstIssue(query.error) }, 'conversations', 'Conversations', html``));
+    try {
+      const result = await conversationList(db, { search: query.data.q, after: query.data.after });
+      return sendPage(reply, listPage(ctx, query.data, result.conversations, result.nextCursor));
+    } catch (err) {
+      if (!(err instanceof RangeError)) throw err;
+      return sendPage(reply.status(400), page({ ...ctx, problem: 'That page link is broken (bad cursor).' }, 'conversations', 'Conversations', html``));
+    }
+  });
+
+  app.get('/admin/conversations/:id', async (request, reply) => {
+    const ctx = pageContext(request);
+    const params = Id.safeParse(request.params);
+    const conversation = params.success ? await conversationGet(db, params.data.id) : null;
+    if (!conversation) return sendPage(reply.status(404), page({ ...ctx, problem: 'No such conversation.' }, 'conversations', 'Not found', html`<p><a href="/admin/conversations">« conversations</a></p>`));
+    const [messages, suggestions] = await Promise.all([messageListRecent(db, conversation.id, THREAD_MESSAGES), suggestionList(db, conversation.id)]);
+    return sendPage(reply, threadPage(ctx, conversation, messages, suggestions));
+  });
+
+  app.post('/admin/conversations/:id/pause', async (request, reply) => {
+    const params = Id.safeParse(request.params);
+    const paused = (request.body as { paused?: string } | undefined)?.paused === 'true';
+    if (!params.success || !(await conversationAiPausedSet(db, params.data.id, paused))) return reply.status(404).send('no such conversation');
+    return back(reply, params.data.id, { notice: paused ? 'AI paused: it will not answer here until you resume it.' : 'AI resumed: it answers new messages again.' });
+  });
+
+  app.post('/admin/conversations/:id/reply', async (request, reply) => {
+    const params = Id.safeParse(request.params);
+    if (!params.success) return reply.status(404).send('no such conversation');
+    const body = ReplyBody.safeParse(request.body ?? {});
+    if (!body.success) return back(reply, params.data.id, { problem: firstIssue(body.error) });
+    try {
+      const { outcome } = await adminReplySend(runtime, params.data.id, body.data.body);
+      return back(reply, params.data.id, { notice: `Reply ${outcomeText(outcome)}` });
+    } catch (err) {
+      return back(reply, params.data.id, failure(err));
+    }
+  });
+
+  app.post('/admin/conversations/:id/suggest', async (request, reply) => {
+    const params = Id.safeParse(request.params);
+    if (!params.success) return reply.status(404).send('no such conversation');
+    try {
+      await suggestionRequest(runtime, params.data.id);
+      return back(reply, params.data.id, { notice: 'Asked the AI for a draft: it appears here when the suggest job is done.' });
+    } catch (err) {
+      return back(reply, params.data.id, failure(err));
+    }
+  });
+
+  app.post('/admin/suggestions/:id/send', async (request, reply) => {
+    const params = Id.safeParse(request.params);
+    if (!params.success) return reply.status(404).send('no such suggestion');
+    const body = ReplyBody.safeParse(request.body ?? {});
+    const conversationId = (await suggestionGet(db, params.data.id))?.conversationId;
+    if (!conversationId) return reply.status(404).send('no such suggestion');
+    if (!body.success) return back(reply, conversationId, { problem: firstIssue(body.error) });
+    try {
+      const { outcome } = await suggestionSend(runtime, params.data.id, body.data.body);
+      return back(reply, conversationId, { notice: `Suggestion ${outcomeText(outcome)}` });
+    } catch (err) {
+      return back(reply, conversationId, failure(err));
+    }
+  });
+
+  app.post('/admin/suggestions/:id/discard', async (request, reply) => {
+    const params = Id.safeParse(request.params);
+    if (!params.success) return reply.status(404).send('no such suggestion');
+    const conversationId = (await suggestionGet(db, params.data.id))?.conversationId;
+    if (!conversationId) return reply.status(404).send('no such suggestion');
+    const ok = await suggestionDiscard(db, params.data.id);
+    return back(reply, conversationId, ok ? { notice: 'Suggestion discarded.' } : { problem: 'That suggestion was sent or discarded already.' });
+  });
+
+  app.get('/admin/simulate', async (request, reply) => {
+    const ctx = pageContext(request);
+    if (!ctx.logTransport) return sendPage(reply.status(404), page({ ...ctx, problem: 'Simulating is only offered without Twilio credentials (transport "log").' }, 'conversations', 'Simulate', html``));
+    return sendPage(reply, simulatePage(ctx));
+  });
+
+  app.post('/admin/simulate', async (request, reply) => {
+    const ctx = pageContext(request);
+    const input = SimulateBody.safeParse(request.body ?? {});
+    if (!input.success) {
+      const values = (request.body ?? {}) as { from?: string; name?: string; body?: string };
+      return sendPage(reply.status(400), simulatePage({ ...ctx, problem: firstIssue(input.error) }, values));
+    }
+    try {
+      const stored = await inboundSimulate(runtime, { from: input.data.from, body: input.data.body, profileName: input.data.name || undefined });
+      return back(reply, stored.conversationId, { notice: 'Message stored and its autoreply job enqueued: the reply appears here when the job is done.' });
+    } catch (err) {
+      return sendPage(reply.status(409), simulatePage({ ...ctx, ...failure(err) }));
+    }
+  });
+};

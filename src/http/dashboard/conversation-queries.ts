@@ -1,0 +1,84 @@
+// The inbox query the conversation list needs and messaging/ does not have: conversations
+// newest first with their last message and markers (outbound problems, pending
+// suggestions, waiting for a reply). Keyset-paged on (last_message_at, id).
+import type { Queryable } from '../../db/types.ts';
+
+export interface ConversationSummary {
+  id: string;
+  whatsappNumber: string;
+  profileName: string | null;
+  aiPaused: boolean;
+  lastMessageAt: Date;
+  lastBody: string | null;
+  lastSource: 'inbound' | 'ai' | 'admin' | null;
+  /** The newest message is from the contact: nobody has answered it yet. */
+  awaitingReply: boolean;
+  /** Replies that failed, were refused, or are flagged for a human. */
+  problems: number;
+  pendingSuggestions: number;
+}
+
+// The markers are per-row subqueries over a page of at most 100 conversations, each on the
+// (conversation_id, …) indexes; `$3` searches number and name.
+const LIST_SQL = `
+  select c.id, k.whatsapp_number, k.profile_name, c.ai_paused, c.last_message_at,
+         last.body as last_body, last.source as last_source,
+         (select count(*) from messages m
+          where m.conversation_id = c.id and m.source <> 'inbound'
+            and m.status in ('failed', 'undelivered', 'send_failed', 'flagged', 'unconfirmed'))::int as problems,
+         (select count(*) from suggestions s where s.conversation_id = c.id and s.status = 'pending')::int as pending_suggestions
+  from conversations c
+  join contacts k on k.id = c.contact_id
+  left join lateral (
+    select body, source from messages m where m.conversation_id = c.id order by created_at desc, id desc limit 1
+  ) last on true
+  where ($1::timestamptz is null or (c.last_message_at, c.id) < ($1, $2::uuid))
+    and ($3::text is null or k.whatsapp_number like '%' || $3 || '%' or k.profile_name ilike '%' || $3 || '%')
+  order by c.last_message_at desc, c.id desc
+  limit $4`;
+
+export interface ConversationPage {
+  conversations: ConversationSummary[];
+  nextCursor: string | null;
+}
+
+/** Conversations, latest activity first. */
+export async function conversationList(db: Queryable, options: { search?: string; after?: string; limit?: number } = {}): Promise<ConversationPage> {
+  const limit = Math.min(Math.max(options.limit ?? 50, 1), 100);
+  const cursor = decodeCursor(options.after);
+  const search = options.search ? options.search.replace(/[\\%_]/g, (c) => `\\${c}`) : null;
+  const result = await db.query<{
+    id: string;
+    whatsapp_number: string;
+    profile_name: string | null;
+    ai_paused: boolean;
+    last_message_at: Date;
+    last_body: string | null;
+    last_source: ConversationSummary['lastSource'];
+    problems: number;
+    pending_suggestions: number;
+  }>(LIST_SQL, [cursor?.at ?? null, cursor?.id ?? null, search, limit + 1]);
+  const conversations = result.rows.slice(0, limit).map((r) => ({
+    id: r.id,
+    whatsappNumber: r.whatsapp_number,
+    profileName: r.profile_name,
+    aiPaused: r.ai_paused,
+    lastMessageAt: r.last_message_at,
+    lastBody: r.last_body,
+    lastSource: r.last_source,
+    awaitingReply: r.last_source === 'inbound',
+    problems: r.problems,
+    pendingSuggestions: r.pending_suggestions,
+  }));
+  const last = conversations[conversations.length - 1];
+  const nextCursor = result.rows.length > limit && last ? Buffer.from(`${last.lastMessageAt.toISOString()}|${last.id}`).toString('base64url') : null;
+  return { conversations, nextCursor };
+}
+
+function decodeCursor(cursor: string | undefined): { at: Date; id: string } | null {
+  if (!cursor) return null;
+  const [iso, id] = Buffer.from(cursor, 'base64url').toString().split('|');
+  const at = new Date(iso ?? '');
+  if (Number.isNaN(at.getTime()) || !id || !/^[0-9a-f-]{36}$/i.test(id)) throw new RangeError('invalid page cursor');
+  return { at, id };
+}
