@@ -27,12 +27,14 @@ export interface RagResult {
 
 /**
  * Finds what a reply needs. The query is the burst of messages since the last reply (or
- * the last message), so one retrieval serves them all.
+ * the last user message), so one retrieval serves them all.
  */
 export async function ragRetrieve(db: Queryable, ai: AiProvider, input: RagInput, options: CallOptions = {}): Promise<RagResult> {
   const person = await personGetByPhone(db, input.senderPhone);
   const questions = pendingQuestions(input.history);
-  const query = (questions.length > 0 ? questions : input.history.slice(-1).map((m) => m.body)).join('\n').trim();
+  // Nothing unanswered (a suggestion asked for after a reply): the last user message is the question.
+  const lastUser = input.history.filter((m) => m.role === 'user').slice(-1).map((m) => m.body);
+  const query = (questions.length > 0 ? questions : lastUser).join('\n').trim();
   if (!query || input.topK <= 0) return { person: person ? personText(person) : null, personId: person?.id ?? null, knowledge: [], usage: NO_USAGE };
 
   const embedded = await ai.embed([query], options);
