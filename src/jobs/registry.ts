@@ -1,25 +1,12 @@
 // The app's job handlers, one per type, handed to the queue's worker. The only place that
 // joins the queue core to the domain: dispatch is by type through this list, never if-else.
-import { systemPromptLoad } from '../ai/prompts.ts';
 import type { JobHandler } from '../queue/index.ts';
 import type { Runtime } from '../runtime.ts';
 import { autoreplyHandler } from './autoreply.ts';
 import { embedRecordHandler } from './embed-record.ts';
 import { importPeopleHandler } from './import-people.ts';
-import type { ReplyDeps } from './reply-context.ts';
+import { replyDepsOf } from './reply-context.ts';
 import { suggestHandler } from './suggest.ts';
-
-/** What autoreply and suggest need to draft a reply; the system prompt file is read once, here. */
-export function replyDepsOf(runtime: Runtime): ReplyDeps {
-  const { config } = runtime;
-  return {
-    db: runtime.db,
-    ai: runtime.ai,
-    systemPrompt: systemPromptLoad(config.SYSTEM_PROMPT_FILE),
-    topK: config.RAG_TOP_K,
-    historyLimit: config.HISTORY_MESSAGES,
-  };
-}
 
 export function buildHandlers(runtime: Runtime): JobHandler<any>[] {
   const reply = replyDepsOf(runtime);

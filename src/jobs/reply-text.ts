@@ -3,8 +3,7 @@
 // Sends and stores nothing: autoreply delivers what it returns through the outbox.
 import type { Conversation, Message } from '../messaging/conversations.ts';
 import type { Runtime } from '../runtime.ts';
-import { replyDepsOf } from './registry.ts';
-import { replyDraft, type ReplyDeps } from './reply-context.ts';
+import { replyDepsOf, replyDraft, type ReplyDeps } from './reply-context.ts';
 
 export interface ComposedReply {
   body: string;
