@@ -8,6 +8,13 @@ export interface Message {
   [key: string]: unknown;
 }
 
+// Children die with the parent (Ctrl-C, a crash): none is left draining a dropped database.
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(130));
+
 export class Child {
   private readonly process: ChildProcess;
   private readonly inbox: Message[] = [];
@@ -29,7 +36,9 @@ export class Child {
       this.inbox.push(msg);
       this.notify();
     });
+    live.add(this.process);
     this.process.on('exit', (code) => {
+      live.delete(this.process);
       this.exitCode = code ?? 1;
       this.notify();
     });
