@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { jobCancel, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats } from '../queue/index.ts';
 import type { Runtime } from '../runtime.ts';
 import { conversationApi } from './admin-api-conversations.ts';
+import { knowledgeApi } from './admin-api-knowledge.ts';
 import { parseOr400 } from './api-input.ts';
 import { bearerToken, type AdminAuth } from './auth.ts';
 import { JobFilterQuery, toJobFilter } from './dashboard/queue-pages.ts';
@@ -96,4 +97,5 @@ export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth }>
   });
 
   await app.register(conversationApi, { runtime });
+  await app.register(knowledgeApi, { runtime });
 };

@@ -38,8 +38,9 @@ document.addEventListener('change', async (event) => {
   const target = input.form?.elements.namedItem(input.dataset.into);
   if (!file || !(target instanceof HTMLTextAreaElement)) return;
   target.value = await file.text();
-  const title = input.form?.elements.namedItem('title');
-  if (title instanceof HTMLInputElement && !title.value) title.value = file.name;
+  // data-name-into: the field that takes the file's name, unless the user typed one.
+  const name = input.dataset.nameInto ? input.form?.elements.namedItem(input.dataset.nameInto) : null;
+  if (name instanceof HTMLInputElement && (name.value === '' || name.value === name.defaultValue)) name.value = file.name;
 });
 
 document.addEventListener('DOMContentLoaded', scheduleRefresh);

@@ -8,6 +8,7 @@ import type { Runtime } from '../../runtime.ts';
 import type { AdminAuth } from '../auth.ts';
 import { dashboardAccess } from './access.ts';
 import { conversationPages } from './conversation-pages.ts';
+import { knowledgePages } from './knowledge-pages.ts';
 import { loginPages } from './login-pages.ts';
 import { queuePages } from './queue-pages.ts';
 
@@ -42,4 +43,5 @@ export const dashboard: FastifyPluginAsync<DashboardOptions> = async (app, { run
   await app.register(loginPages, { auth });
   await app.register(queuePages, { runtime });
   await app.register(conversationPages, { runtime });
+  await app.register(knowledgePages, { runtime });
 };

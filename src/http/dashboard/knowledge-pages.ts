@@ -1,0 +1,213 @@
+// The knowledge pages: people (search, detail), documents (add by upload or paste, each
+// with its embedding state) and CSV imports (upload, progress, row errors). Uploads are
+// read into a form field by the page script, so no multipart parser is needed.
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import { z } from 'zod';
+import { importGet, type ImportRecord } from '../../knowledge/csv-import.ts';
+import { personGet, type Person } from '../../knowledge/people.ts';
+import { vectorStaleCount } from '../../knowledge/vectors.ts';
+import type { Runtime } from '../../runtime.ts';
+import { pageContext } from './access.ts';
+import { html, type Html } from './html.ts';
+import { badge, csrfField, page, when, type PageContext } from './layout.ts';
+import { documentAdd, documentList, importList, importUpload, personSearch, type DocumentSummary, type ImportSummary, type PersonSummary } from './knowledge-store.ts';
+import { queryString } from './queue-pages.ts';
+
+/** Uploaded documents and CSV files travel as form fields; far above the webhook limit. */
+export const UPLOAD_BODY_LIMIT = 20 * 1024 * 1024;
+
+export const DocumentBody = z.object({
+  title: z.string().trim().min(1, 'give the document a title').max(300),
+  body: z.string().refine((v) => v.trim() !== '', 'the document is empty: paste text or choose a file'),
+  source: z.string().trim().max(300).optional(),
+});
+export const ImportBody = z.object({
+  filename: z.string().trim().min(1, 'name the file').max(300),
+  content: z.string().refine((v) => v.trim() !== '', 'the CSV is empty: choose a file or paste its rows'),
+});
+const PeopleQuery = z.object({ q: z.string().trim().max(100).optional(), after: z.string().max(400).optional() });
+const Id = z.object({ id: z.uuid() });
+
+function sendPage(reply: FastifyReply, markup: Html): FastifyReply {
+  return reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(markup.value);
+}
+
+/** The people cursor: the last row's (name, id). */
+export function peopleCursorDecode(after: string | undefined): { name: string; id: string } | undefined {
+  if (!after) return undefined;
+  const text = Buffer.from(after, 'base64url').toString();
+  const split = text.lastIndexOf('|');
+  const id = text.slice(split + 1);
+  if (split < 0 || !/^[0-9a-f-]{36}$/i.test(id)) throw new RangeError('invalid page cursor');
+  return { name: text.slice(0, split), id };
+}
+
+export function peopleCursorEncode(last: PersonSummary): string {
+  return Buffer.from(`${last.name}|${last.id}`).toString('base64url');
+}
+
+function embeddedBadge(embedded: boolean): Html {
+  return embedded ? html`<span class="badge b-embedded">embedded</span>` : html`<span class="badge b-pending">waiting for embedding</span>`;
+}
+
+function peoplePage(ctx: PageContext, query: z.infer<typeof PeopleQuery>, people: PersonSummary[], next: string | null, stale: number): Html {
+  return page(
+    ctx,
+    'people',
+    'People',
+    html`<h1>People</h1>
+<form class="filters" method="get" action="/admin/people"><label>Search name, phone, email, department or role<input name="q" value="${query.q ?? ''}"></label><button>Search</button>
+<a style="margin-left:auto" href="/admin/imports">Import a CSV…</a></form>
+${stale > 0 ? html`<p class="muted">${stale} record${stale === 1 ? '' : 's'} (people and documents) waiting for embedding.</p>` : ''}
+${
+  people.length === 0
+    ? html`<div class="card muted">No people${query.q ? ' match this search' : ' yet: import a CSV'}.</div>`
+    : html`<table><thead><tr><th>name</th><th>phone</th><th>email</th><th>department</th><th>role</th><th>embedding</th></tr></thead><tbody>
+${people.map((p) => html`<tr><td><a href="/admin/people/${p.id}">${p.name}</a></td><td class="mono">${p.phone}</td><td>${p.email ?? ''}</td><td>${p.department ?? ''}</td><td>${p.role ?? ''}</td><td>${embeddedBadge(p.embedded)}</td></tr>`)}
+</tbody></table>`
+}
+<div class="pager">${query.after ? html`<a href="/admin/people${queryString({ q: query.q })}">« first</a>` : ''}${next ? html`<a href="/admin/people${queryString({ q: query.q, after: next })}">next »</a>` : ''}</div>`,
+  );
+}
+
+function personPage(ctx: PageContext, person: Person): Html {
+  return page(
+    ctx,
+    'people',
+    person.name,
+    html`<p><a href="/admin/people">« people</a></p><h1>${person.name}</h1>
+<div class="card"><dl class="props">
+<dt>phone</dt><dd class="mono">${person.phone}</dd><dt>email</dt><dd>${person.email ?? '—'}</dd>
+<dt>department</dt><dd>${person.department ?? '—'}</dd><dt>role</dt><dd>${person.role ?? '—'}</dd>
+${Object.entries(person.attributes).map(([key, value]) => html`<dt>${key}</dt><dd>${value}</dd>`)}
+<dt>embedding</dt><dd>${embeddedBadge(person.embeddedHash === person.contentHash)}</dd>
+</dl></div>`,
+  );
+}
+
+function documentsPage(ctx: PageContext, documents: DocumentSummary[]): Html {
+  const waiting = documents.some((d) => !d.embedded);
+  return page(
+    ctx,
+    'documents',
+    'Documents',
+    html`<h1>Documents</h1>
+<div class="card"><h2 style="margin-top:0">Add a document</h2>
+<form method="post" action="/admin/documents">${csrfField(ctx)}
+<div class="filters"><label>Title<input name="title" required maxlength="300"></label>
+<label>Upload a text file (.txt, .md)<input type="file" accept=".txt,.md,.markdown,.csv,text/*" data-into="body" data-name-into="title"></label></div>
+<label>Text (or paste it here)<textarea name="body" rows="8"></textarea></label>
+<p><button class="primary" type="submit">Save document</button> <span class="muted">Saving a title that exists replaces that document.</span></p></form></div>
+<div id="live" data-refresh-ms="${waiting ? 3000 : 0}">
+${
+  documents.length === 0
+    ? html`<div class="card muted">No documents yet.</div>`
+    : html`<table><thead><tr><th>title</th><th>source</th><th class="num">characters</th><th class="num">chunks</th><th>embedding</th><th>updated</th></tr></thead><tbody>
+${documents.map((d) => html`<tr data-document-id="${d.id}"><td>${d.title}</td><td>${d.source ?? ''}</td><td class="num">${d.characters}</td><td class="num">${d.chunks}</td><td>${embeddedBadge(d.embedded)}</td><td>${when(d.updatedAt)}</td></tr>`)}
+</tbody></table>`
+}</div>`,
+  );
+}
+
+function importsPage(ctx: PageContext, imports: ImportSummary[]): Html {
+  const running = imports.some((i) => i.status === 'pending' || i.status === 'running');
+  return page(
+    ctx,
+    'imports',
+    'Imports',
+    html`<h1>Import people from CSV</h1>
+<div class="card"><form method="post" action="/admin/imports">${csrfField(ctx)}
+<p class="muted">A header row is required. Recognised columns: name, phone (required; E.164 or with a country code), email, department, role; other columns are kept as attributes. Rows that do not validate are listed per line; the rest are imported.</p>
+<div class="filters"><label>CSV file<input type="file" accept=".csv,text/csv" data-into="content" data-name-into="filename"></label>
+<label>File name<input name="filename" value="upload.csv" required></label></div>
+<label>Rows (filled from the file, or paste them)<textarea name="content" rows="6"></textarea></label>
+<p><button class="primary" type="submit">Import</button></p></form></div>
+<div id="live" data-refresh-ms="${running ? 1500 : 0}">
+${
+  imports.length === 0
+    ? html`<div class="card muted">No imports yet.</div>`
+    : html`<table><thead><tr><th>file</th><th>status</th><th class="num">rows</th><th class="num">new</th><th class="num">updated</th><th class="num">unchanged</th><th class="num">rejected</th><th>started</th></tr></thead><tbody>
+${imports.map((i) => html`<tr><td><a href="/admin/imports/${i.id}">${i.filename}</a></td><td>${badge(i.status)}</td><td class="num">${i.rowsRead}</td><td class="num">${i.inserted}</td><td class="num">${i.updated}</td><td class="num">${i.unchanged}</td><td class="num">${i.rejected}</td><td>${when(i.createdAt)}</td></tr>`)}
+</tbody></table>`
+}</div>`,
+  );
+}
+
+function importPage(ctx: PageContext, record: ImportRecord): Html {
+  const running = record.status === 'pending' || record.status === 'running';
+  return page(
+    ctx,
+    'imports',
+    `Import ${record.filename}`,
+    html`<p><a href="/admin/imports">« imports</a></p>
+<div id="live" data-refresh-ms="${running ? 1000 : 0}">
+<h1>${record.filename} <span data-status="${record.status}">${badge(record.status)}</span></h1>
+<div class="tiles">
+<div class="tile"><b>${record.rowsRead}</b><span>rows read</span></div><div class="tile"><b>${record.inserted}</b><span>new</span></div>
+<div class="tile"><b>${record.updated}</b><span>updated</span></div><div class="tile"><b>${record.unchanged}</b><span>unchanged</span></div>
+<div class="tile"><b>${record.rejected}</b><span>rejected</span></div></div>
+${record.error ? html`<div class="problem">${record.error}</div>` : ''}
+<div class="card"><h2 style="margin-top:0">Rows not imported (${record.rejected})</h2>${
+      record.rowErrors.length === 0
+        ? html`<p class="muted">None.</p>`
+        : html`<table><thead><tr><th class="num">line</th><th>reason</th></tr></thead><tbody>${record.rowErrors.map((e) => html`<tr><td class="num">${e.line}</td><td>${e.reason}</td></tr>`)}</tbody></table>
+${record.rowErrors.length < record.rejected ? html`<p class="muted">Showing the first ${record.rowErrors.length}.</p>` : ''}`
+    }</div></div>`,
+  );
+}
+
+export const knowledgePages: FastifyPluginAsync<{ runtime: Runtime }> = async (app, { runtime }) => {
+  const { db } = runtime;
+
+  app.get('/admin/people', async (request, reply) => {
+    const ctx = pageContext(request);
+    const query = PeopleQuery.safeParse(request.query);
+    let after;
+    try {
+      after = query.success ? peopleCursorDecode(query.data.after) : undefined;
+    } catch {
+      after = undefined;
+    }
+    if (!query.success || (query.data.after && !after)) return sendPage(reply.status(400), page({ ...ctx, problem: 'Bad search or page link.' }, 'people', 'People', html`<p><a href="/admin/people">« people</a></p>`));
+    const limit = 100;
+    const [rows, stale] = await Promise.all([personSearch(db, { search: query.data.q || undefined, after, limit: limit + 1 }), vectorStaleCount(db)]);
+    const people = rows.slice(0, limit);
+    const next = rows.length > limit ? peopleCursorEncode(people[people.length - 1]!) : null;
+    return sendPage(reply, peoplePage(ctx, query.data, people, next, stale));
+  });
+
+  app.get('/admin/people/:id', async (request, reply) => {
+    const ctx = pageContext(request);
+    const params = Id.safeParse(request.params);
+    const person = params.success ? await personGet(db, params.data.id) : null;
+    if (!person) return sendPage(reply.status(404), page({ ...ctx, problem: 'No such person.' }, 'people', 'Not found', html`<p><a href="/admin/people">« people</a></p>`));
+    return sendPage(reply, personPage(ctx, person));
+  });
+
+  app.get('/admin/documents', async (request, reply) => sendPage(reply, documentsPage(pageContext(request), await documentList(db))));
+
+  app.post('/admin/documents', { bodyLimit: UPLOAD_BODY_LIMIT }, async (request, reply) => {
+    const input = DocumentBody.safeParse(request.body ?? {});
+    if (!input.success) return reply.redirect(`/admin/documents${queryString({ problem: input.error.issues[0]?.message })}`, 303);
+    const outcome = await documentAdd(runtime, input.data);
+    const notice = outcome.status === 'unchanged' ? `"${input.data.title}" is unchanged.` : `"${input.data.title}" ${outcome.status} (${outcome.chunks} chunk${outcome.chunks === 1 ? '' : 's'}); embedding it now.`;
+    return reply.redirect(`/admin/documents${queryString({ notice })}`, 303);
+  });
+
+  app.get('/admin/imports', async (request, reply) => sendPage(reply, importsPage(pageContext(request), await importList(db))));
+
+  app.post('/admin/imports', { bodyLimit: UPLOAD_BODY_LIMIT }, async (request, reply) => {
+    const input = ImportBody.safeParse(request.body ?? {});
+    if (!input.success) return reply.redirect(`/admin/imports${queryString({ problem: input.error.issues[0]?.message })}`, 303);
+    const { importId } = await importUpload(runtime, input.data);
+    return reply.redirect(`/admin/imports/${importId}${queryString({ notice: 'Import started.' })}`, 303);
+  });
+
+  app.get('/admin/imports/:id', async (request, reply) => {
+    const ctx = pageContext(request);
+    const params = Id.safeParse(request.params);
+    const record = params.success ? await importGet(db, params.data.id) : null;
+    if (!record) return sendPage(reply.status(404), page({ ...ctx, problem: 'No such import.' }, 'imports', 'Not found', html`<p><a href="/admin/imports">« imports</a></p>`));
+    return sendPage(reply, importPage(ctx, record));
+  });
+};

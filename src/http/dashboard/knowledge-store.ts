@@ -1,0 +1,111 @@
+// The knowledge reads and writes the admin side needs beyond knowledge/ and jobs/: people
+// search, document and import lists (with embedding state and progress), and the two
+// writes, "add a document" and "import a CSV", each one transaction with its job, so the
+// job exists exactly when the data does.
+import type { Queryable } from '../../db/types.ts';
+import { embedRecordEnqueue } from '../../jobs/embed-record.ts';
+import { importPeopleEnqueue } from '../../jobs/import-people.ts';
+import { documentSave, type DocumentSaveOutcome } from '../../knowledge/documents.ts';
+import type { Runtime } from '../../runtime.ts';
+
+export interface PersonSummary {
+  id: string;
+  name: string;
+  phone: string;
+  email: string | null;
+  department: string | null;
+  role: string | null;
+  /** The stored embedding matches the current content. */
+  embedded: boolean;
+}
+
+const escapeLike = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+// Alphabetical, keyset-paged on (name, id); the search looks in every column people type.
+const PEOPLE_SQL = `
+  select id, name, phone, email, department, role, embedded_hash is not distinct from content_hash as embedded
+  from people
+  where ($1::text is null
+         or name ilike '%' || $1 || '%' or phone like '%' || $1 || '%' or email ilike '%' || $1 || '%'
+         or department ilike '%' || $1 || '%' or role ilike '%' || $1 || '%')
+    and ($2::text is null or (name, id) > ($2, $3::uuid))
+  order by name, id
+  limit $4`;
+
+/** People matching a search (name, phone, email, department, role), by name. */
+export async function personSearch(db: Queryable, options: { search?: string; after?: { name: string; id: string }; limit?: number } = {}): Promise<PersonSummary[]> {
+  const result = await db.query<PersonSummary>(PEOPLE_SQL, [
+    options.search ? escapeLike(options.search) : null,
+    options.after?.name ?? null,
+    options.after?.id ?? null,
+    Math.min(Math.max(options.limit ?? 100, 1), 500),
+  ]);
+  return result.rows;
+}
+
+export interface DocumentSummary {
+  id: string;
+  title: string;
+  source: string | null;
+  characters: number;
+  chunks: number;
+  embedded: boolean;
+  embeddedAt: Date | null;
+  updatedAt: Date;
+}
+
+const DOCUMENTS_SQL = `
+  select d.id, d.title, d.source, length(d.body) as characters,
+         (select count(*) from document_chunks c where c.document_id = d.id)::int as chunks,
+         d.embedded_hash is not distinct from d.content_hash as embedded,
+         d.embedded_at as "embeddedAt", d.updated_at as "updatedAt"
+  from documents d
+  order by d.updated_at desc, d.id desc
+  limit $1`;
+
+/** The most recently changed documents with their embedding state. */
+export async function documentList(db: Queryable, limit = 200): Promise<DocumentSummary[]> {
+  const result = await db.query<DocumentSummary>(DOCUMENTS_SQL, [limit]);
+  return result.rows;
+}
+
+export interface ImportSummary {
+  id: string;
+  filename: string;
+  status: 'pending' | 'running' | 'done' | 'failed';
+  rowsRead: number;
+  inserted: number;
+  updated: number;
+  unchanged: number;
+  rejected: number;
+  error: string | null;
+  createdAt: Date;
+  finishedAt: Date | null;
+}
+
+const IMPORTS_SQL = `
+  select id, filename, status, rows_read as "rowsRead", inserted, updated, unchanged, rejected, error,
+         created_at as "createdAt", finished_at as "finishedAt"
+  from imports
+  order by created_at desc
+  limit $1`;
+
+/** The latest imports, newest first (imports_created_idx). */
+export async function importList(db: Queryable, limit = 50): Promise<ImportSummary[]> {
+  const result = await db.query<ImportSummary>(IMPORTS_SQL, [limit]);
+  return result.rows;
+}
+
+/** Saves a document and, when it is new or changed, enqueues its embedding, in one transaction. */
+export async function documentAdd(runtime: Runtime, input: { title: string; body: string; source?: string }): Promise<DocumentSaveOutcome> {
+  return runtime.db.transaction(async (tx) => {
+    const outcome = await documentSave(tx, input);
+    if (outcome.status !== 'unchanged') await embedRecordEnqueue(tx, 'documents', [outcome.id]);
+    return outcome;
+  });
+}
+
+/** Stores an uploaded CSV and enqueues its import job, in one transaction. */
+export async function importUpload(runtime: Runtime, input: { filename: string; content: string }): Promise<{ importId: string; jobId: string }> {
+  return runtime.db.transaction((tx) => importPeopleEnqueue(tx, { filename: input.filename, content: Buffer.from(input.content, 'utf8') }));
+}
