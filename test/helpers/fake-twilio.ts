@@ -86,6 +86,8 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
   readonly accountSid: string;
   readonly authToken: string;
   url = '';
+  /** Whether accepted messages get `sent`/`delivered` callbacks; starts as options.statusCallbacks. */
+  statusCallbacks: boolean;
   private readonly server: Server;
   private readonly queued: Fault[] = [];
   private rates: FaultRates;
@@ -97,6 +99,7 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
     this.accountSid = options.accountSid ?? FAKE_ACCOUNT_SID;
     this.authToken = options.authToken ?? FAKE_AUTH_TOKEN;
     this.rates = options.rates ?? {};
+    this.statusCallbacks = options.statusCallbacks ?? false;
     this.random = seededRandom(options.seed ?? Date.now());
     this.server = createServer((req, res) => void this.handle(req, res));
   }
@@ -113,6 +116,14 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
     this.queued.push(...faults);
   }
 
+  /** Forgets every recorded request, message and callback, and any queued fault. */
+  reset(): void {
+    this.requests.length = 0;
+    this.messages.length = 0;
+    this.callbacks.length = 0;
+    this.queued.length = 0;
+  }
+
   setRates(rates: FaultRates, seed?: number): void {
     this.rates = rates;
     if (seed !== undefined) this.random = seededRandom(seed);
@@ -123,19 +134,22 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
     return this.messages.filter((m) => (filter.to === undefined || m.to === filter.to) && (filter.body === undefined || m.body === filter.body)).length;
   }
 
-  /** Accepted sends per To and body, and the pairs sent more than once (duplicates). */
-  stats(): { requests: number; accepted: number; byTo: Record<string, number>; duplicates: Array<{ to: string; body: string; count: number }> } {
+  /**
+   * Accepted sends per To, and duplicates: one outbound message sent more than once. A
+   * message is known by its StatusCallback URL (aiq puts its message id there), else by To
+   * and Body, which is cruder: two replies may rightly share a text.
+   */
+  stats(): { requests: number; accepted: number; byTo: Record<string, number>; duplicates: Array<{ key: string; to: string; body: string; count: number }> } {
     const byTo: Record<string, number> = {};
-    const pairs = new Map<string, number>();
+    const groups = new Map<string, AcceptedMessage[]>();
     for (const m of this.messages) {
       byTo[m.to] = (byTo[m.to] ?? 0) + 1;
-      const key = JSON.stringify([m.to, m.body]);
-      pairs.set(key, (pairs.get(key) ?? 0) + 1);
+      const key = m.statusCallback ?? JSON.stringify([m.to, m.body]);
+      groups.set(key, [...(groups.get(key) ?? []), m]);
     }
-    const duplicates = [...pairs].filter(([, n]) => n > 1).map(([key, count]) => {
-      const [to, body] = JSON.parse(key) as [string, string];
-      return { to, body, count };
-    });
+    const duplicates = [...groups]
+      .filter(([, sent]) => sent.length > 1)
+      .map(([key, sent]) => ({ key, to: sent[0]!.to, body: sent[0]!.body, count: sent.length }));
     return { requests: this.requests.length, accepted: this.messages.length, byTo, duplicates };
   }
 
@@ -291,7 +305,7 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
   }
 
   private scheduleCallbacks(message: AcceptedMessage, failCode: number | undefined): void {
-    if (!this.options.statusCallbacks || !message.statusCallback) return;
+    if (!this.statusCallbacks || !message.statusCallback) return;
     const delay = this.options.callbackDelayMs ?? 20;
     const steps: Array<[string, number | undefined]> = failCode ? [['failed', failCode]] : [['sent', undefined], ['delivered', undefined]];
     let at = delay;
@@ -350,10 +364,7 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
       return sendJson(res, 200, { queued: this.queued.length, rates: this.rates });
     }
     if (req.method === 'POST' && url.pathname === '/_fake/reset') {
-      this.requests.length = 0;
-      this.messages.length = 0;
-      this.callbacks.length = 0;
-      this.queued.length = 0;
+      this.reset();
       return sendJson(res, 200, { reset: true });
     }
     return sendJson(res, 404, { error: 'unknown control endpoint' });

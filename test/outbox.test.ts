@@ -1,0 +1,310 @@
+// Replies through the outbox, end to end over real HTTP: signed webhook in, the real worker
+// and autoreply job, a fake Twilio REST API out (with faults), and Twilio-style status
+// callbacks back in. Real PostgreSQL. Nothing sleeps: waits are for states, and backoff or
+// callback deadlines are moved by SQL.
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, test } from 'node:test';
+import { autoreplyEnqueue } from '../src/jobs/autoreply.ts';
+import type { Job } from '../src/queue/index.ts';
+import { jobGet } from '../src/queue/index.ts';
+import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
+import { FROM_NUMBER, inboundParams, messagingEnv, signedForm, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
+import { waitFor } from './helpers/processes.ts';
+
+const WHATSAPP = '/webhooks/twilio/whatsapp';
+
+interface Row {
+  id: string;
+  status: string;
+  twilio_sid: string | null;
+  error_code: number | null;
+  error_message: string | null;
+  body: string;
+  source: string;
+  reply_to_message_id: string | null;
+}
+
+/** Posts an inbound message to the listening app as Twilio would; returns its message id. */
+async function receive(m: MessagingApp, t: TestDatabase, body: string, from = '+31612345678'): Promise<string> {
+  const params = inboundParams(body, from);
+  const form = signedForm(`${m.url}${WHATSAPP}`, params);
+  const response = await fetch(`${m.url}${WHATSAPP}`, { method: 'POST', headers: form.headers, body: form.payload });
+  assert.equal(response.status, 200, await response.text());
+  return (await t.db.query<{ id: string }>('select id from messages where twilio_sid = $1', [params.MessageSid])).rows[0]!.id;
+}
+
+async function jobFor(t: TestDatabase, messageId: string): Promise<Job> {
+  const { id } = (await t.db.query<{ id: string }>(`select id from ai_jobs where payload->>'messageId' = $1 order by seq limit 1`, [messageId])).rows[0]!;
+  return (await jobGet(t.db, id))!;
+}
+
+async function replyTo(t: TestDatabase, messageId: string): Promise<Row | undefined> {
+  return (await t.db.query<Row>(`select * from messages where reply_to_message_id = $1 and source = 'ai'`, [messageId])).rows[0];
+}
+
+async function untilJob(t: TestDatabase, messageId: string, what: string, check: (job: Job) => boolean): Promise<Job> {
+  let job: Job | undefined;
+  await waitFor(async () => {
+    job = await jobFor(t, messageId);
+    return check(job);
+  }, what, 20_000);
+  return job!;
+}
+
+/** Lets a job that waits out a backoff or a confirmation delay run now. */
+async function runNow(t: TestDatabase, jobId: string): Promise<void> {
+  await t.db.query(`update ai_jobs set next_run_at = now() where id = $1 and status = 'pending'`, [jobId]);
+}
+
+describe('reply delivery through the outbox', () => {
+  let t: TestDatabase;
+  let fake: FakeTwilio;
+  let m: MessagingApp;
+  before(async () => {
+    t = await freshServerDatabase();
+    fake = await startFakeTwilio();
+    m = await startMessagingApp(messagingEnv(t.url, fake.url), { listen: true });
+    await m.startWorker();
+  });
+  after(async () => {
+    await m.close();
+    await fake.close();
+    await t.close();
+  });
+  beforeEach(() => {
+    fake.reset();
+    fake.statusCallbacks = false;
+  });
+
+  test('the fake Twilio receives From, To, Body and the StatusCallback; a status callback updates the message', async () => {
+    const inbound = await receive(m, t, 'Wanneer is de vergadering?');
+    const job = await untilJob(t, inbound, 'autoreply done', (j) => j.status === 'done');
+    assert.equal(fake.messages.length, 1);
+    const sent = fake.messages[0]!;
+    const reply = (await replyTo(t, inbound))!;
+    assert.equal(sent.from, FROM_NUMBER);
+    assert.equal(sent.to, 'whatsapp:+31612345678');
+    assert.equal(sent.body, reply.body);
+    assert.ok(reply.body.length > 0);
+    assert.equal(sent.statusCallback, `${m.url}/webhooks/twilio/status?messageId=${reply.id}`);
+    assert.equal(fake.requests[0]!.authorized, true, 'Basic auth with the account SID and token');
+    assert.equal(reply.status, 'queued');
+    assert.equal(reply.twilio_sid, sent.sid);
+    assert.equal((job.result as { sid: string }).sid, sent.sid);
+
+    assert.equal(await fake.deliverStatus(sent.sid, 'sent'), 200);
+    assert.equal(await fake.deliverStatus(sent.sid, 'delivered'), 200);
+    assert.equal((await replyTo(t, inbound))!.status, 'delivered');
+
+    // A retried job that finds its reply confirmed is a no-op.
+    await autoreplyEnqueue(t.db, { messageId: inbound, conversationId: (job.payload as { conversationId: string }).conversationId });
+    await waitFor(async () => (await t.db.query(`select 1 from ai_jobs where payload->>'messageId' = $1 and status = 'done'`, [inbound])).rowCount === 2, 'second job done');
+    assert.equal(fake.messages.length, 1, 'not sent again');
+  });
+
+  test('callbacks sent by Twilio on its own (sent, delivered) reach the reply', async () => {
+    fake.statusCallbacks = true;
+    const inbound = await receive(m, t, 'Met callbacks');
+    await waitFor(async () => (await replyTo(t, inbound))?.status === 'delivered', 'reply delivered by callback');
+    assert.deepEqual(fake.callbacks.map((c) => [c.status, c.httpStatus]), [['sent', 200], ['delivered', 200]]);
+  });
+
+  test('429: nothing went out, the attempt is given back, and the next attempt sends once', async () => {
+    fake.fault({ kind: 'http', status: 429, code: 20429, message: 'Too Many Requests', retryAfterSeconds: 120 });
+    const inbound = await receive(m, t, 'Druk?');
+    const waiting = await untilJob(t, inbound, 'job throttled', (j) => j.status === 'pending' && j.errors.length === 1);
+    assert.equal(waiting.attempts, 0, 'throttling does not use up an attempt');
+    assert.ok(waiting.nextRunAt.getTime() > Date.now() + 100_000, 'waits for Retry-After');
+    assert.match(waiting.lastError!, /HTTP 429/);
+    const reply = (await replyTo(t, inbound))!;
+    assert.equal(reply.status, 'send_failed');
+    assert.equal(reply.error_code, 20429);
+    assert.equal(fake.messages.length, 0);
+
+    await runNow(t, waiting.id);
+    await untilJob(t, inbound, 'job done after the throttle', (j) => j.status === 'done');
+    assert.equal(fake.messages.length, 1);
+    const sent = (await replyTo(t, inbound))!;
+    assert.equal(sent.status, 'queued');
+    assert.equal(sent.error_code, null, 'the passing error is cleared once sent');
+  });
+
+  test('500 and a refused connection are retried with backoff; the reply goes out once', async () => {
+    fake.fault({ kind: 'http', status: 500, code: 20500, message: 'Internal Server Error' });
+    const inbound = await receive(m, t, 'Storing?');
+    const waiting = await untilJob(t, inbound, 'job backing off', (j) => j.status === 'pending' && j.errors.length === 1);
+    assert.equal(waiting.attempts, 1);
+    assert.match(waiting.lastError!, /unavailable \(HTTP 500\)/);
+    assert.equal((await replyTo(t, inbound))!.status, 'send_failed');
+    await runNow(t, waiting.id);
+    await untilJob(t, inbound, 'job done after the 500', (j) => j.status === 'done');
+    assert.equal(fake.messages.length, 1);
+  });
+
+  test('400 invalid number (21211): the job fails at once with Twilio’s code, the reply shows it', async () => {
+    fake.fault({ kind: 'http', status: 400, code: 21211, message: "The 'To' number is not a valid phone number." });
+    const inbound = await receive(m, t, 'Ongeldig');
+    const failed = await untilJob(t, inbound, 'job failed', (j) => j.status === 'failed');
+    assert.equal(failed.attempts, 1, 'no retries');
+    assert.match(failed.lastError!, /Twilio error 21211/);
+    const reply = (await replyTo(t, inbound))!;
+    assert.equal(reply.status, 'failed');
+    assert.equal(reply.error_code, 21211);
+    assert.equal(fake.messages.length, 0);
+  });
+
+  test('63016 at send: the job and the message say plainly that a free-form reply is impossible', async () => {
+    fake.fault({ kind: 'http', status: 400, code: 63016, message: 'Failed to send freeform message because you are outside the allowed window.' });
+    const inbound = await receive(m, t, 'Te laat');
+    const failed = await untilJob(t, inbound, 'job failed', (j) => j.status === 'failed');
+    assert.match(failed.lastError!, /outside WhatsApp's 24-hour window: a free-form reply is impossible/);
+    assert.match(failed.lastError!, /63016/);
+    const reply = (await replyTo(t, inbound))!;
+    assert.equal(reply.error_code, 63016);
+    assert.match(reply.error_message!, /outside WhatsApp's 24-hour window: a free-form reply is impossible/);
+  });
+
+  test('63016 reported later by status callback: the message says so', async () => {
+    fake.statusCallbacks = true;
+    fake.fault({ kind: 'fail-later', code: 63016 });
+    const inbound = await receive(m, t, 'Later te laat');
+    await waitFor(async () => (await replyTo(t, inbound))?.status === 'failed', 'reply failed by callback');
+    const reply = (await replyTo(t, inbound))!;
+    assert.equal(reply.error_code, 63016);
+    assert.match(reply.error_message!, /outside WhatsApp's 24-hour window: a free-form reply is impossible/);
+    assert.equal((await jobFor(t, inbound)).status, 'done', 'Twilio accepted it: the job is done, the message shows the failure');
+  });
+
+  test('connection cut after Twilio accepted: not resent; the status callback confirms it and the retry is a no-op', async () => {
+    fake.fault({ kind: 'accept-then-drop' });
+    const inbound = await receive(m, t, 'Verbinding weg');
+    const waiting = await untilJob(t, inbound, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
+    assert.match(waiting.lastError!, /not confirmed; waiting for Twilio's status callback, not resending/);
+    assert.equal(waiting.attempts, 0, 'waiting is not the job’s fault');
+    const reply = (await replyTo(t, inbound))!;
+    assert.equal(reply.status, 'unconfirmed');
+    assert.equal(reply.twilio_sid, null);
+    assert.equal(fake.messages.length, 1);
+
+    assert.equal(await fake.deliverStatus(fake.messages[0]!.sid, 'sent'), 200);
+    const confirmed = (await replyTo(t, inbound))!;
+    assert.equal(confirmed.status, 'sent');
+    assert.equal(confirmed.twilio_sid, fake.messages[0]!.sid);
+    await runNow(t, waiting.id);
+    const done = await untilJob(t, inbound, 'job done', (j) => j.status === 'done');
+    assert.equal((done.result as { resumed?: boolean }).resumed, true);
+    assert.equal(fake.messages.length, 1, 'exactly one message went out');
+  });
+
+  test('no confirmation within REPLY_CONFIRM_TIMEOUT_SECONDS: flagged for a human, never resent', async () => {
+    fake.fault({ kind: 'accept-then-drop' });
+    const inbound = await receive(m, t, 'Niemand bevestigt');
+    const waiting = await untilJob(t, inbound, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
+    // Instead of waiting out the timeout: the send started long ago.
+    await t.db.query(`update messages set send_started_at = now() - interval '1 hour' where reply_to_message_id = $1`, [inbound]);
+    await runNow(t, waiting.id);
+    const failed = await untilJob(t, inbound, 'job failed: flagged', (j) => j.status === 'failed');
+    assert.match(failed.lastError!, /flagged for a human/);
+    const reply = (await replyTo(t, inbound))!;
+    assert.equal(reply.status, 'flagged');
+    assert.match(reply.error_message!, /Not resent, to avoid a duplicate/);
+    assert.equal(fake.messages.length, 1);
+
+    // Twilio's late word still confirms it.
+    assert.equal(await fake.deliverStatus(fake.messages[0]!.sid, 'delivered'), 200);
+    assert.equal((await replyTo(t, inbound))!.status, 'delivered');
+  });
+
+  test('human takeover (ai_paused): the job stores and sends nothing', async () => {
+    const contact = (await t.db.query<{ id: string }>(`insert into contacts (whatsapp_number) values ('+31600000007') returning id`)).rows[0]!;
+    await t.db.query(`insert into conversations (contact_id, ai_paused) values ($1, true)`, [contact.id]);
+    const inbound = await receive(m, t, 'Mens aan de lijn?', '+31600000007');
+    const done = await untilJob(t, inbound, 'job done', (j) => j.status === 'done');
+    assert.deepEqual(done.result, { skipped: 'ai_paused' });
+    assert.equal(await replyTo(t, inbound), undefined);
+    assert.equal(fake.messages.length, 0);
+  });
+});
+
+describe('one reply answers a burst; the conversation’s jobs run one after the other', () => {
+  let t: TestDatabase;
+  let fake: FakeTwilio;
+  let m: MessagingApp;
+  before(async () => {
+    t = await freshServerDatabase();
+    // A slow Twilio: two jobs running at once would overlap for sure.
+    fake = await startFakeTwilio({ responseDelayMs: 300 });
+    m = await startMessagingApp(messagingEnv(t.url, fake.url, { WORKER_CONCURRENCY: '10' }), { listen: true });
+  });
+  after(async () => {
+    await m.close();
+    await fake.close();
+    await t.close();
+  });
+
+  test('two messages within a second in one conversation: their jobs run one after the other', async () => {
+    await m.startWorker();
+    const started = Date.now();
+    const first = await receive(m, t, 'Eerste vraag');
+    const second = await receive(m, t, 'En nog iets');
+    const other = await receive(m, t, 'Ander gesprek', '+31687654321');
+    assert.ok(Date.now() - started < 1000, 'both arrived within a second');
+    const a = await untilJob(t, first, 'first done', (j) => j.status === 'done');
+    const b = await untilJob(t, second, 'second done', (j) => j.status === 'done');
+    const c = await untilJob(t, other, 'other done', (j) => j.status === 'done');
+    assert.ok(b.attemptedAt!.getTime() >= a.finishedAt!.getTime(), `second started ${b.attemptedAt!.toISOString()} before the first finished ${a.finishedAt!.toISOString()}`);
+    // Another conversation is not held back by this one.
+    assert.ok(c.attemptedAt!.getTime() < a.finishedAt!.getTime(), 'the other conversation ran alongside');
+    // Whatever the second job decided (answer, or covered by the first reply), no reply went out twice.
+    assert.ok(fake.sendCount({ to: 'whatsapp:+31612345678' }) <= 2);
+    assert.deepEqual(fake.stats().duplicates, []);
+  });
+
+  test('two messages stored before any job ran: one reply answers both, the second job is a no-op', async () => {
+    await t.db.exec('delete from ai_jobs; delete from messages;');
+    fake.reset();
+    // No worker takes them until both are stored: stop the running one.
+    await m.close();
+    m = await startMessagingApp(messagingEnv(t.url, fake.url), { listen: true });
+    const first = await receive(m, t, 'Hallo', '+31611111111');
+    const second = await receive(m, t, 'Is er iemand?', '+31611111111');
+    await m.startWorker();
+    await untilJob(t, first, 'first done', (j) => j.status === 'done');
+    const b = await untilJob(t, second, 'second done', (j) => j.status === 'done');
+    assert.equal((b.result as { skipped: string }).skipped, 'already_answered');
+    assert.equal(fake.sendCount({ to: 'whatsapp:+31611111111' }), 1);
+    assert.ok(await replyTo(t, first));
+    assert.equal(await replyTo(t, second), undefined);
+  });
+});
+
+describe('log transport (no Twilio credentials)', () => {
+  test('replies are stored as logged and printed, not sent', async () => {
+    const t = await freshServerDatabase();
+    const env = messagingEnv(t.url, 'http://127.0.0.1:9');
+    for (const name of ['TWILIO_ACCOUNT_SID', 'TWILIO_WHATSAPP_FROM', 'TWILIO_API_BASE_URL']) delete env[name];
+    // The auth token alone still signs webhooks; without the rest there is no sending.
+    const { TWILIO_AUTH_TOKEN: _token, ...withoutToken } = env;
+    const dataDir = (await import('node:fs')).mkdtempSync(`${(await import('node:os')).tmpdir()}/aiq-log-`);
+    const m = await startMessagingApp({ ...withoutToken, DATA_DIR: dataDir }, { listen: true });
+    try {
+      assert.equal(m.runtime.transport.kind, 'log');
+      await m.startWorker();
+      // Signed with the per-install development secret, as `aiq simulate` does.
+      const { webhookSecret } = await import('../src/messaging/twilio.ts');
+      const params = inboundParams('Zonder Twilio');
+      const form = signedForm(`${m.url}${WHATSAPP}`, params, webhookSecret({ DATA_DIR: dataDir, TWILIO_AUTH_TOKEN: undefined }));
+      assert.equal((await fetch(`${m.url}${WHATSAPP}`, { method: 'POST', headers: form.headers, body: form.payload })).status, 200);
+      const inbound = (await t.db.query<{ id: string }>('select id from messages where twilio_sid = $1', [params.MessageSid])).rows[0]!.id;
+      await untilJob(t, inbound, 'job done', (j) => j.status === 'done');
+      const reply = (await replyTo(t, inbound))!;
+      assert.equal(reply.status, 'logged');
+      assert.equal(reply.twilio_sid, null);
+    } finally {
+      await m.close();
+      await t.close();
+      (await import('node:fs')).rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

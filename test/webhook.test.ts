@@ -1,0 +1,269 @@
+// The inbound WhatsApp webhook and the status callback, over real HTTP (inject) on real
+// PostgreSQL (and the embedded database where it applies): signatures, one transaction,
+// redelivery, bad input, and delivery status updates.
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, test } from 'node:test';
+import { jobList } from '../src/queue/index.ts';
+import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+import { FAKE_ACCOUNT_SID } from './helpers/fake-twilio.ts';
+import { inboundParams, injectSigned, messageSid, messagingEnv, signedForm, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
+
+const WHATSAPP = '/webhooks/twilio/whatsapp';
+const STATUS = '/webhooks/twilio/status';
+
+async function counts(t: TestDatabase): Promise<{ contacts: number; conversations: number; messages: number; jobs: number }> {
+  const result = await t.db.query<{ contacts: number; conversations: number; messages: number; jobs: number }>(`
+    select (select count(*)::int from contacts) as contacts, (select count(*)::int from conversations) as conversations,
+           (select count(*)::int from messages) as messages, (select count(*)::int from ai_jobs) as jobs`);
+  return result.rows[0]!;
+}
+
+const NOTHING = { contacts: 0, conversations: 0, messages: 0, jobs: 0 };
+
+describe('inbound webhook (PostgreSQL server)', () => {
+  let t: TestDatabase;
+  let m: MessagingApp;
+  before(async () => {
+    t = await freshServerDatabase();
+    m = await startMessagingApp(messagingEnv(t.url, 'http://127.0.0.1:9'));
+  });
+  after(async () => {
+    await m.close();
+    await t.close();
+  });
+  beforeEach(async () => {
+    await t.db.exec('delete from ai_jobs; delete from messages; delete from conversations; delete from contacts;');
+  });
+
+  test('a webhook signed as Twilio signs it is stored with its job, and answered with empty TwiML', async () => {
+    const params = inboundParams('Hoe laat gaat de kantine open?');
+    const response = await injectSigned(m.app, WHATSAPP, params);
+    assert.equal(response.statusCode, 200);
+    assert.match(String(response.headers['content-type']), /^text\/xml/);
+    assert.equal(response.body, '<Response/>');
+
+    const message = (await t.db.query<Record<string, unknown>>(`
+      select m.*, k.whatsapp_number, k.profile_name from messages m
+      join conversations c on c.id = m.conversation_id join contacts k on k.id = c.contact_id`)).rows;
+    assert.equal(message.length, 1);
+    assert.equal(message[0]!.body, 'Hoe laat gaat de kantine open?');
+    assert.equal(message[0]!.twilio_sid, params.MessageSid);
+    assert.equal(message[0]!.source, 'inbound');
+    assert.equal(message[0]!.direction, 'inbound');
+    assert.equal(message[0]!.status, 'received');
+    assert.equal(message[0]!.whatsapp_number, '+31612345678');
+    assert.equal(message[0]!.profile_name, 'Anna');
+
+    const { jobs } = await jobList(t.db, {}, { limit: 10 });
+    assert.equal(jobs.length, 1);
+    assert.equal(jobs[0]!.type, 'autoreply');
+    assert.deepEqual(jobs[0]!.payload, { messageId: message[0]!.id, conversationId: message[0]!.conversation_id });
+    assert.equal(jobs[0]!.orderingKey, message[0]!.conversation_id);
+  });
+
+  test('media URLs are stored; a second message reuses contact and conversation and keeps the known name', async () => {
+    const first = inboundParams('foto', '+31612345678', { NumMedia: '2', MediaUrl0: 'https://api.twilio.com/m/1', MediaUrl1: 'https://api.twilio.com/m/2', MediaContentType0: 'image/jpeg' });
+    assert.equal((await injectSigned(m.app, WHATSAPP, first)).statusCode, 200);
+    const second = inboundParams('nog een', '+31612345678');
+    delete (second as Record<string, string | undefined>).ProfileName;
+    assert.equal((await injectSigned(m.app, WHATSAPP, second)).statusCode, 200);
+    assert.deepEqual(await counts(t), { contacts: 1, conversations: 1, messages: 2, jobs: 2 });
+    const rows = (await t.db.query<{ media_urls: string[] }>(`select media_urls from messages order by created_at`)).rows;
+    assert.deepEqual(rows[0]!.media_urls, ['https://api.twilio.com/m/1', 'https://api.twilio.com/m/2']);
+    assert.equal((await t.db.query<{ profile_name: string }>('select profile_name from contacts')).rows[0]!.profile_name, 'Anna');
+  });
+
+  test('wrong, missing, changed-parameter and other-URL signatures: 403 and nothing stored', async () => {
+    const params = inboundParams('hallo');
+    const good = signedForm(`http://localhost:80${WHATSAPP}`, params);
+
+    const wrong = await m.app.inject({ method: 'POST', url: WHATSAPP, headers: { ...good.headers, 'x-twilio-signature': 'AAAAAAAAAAAAAAAAAAAAAAAAAAA=' }, payload: good.payload });
+    const { 'x-twilio-signature': _drop, ...unsignedHeaders } = good.headers;
+    const missing = await m.app.inject({ method: 'POST', url: WHATSAPP, headers: unsignedHeaders, payload: good.payload });
+    const changed = await m.app.inject({ method: 'POST', url: WHATSAPP, headers: good.headers, payload: new URLSearchParams({ ...params, Body: 'hallo!' }).toString() });
+    const otherUrl = await injectSigned(m.app, WHATSAPP, params, { signedUrl: `https://evil.example${WHATSAPP}` });
+    const otherToken = await injectSigned(m.app, WHATSAPP, params, { token: 'not-the-auth-token' });
+    for (const [name, response] of Object.entries({ wrong, missing, changed, otherUrl, otherToken })) {
+      assert.equal(response.statusCode, 403, name);
+    }
+    assert.match(missing.json().error, /missing X-Twilio-Signature/);
+    assert.deepEqual(await counts(t), NOTHING);
+  });
+
+  test('the same MessageSid delivered again, even concurrently: one message, one job, every answer 200', async () => {
+    const params = inboundParams('dubbel?');
+    const responses = [await injectSigned(m.app, WHATSAPP, params), ...(await Promise.all([1, 2, 3, 4, 5].map(() => injectSigned(m.app, WHATSAPP, params))))];
+    for (const response of responses) {
+      assert.equal(response.statusCode, 200);
+      assert.equal(response.body, '<Response/>');
+    }
+    assert.deepEqual(await counts(t), { contacts: 1, conversations: 1, messages: 1, jobs: 1 });
+  });
+
+  test('message and job are one transaction: when the enqueue fails, no message, contact or conversation remains', async () => {
+    await t.db.exec(`
+      create function test_refuse_job() returns trigger language plpgsql as $$ begin raise exception 'enqueue refused by test'; end $$;
+      create trigger test_refuse_job before insert on ai_jobs for each row execute function test_refuse_job();`);
+    try {
+      const response = await injectSigned(m.app, WHATSAPP, inboundParams('verloren?'));
+      assert.equal(response.statusCode, 500);
+      assert.deepEqual(response.json(), { error: 'internal error' });
+      assert.deepEqual(await counts(t), NOTHING);
+    } finally {
+      await t.db.exec('drop trigger test_refuse_job on ai_jobs; drop function test_refuse_job();');
+    }
+  });
+
+  test('malformed (400), oversized (413) and wrong content type (415): nothing stored, server still healthy', async () => {
+    const malformed: Record<string, Record<string, string>> = {
+      'no MessageSid': (({ MessageSid: _, ...rest }) => rest)(inboundParams('x')),
+      'bad MessageSid': inboundParams('x', '+31612345678', { MessageSid: 'SM123' }),
+      'From not whatsapp': inboundParams('x', '+31612345678', { From: '+31612345678' }),
+      'From not a number': inboundParams('x', '+31612345678', { From: 'whatsapp:+abc' }),
+      'NumMedia without MediaUrl': inboundParams('x', '+31612345678', { NumMedia: '1' }),
+      'NumMedia not a number': inboundParams('x', '+31612345678', { NumMedia: 'many' }),
+      'NUL in Body': inboundParams('a\u0000b'),
+      'empty form': {},
+    };
+    for (const [name, params] of Object.entries(malformed)) {
+      const response = await injectSigned(m.app, WHATSAPP, params);
+      assert.equal(response.statusCode, 400, `${name}: ${response.body}`);
+      assert.match(response.json().error, /malformed/, name);
+    }
+    // A repeated parameter is not Twilio's shape either.
+    const repeated = inboundParams('x');
+    const form = signedForm(`http://localhost:80${WHATSAPP}`, repeated);
+    const twice = await m.app.inject({ method: 'POST', url: WHATSAPP, headers: form.headers, payload: `${form.payload}&From=whatsapp%3A%2B31600000000` });
+    assert.ok([400, 403].includes(twice.statusCode), `repeated parameter: ${twice.statusCode}`);
+
+    const huge = inboundParams('x'.repeat(m.runtime.config.WEBHOOK_BODY_LIMIT_BYTES + 10));
+    assert.equal((await injectSigned(m.app, WHATSAPP, huge)).statusCode, 413);
+
+    const params = inboundParams('json?');
+    const json = await m.app.inject({ method: 'POST', url: WHATSAPP, headers: { 'content-type': 'application/json', 'x-twilio-signature': signedForm(`http://localhost:80${WHATSAPP}`, params).headers['x-twilio-signature']! }, payload: JSON.stringify(params) });
+    assert.equal(json.statusCode, 415);
+    const plain = await m.app.inject({ method: 'POST', url: WHATSAPP, headers: { 'content-type': 'text/plain' }, payload: 'Body=hi' });
+    assert.equal(plain.statusCode, 415);
+
+    assert.deepEqual(await counts(t), NOTHING);
+    assert.equal((await m.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
+    assert.equal((await m.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
+    assert.equal((await injectSigned(m.app, WHATSAPP, inboundParams('nog steeds gezond'))).statusCode, 200);
+    assert.equal((await counts(t)).messages, 1);
+  });
+
+  test('status callbacks move an outbound message forward, never back, and say plainly what 63016 means', async () => {
+    await injectSigned(m.app, WHATSAPP, inboundParams('vraag'));
+    const { id: conversationId } = (await t.db.query<{ id: string }>('select id from conversations')).rows[0]!;
+    const sid = messageSid();
+    const { id } = (await t.db.query<{ id: string }>(
+      `insert into messages (conversation_id, source, body, status, send_started_at) values ($1, 'ai', 'antwoord', 'pending', now()) returning id`,
+      [conversationId],
+    )).rows[0]!;
+    const callback = (status: string, extra: Record<string, string> = {}, path = `${STATUS}?messageId=${id}`) =>
+      injectSigned(m.app, path, { AccountSid: FAKE_ACCOUNT_SID, MessageSid: sid, MessageStatus: status, ApiVersion: '2010-04-01', ...extra });
+    const row = async () => (await t.db.query<{ status: string; twilio_sid: string | null; error_code: number | null; error_message: string | null }>('select status, twilio_sid, error_code, error_message from messages where id = $1', [id])).rows[0]!;
+
+    // Found by our id (its sender never learned the SID), confirmed with the SID.
+    assert.equal((await callback('sent')).statusCode, 200);
+    assert.deepEqual(await row(), { status: 'sent', twilio_sid: sid, error_code: null, error_message: null });
+    // By SID alone from now on; out of order is ignored.
+    assert.equal((await callback('read', {}, STATUS)).body, '<Response/>');
+    assert.equal((await callback('delivered', {}, STATUS)).statusCode, 200);
+    assert.equal((await row()).status, 'read');
+    // A status Twilio may add some day: acknowledged, nothing changes.
+    assert.equal((await callback('partially_delivered', {}, STATUS)).statusCode, 200);
+    assert.equal((await row()).status, 'read');
+    // Unsigned: refused.
+    const unsigned = await m.app.inject({ method: 'POST', url: STATUS, headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: `MessageSid=${sid}&MessageStatus=failed` });
+    assert.equal(unsigned.statusCode, 403);
+    // Malformed: 400.
+    assert.equal((await callback('sent', {}, `${STATUS}?messageId=not-a-uuid`)).statusCode, 400);
+    assert.equal((await injectSigned(m.app, STATUS, { MessageStatus: 'sent' })).statusCode, 400);
+
+    // A second reply that Twilio took but could not deliver: outside the 24-hour window.
+    const sid2 = messageSid();
+    await t.db.query(`insert into messages (conversation_id, source, body, status, twilio_sid) values ($1, 'ai', 'te laat', 'queued', $2)`, [conversationId, sid2]);
+    assert.equal((await injectSigned(m.app, STATUS, { AccountSid: FAKE_ACCOUNT_SID, MessageSid: sid2, MessageStatus: 'failed', ErrorCode: '63016' })).statusCode, 200);
+    const failed = (await t.db.query<{ status: string; error_code: number; error_message: string }>('select status, error_code, error_message from messages where twilio_sid = $1', [sid2])).rows[0]!;
+    assert.equal(failed.status, 'failed');
+    assert.equal(failed.error_code, 63016);
+    assert.match(failed.error_message, /outside WhatsApp's 24-hour window: a free-form reply is impossible/);
+  });
+});
+
+describe('signatures behind a proxy: PUBLIC_URL', () => {
+  let t: TestDatabase;
+  let m: MessagingApp;
+  const PUBLIC = 'https://aiq.example.com/base';
+  before(async () => {
+    t = await freshServerDatabase();
+    m = await startMessagingApp(messagingEnv(t.url, 'http://127.0.0.1:9', { PUBLIC_URL: PUBLIC }));
+  });
+  after(async () => {
+    await m.close();
+    await t.close();
+  });
+
+  test('a signature over the public URL (with its query) is accepted; one over the local URL is refused', async () => {
+    const path = `${WHATSAPP}?tenant=a`;
+    assert.equal((await injectSigned(m.app, path, inboundParams('via proxy'), { signedUrl: `${PUBLIC}${path}` })).statusCode, 200);
+    assert.equal((await injectSigned(m.app, path, inboundParams('direct'), { signedUrl: `http://localhost:80${path}` })).statusCode, 403);
+    assert.equal((await injectSigned(m.app, WHATSAPP, inboundParams('query dropped'), { signedUrl: `${PUBLIC}${path}` })).statusCode, 403);
+    assert.equal((await counts(t)).messages, 1);
+  });
+});
+
+describe('checking switched off: TWILIO_SKIP_SIGNATURE', () => {
+  test('accepts an unsigned webhook only when asked to, and is refused in production', async () => {
+    const t = await freshServerDatabase();
+    const m = await startMessagingApp(messagingEnv(t.url, 'http://127.0.0.1:9', { TWILIO_SKIP_SIGNATURE: 'true' }));
+    try {
+      const response = await m.app.inject({ method: 'POST', url: WHATSAPP, headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: new URLSearchParams(inboundParams('unsigned')).toString() });
+      assert.equal(response.statusCode, 200);
+      assert.equal((await counts(t)).messages, 1);
+    } finally {
+      await m.close();
+      await t.close();
+    }
+    const { loadConfig } = await import('../src/config.ts');
+    assert.throws(() => loadConfig({ NODE_ENV: 'production', TWILIO_SKIP_SIGNATURE: 'true' }), /TWILIO_SKIP_SIGNATURE: refused when NODE_ENV=production/);
+  });
+});
+
+for (const backend of BACKENDS) {
+  describe(`inbound webhook on ${backend.name}`, () => {
+    test('stored once with its job; a redelivery stores nothing new', async () => {
+      const t = await backend.fresh();
+      // PGlite: the runtime must use this very database, so the app is built over it.
+      const m = backend.name === 'postgres' ? await startMessagingApp(messagingEnv(t.url, 'http://127.0.0.1:9')) : await pgliteApp(t);
+      try {
+        const params = inboundParams('één keer');
+        assert.equal((await injectSigned(m.app, WHATSAPP, params)).statusCode, 200);
+        assert.equal((await injectSigned(m.app, WHATSAPP, params)).statusCode, 200);
+        assert.deepEqual(await counts(t), { contacts: 1, conversations: 1, messages: 1, jobs: 1 });
+      } finally {
+        await m.close();
+        await t.close();
+      }
+    });
+  });
+}
+
+/** The real app over an in-memory PGlite test database (openRuntime would open DATA_DIR instead). */
+async function pgliteApp(t: TestDatabase): Promise<MessagingApp> {
+  const { loadConfig } = await import('../src/config.ts');
+  const { buildApp } = await import('../src/http/app.ts');
+  const { buildHandlers } = await import('../src/jobs/registry.ts');
+  const { createLogger } = await import('../src/logger.ts');
+  const { createTransport } = await import('../src/messaging/transport.ts');
+  const { PromMetrics } = await import('../src/http/metrics.ts');
+  const { aiProviderCreate } = await import('../src/ai/providers.ts');
+  const config = loadConfig(messagingEnv(undefined, 'http://127.0.0.1:9'));
+  const logger = createLogger('silent');
+  const metrics = new PromMetrics(t.db, 'local');
+  const runtime = { config, db: t.db, logger, handlers: [], metrics, ai: aiProviderCreate(config), transport: createTransport(config, logger) } as Parameters<typeof buildApp>[0];
+  runtime.handlers = buildHandlers(runtime);
+  const app = await buildApp(runtime);
+  return { runtime, app, url: '', startWorker: () => Promise.reject(new Error('not used')), close: () => app.close() };
+}
