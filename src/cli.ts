@@ -2,11 +2,12 @@
 // and registers itself in COMMANDS below. Errors print one clear line and exit non-zero.
 import { ConfigError, loadConfig, loadDotEnv } from './config.ts';
 import { DataDirLockedError } from './db/pglite.ts';
+import { knowledgeCommands } from './cli/knowledge-commands.ts';
 import { queueCommands } from './cli/queue-commands.ts';
 import { serverCommands } from './cli/server-commands.ts';
 import { UsageError, type Command } from './cli/command.ts';
 
-const COMMANDS: Command[] = [...serverCommands, ...queueCommands];
+const COMMANDS: Command[] = [...serverCommands, ...queueCommands, ...knowledgeCommands];
 
 function usage(): string {
   const width = Math.max(...COMMANDS.map((c) => c.usage.length));

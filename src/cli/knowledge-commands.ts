@@ -1,0 +1,206 @@
+// Commands that fill the knowledge base: add-document, import-people (a CSV, run here with
+// progress) and reembed (after a provider, model or dimension change). Progress is drawn
+// on a terminal only; every command ends with a plain summary.
+import { readFileSync, statSync, openSync, readSync, closeSync } from 'node:fs';
+import { basename, extname, resolve } from 'node:path';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import type { Database } from '../db/types.ts';
+import type { AiProvider } from '../ai/types.ts';
+import { embedRecord, embedRecordEnqueue } from '../jobs/embed-record.ts';
+import { importPeopleExecute } from '../jobs/import-people.ts';
+import { importCreate, importGet, type PersonField } from '../knowledge/csv-import.ts';
+import { documentSave } from '../knowledge/documents.ts';
+import { vectorMarkAllStale, vectorStaleCount, vectorStaleList } from '../knowledge/vectors.ts';
+import { RetryLaterError } from '../queue/index.ts';
+import { UsageError, withRuntime, type Command } from './command.ts';
+
+const FIELDS: PersonField[] = ['name', 'phone', 'email', 'department', 'role'];
+/** Row errors printed in the summary; the rest stay on the import record. */
+const SHOWN_ERRORS = 20;
+/** Throttled (429) calls during reembed wait and retry this many times per record. */
+const THROTTLE_RETRIES = 5;
+
+function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O) {
+  try {
+    return parseArgs({ args, options, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+/** A one-line progress display on stderr when it is a terminal; silent otherwise. */
+class Progress {
+  private readonly started = performance.now();
+  private lastDraw = 0;
+  private readonly tty = process.stderr.isTTY === true;
+
+  constructor(private readonly unit: string) {}
+
+  update(done: number, total?: number): void {
+    if (!this.tty) return;
+    const now = performance.now();
+    if (now - this.lastDraw < 100) return;
+    this.lastDraw = now;
+    const seconds = (now - this.started) / 1000;
+    const rate = seconds > 0 ? done / seconds : 0;
+    let line = `${done.toLocaleString('en')} ${this.unit}`;
+    if (total && total > 0) {
+      const eta = rate > 0 ? Math.max(0, (total - done) / rate) : 0;
+      line += ` of ~${Math.max(total, done).toLocaleString('en')} (${Math.min(100, Math.round((done / total) * 100))}%), ETA ${formatSeconds(eta)}`;
+    }
+    line += `, ${Math.round(rate).toLocaleString('en')}/s`;
+    process.stderr.write(`\r\x1b[2K${line}`);
+  }
+
+  done(): number {
+    if (this.tty) process.stderr.write('\r\x1b[2K');
+    return (performance.now() - this.started) / 1000;
+  }
+}
+
+function formatSeconds(seconds: number): string {
+  if (seconds < 60) return `${Math.round(seconds)}s`;
+  return `${Math.floor(seconds / 60)}m${String(Math.round(seconds % 60)).padStart(2, '0')}s`;
+}
+
+/** Rows in a CSV, estimated from the size and the average line length of its first 64 KB. */
+function estimateRows(path: string): number | undefined {
+  const size = statSync(path).size;
+  const fd = openSync(path, 'r');
+  try {
+    const head = Buffer.alloc(Math.min(size, 64 * 1024));
+    readSync(fd, head, 0, head.length, 0);
+    const lines = head.toString('utf8').split('\n').length - 1;
+    return lines > 1 ? Math.round((size / head.length) * lines) - 1 : undefined;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function headerMapOf(values: string[] | undefined): Record<string, PersonField> | undefined {
+  if (!values || values.length === 0) return undefined;
+  const map: Record<string, PersonField> = {};
+  for (const entry of values) {
+    const at = entry.lastIndexOf('=');
+    const header = entry.slice(0, at).trim();
+    const field = entry.slice(at + 1).trim() as PersonField;
+    if (at <= 0 || !FIELDS.includes(field)) throw new UsageError(`--map wants "Header=field" with field one of ${FIELDS.join(', ')}; got "${entry}"`);
+    map[header] = field;
+  }
+  return map;
+}
+
+async function reembedAll(db: Database, ai: AiProvider, all: boolean): Promise<number> {
+  if (all) await vectorMarkAllStale(db);
+  const total = await vectorStaleCount(db);
+  const progress = new Progress('records embedded');
+  const tally = { embedded: 0, unchanged: 0, missing: 0, superseded: 0, failed: 0 };
+  const failures: string[] = [];
+  let cursor: string | undefined;
+  let done = 0;
+  for (;;) {
+    const page = await vectorStaleList(db, 100, cursor);
+    if (page.length === 0) break;
+    cursor = page[page.length - 1]!.cursor;
+    for (const record of page) {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const outcome = await embedRecord(db, ai, record);
+          tally[outcome.status] += 1;
+          break;
+        } catch (err) {
+          if (err instanceof RetryLaterError && attempt < THROTTLE_RETRIES) {
+            await new Promise((r) => setTimeout(r, err.delayMs));
+            continue;
+          }
+          tally.failed += 1;
+          failures.push(`${record.table} ${record.id}: ${(err as Error).message}`);
+          break;
+        }
+      }
+      done += 1;
+      progress.update(done, total);
+    }
+  }
+  const seconds = progress.done();
+  console.log(
+    `reembed with ${ai.name} ${ai.embeddingModel} (${ai.dimensions} dimensions): ${tally.embedded} embedded, ` +
+      `${tally.unchanged} already current, ${tally.superseded} changed meanwhile (queued again), ${tally.missing} gone, ${tally.failed} failed, in ${seconds.toFixed(1)} s`,
+  );
+  for (const line of failures.slice(0, SHOWN_ERRORS)) console.log(`  failed: ${line}`);
+  return tally.failed > 0 ? 1 : 0;
+}
+
+export const knowledgeCommands: Command[] = [
+  {
+    name: 'add-document',
+    usage: 'add-document <file> [--title T]',
+    summary: 'add or update a knowledge document (chunked; embedded by the worker)',
+    async run(args, config) {
+      const { values, positionals } = parse(args, { title: { type: 'string' } });
+      const [file] = positionals;
+      if (!file) throw new UsageError('add-document needs a file, e.g. aiq add-document handbook.md --title "Employee handbook"');
+      let body: string;
+      try {
+        body = readFileSync(file, 'utf8');
+      } catch (err) {
+        throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
+      }
+      const title = typeof values.title === 'string' && values.title.trim() ? values.title.trim() : basename(file, extname(file));
+      const saved = await withRuntime(config, (rt) =>
+        rt.db.transaction(async (tx) => {
+          const outcome = await documentSave(tx, { title, body, source: basename(file) });
+          if (outcome.status !== 'unchanged') await embedRecordEnqueue(tx, 'documents', [outcome.id]);
+          return outcome;
+        }),
+      );
+      const what = saved.status === 'unchanged' ? 'unchanged (same content): nothing to do' : `${saved.status}: ${saved.chunks} chunks, embedding queued for the worker`;
+      console.log(`"${title}" ${what} (${saved.id})`);
+    },
+  },
+  {
+    name: 'import-people',
+    usage: 'import-people <file.csv> [--map "Header=field" …]',
+    summary: `import employees from CSV by phone (columns ${FIELDS.join(', ')}; others become attributes)`,
+    async run(args, config) {
+      const { values, positionals } = parse(args, { map: { type: 'string', multiple: true } });
+      const [file] = positionals;
+      if (!file) throw new UsageError('import-people needs a CSV file, e.g. aiq import-people people.csv');
+      const path = resolve(file);
+      try {
+        statSync(path);
+      } catch (err) {
+        throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
+      }
+      const headerMap = headerMapOf(values.map as string[] | undefined);
+      const estimate = estimateRows(path);
+      return withRuntime(config, async (rt) => {
+        const importId = await importCreate(rt.db, { filename: basename(file), path });
+        const progress = new Progress('rows');
+        try {
+          await importPeopleExecute(rt.db, importId, { headerMap, onProgress: (c) => progress.update(c.rowsRead, estimate) });
+        } finally {
+          progress.done();
+        }
+        const record = (await importGet(rt.db, importId))!;
+        console.log(
+          `imported ${record.rowsRead} rows from ${record.filename}: ${record.inserted} new, ${record.updated} updated, ` +
+            `${record.unchanged} unchanged, ${record.rejected} rejected (import ${importId})`,
+        );
+        for (const error of record.rowErrors.slice(0, SHOWN_ERRORS)) console.log(`  line ${error.line}: ${error.reason}`);
+        if (record.rejected > SHOWN_ERRORS) console.log(`  … and ${record.rejected - SHOWN_ERRORS} more rejected rows`);
+        if (record.inserted + record.updated > 0) console.log(`${record.inserted + record.updated} people queued for embedding by the worker`);
+        return 0;
+      });
+    },
+  },
+  {
+    name: 'reembed',
+    usage: 'reembed [--all]',
+    summary: 'embed every record whose embedding is missing or stale (--all: every record)',
+    async run(args, config) {
+      const { values } = parse(args, { all: { type: 'boolean' } });
+      return withRuntime(config, (rt) => reembedAll(rt.db, rt.ai, values.all === true));
+    },
+  },
+];
