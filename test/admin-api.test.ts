@@ -7,6 +7,7 @@ import { jobEnqueue, jobGet } from '../src/queue/index.ts';
 import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
 
 const auth = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+const NIL = '00000000-0000-4000-8000-000000000000';
 
 async function failedJob(t: AdminApp, type = 'autoreply', error = 'LLM unreachable: connect ECONNREFUSED'): Promise<string> {
   const id = await jobEnqueue(t.runtime.db, { type, payload: { messageId: 'm1' } });
@@ -34,6 +35,22 @@ describe('admin API', () => {
     ['POST', '/api/jobs/00000000-0000-4000-8000-000000000000/retry'],
     ['POST', '/api/jobs/00000000-0000-4000-8000-000000000000/cancel'],
     ['POST', '/api/jobs/retry-failed'],
+    ['GET', '/api/conversations'],
+    ['GET', `/api/conversations/${NIL}`],
+    ['POST', `/api/conversations/${NIL}/pause`],
+    ['POST', `/api/conversations/${NIL}/messages`],
+    ['POST', `/api/conversations/${NIL}/suggest`],
+    ['GET', `/api/suggestions/${NIL}`],
+    ['POST', `/api/suggestions/${NIL}/send`],
+    ['POST', `/api/suggestions/${NIL}/discard`],
+    ['POST', '/api/simulate'],
+    ['GET', '/api/people'],
+    ['GET', `/api/people/${NIL}`],
+    ['GET', '/api/documents'],
+    ['POST', '/api/documents'],
+    ['GET', '/api/imports'],
+    ['POST', '/api/imports'],
+    ['GET', `/api/imports/${NIL}`],
   ];
 
   test('every route needs the bearer token', async () => {
@@ -150,6 +167,179 @@ describe('admin API', () => {
     }
     const notJson = await t.app.inject({ method: 'POST', url: '/api/jobs/retry-failed', headers: { ...auth, 'content-type': 'application/json' }, payload: '{oops' });
     assert.equal(notJson.statusCode, 400);
+  });
+});
+
+describe('admin API: conversations, messages and suggestions', () => {
+  let t: AdminApp;
+  before(async () => {
+    t = await startAdminApp();
+  });
+  after(() => t.close());
+
+  const simulate = async (body: string, from = '+31612345678') => {
+    const response = await t.app.inject({ method: 'POST', url: '/api/simulate', headers: auth, payload: { from, body, name: 'Anna' } });
+    assert.equal(response.statusCode, 201, response.body);
+    return response.json() as { conversationId: string; messageId: string };
+  };
+  const suggestionFor = async (conversationId: string, messageId: string, body = 'We open at 9.') =>
+    (
+      await t.runtime.db.query<{ id: string }>(
+        `insert into suggestions (conversation_id, message_id, body, provider, model) values ($1, $2, $3, 'local', 'test') returning id`,
+        [conversationId, messageId, body],
+      )
+    ).rows[0]!.id;
+
+  test('POST /api/simulate stores the message and its autoreply job in one go; bad input is 400', async () => {
+    const { conversationId, messageId } = await simulate('Hoe laat open?', '+31600000001');
+    const jobs = await t.runtime.db.query<{ type: string }>(`select type from ai_jobs where payload->>'messageId' = $1`, [messageId]);
+    assert.deepEqual(jobs.rows.map((r) => r.type), ['autoreply']);
+    const thread = await t.app.inject({ url: `/api/conversations/${conversationId}`, headers: auth });
+    assert.equal(thread.json().messages[0].body, 'Hoe laat open?');
+    for (const payload of [{ from: '0612', body: 'x' }, { from: '+31612345678', body: '   ' }, { from: '+31612345678' }]) {
+      const response = await t.app.inject({ method: 'POST', url: '/api/simulate', headers: auth, payload });
+      assert.equal(response.statusCode, 400, JSON.stringify(payload));
+    }
+  });
+
+  test('GET /api/conversations lists latest first with markers, searches, and rejects a bad cursor', async () => {
+    await simulate('first', '+31600000002');
+    const second = await simulate('second', '+31600000003');
+    const list = await t.app.inject({ url: '/api/conversations', headers: auth });
+    assert.equal(list.statusCode, 200);
+    const [newest] = list.json().conversations;
+    assert.equal(newest.id, second.conversationId);
+    assert.equal(newest.awaitingReply, true);
+    const search = await t.app.inject({ url: '/api/conversations?q=600000002', headers: auth });
+    assert.equal(search.json().conversations.length, 1);
+    assert.equal((await t.app.inject({ url: '/api/conversations?after=zzz', headers: auth })).statusCode, 400);
+    assert.equal((await t.app.inject({ url: '/api/conversations?limit=1000', headers: auth })).statusCode, 400);
+  });
+
+  test('GET /api/conversations/:id: 400 for a bad id, 404 for an unknown one', async () => {
+    assert.equal((await t.app.inject({ url: '/api/conversations/nope', headers: auth })).statusCode, 400);
+    assert.equal((await t.app.inject({ url: `/api/conversations/${NIL}`, headers: auth })).statusCode, 404);
+  });
+
+  test('POST /api/conversations/:id/pause switches the AI off and on', async () => {
+    const { conversationId } = await simulate('pause me', '+31600000004');
+    const off = await t.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/pause`, headers: auth, payload: { paused: true } });
+    assert.deepEqual(off.json(), { id: conversationId, aiPaused: true });
+    const row = await t.runtime.db.query<{ ai_paused: boolean }>('select ai_paused from conversations where id = $1', [conversationId]);
+    assert.equal(row.rows[0]!.ai_paused, true);
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/pause`, headers: auth, payload: { paused: 'yes' } })).statusCode, 400);
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/conversations/${NIL}/pause`, headers: auth, payload: { paused: false } })).statusCode, 404);
+  });
+
+  test('POST /api/conversations/:id/messages sends an admin reply through the outbox (log transport)', async () => {
+    const { conversationId, messageId } = await simulate('Kan iemand me bellen?', '+31600000005');
+    const response = await t.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/messages`, headers: auth, payload: { body: 'Ik bel je zo.' } });
+    assert.equal(response.statusCode, 201, response.body);
+    assert.equal(response.json().outcome, 'sent');
+    const stored = await t.runtime.db.query<{ source: string; status: string; reply_to_message_id: string }>(
+      `select source, status, reply_to_message_id from messages where conversation_id = $1 and source = 'admin'`,
+      [conversationId],
+    );
+    assert.deepEqual(stored.rows, [{ source: 'admin', status: 'logged', reply_to_message_id: messageId }]);
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/messages`, headers: auth, payload: { body: '' } })).statusCode, 400);
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/messages`, headers: auth, payload: { body: 'x'.repeat(5000) } })).statusCode, 400);
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/conversations/${NIL}/messages`, headers: auth, payload: { body: 'hi' } })).statusCode, 404);
+  });
+
+  test('POST /api/conversations/:id/suggest enqueues a suggest job for the newest inbound message', async () => {
+    const { conversationId, messageId } = await simulate('Suggest something', '+31600000006');
+    const response = await t.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/suggest`, headers: auth });
+    assert.equal(response.statusCode, 202);
+    const job = await jobGet(t.runtime.db, response.json().jobId);
+    assert.equal(job!.type, 'suggest');
+    assert.deepEqual(job!.payload, { conversationId, messageId });
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/conversations/${NIL}/suggest`, headers: auth })).statusCode, 404);
+  });
+
+  test('suggestions: send (edited), then 409 on a second send; discard; 404 unknown', async () => {
+    const { conversationId, messageId } = await simulate('Wanneer open?', '+31600000007');
+    const id = await suggestionFor(conversationId, messageId);
+    const got = await t.app.inject({ url: `/api/suggestions/${id}`, headers: auth });
+    assert.equal(got.json().status, 'pending');
+    const sent = await t.app.inject({ method: 'POST', url: `/api/suggestions/${id}/send`, headers: auth, payload: { body: 'We open at 9:00.' } });
+    assert.equal(sent.statusCode, 201, sent.body);
+    assert.equal(sent.json().message.body, 'We open at 9:00.');
+    const after = await t.app.inject({ url: `/api/suggestions/${id}`, headers: auth });
+    assert.equal(after.json().status, 'sent');
+    assert.equal(after.json().sentMessageId, sent.json().message.id);
+    const twice = await t.app.inject({ method: 'POST', url: `/api/suggestions/${id}/send`, headers: auth, payload: {} });
+    assert.equal(twice.statusCode, 409);
+    const admins = await t.runtime.db.query(`select 1 from messages where conversation_id = $1 and source = 'admin'`, [conversationId]);
+    assert.equal(admins.rowCount, 1, 'sent once');
+
+    const other = await simulate('Nog een vraag', '+31600000008');
+    const discardMe = await suggestionFor(other.conversationId, other.messageId);
+    const discarded = await t.app.inject({ method: 'POST', url: `/api/suggestions/${discardMe}/discard`, headers: auth });
+    assert.deepEqual(discarded.json(), { id: discardMe, status: 'discarded' });
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/suggestions/${discardMe}/discard`, headers: auth })).statusCode, 409);
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/suggestions/${discardMe}/send`, headers: auth, payload: {} })).statusCode, 409);
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/suggestions/${NIL}/send`, headers: auth, payload: {} })).statusCode, 404);
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/suggestions/${NIL}/discard`, headers: auth })).statusCode, 404);
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/suggestions/${id}/send`, headers: auth, payload: { body: 5 } })).statusCode, 400);
+    assert.equal((await t.app.inject({ url: `/api/suggestions/bad`, headers: auth })).statusCode, 400);
+  });
+});
+
+describe('admin API: people, documents and imports', () => {
+  let t: AdminApp;
+  before(async () => {
+    t = await startAdminApp();
+  });
+  after(() => t.close());
+
+  test('POST /api/documents saves, enqueues the embedding, and says unchanged the second time', async () => {
+    const payload = { title: 'Opening hours', body: 'We are open from 9 to 17 on weekdays.', source: 'hours.md' };
+    const first = await t.app.inject({ method: 'POST', url: '/api/documents', headers: auth, payload });
+    assert.equal(first.statusCode, 201, first.body);
+    assert.equal(first.json().status, 'inserted');
+    const jobs = await t.runtime.db.query(`select 1 from ai_jobs where type = 'embed_record' and payload->>'id' = $1`, [first.json().id]);
+    assert.equal(jobs.rowCount, 1);
+    const again = await t.app.inject({ method: 'POST', url: '/api/documents', headers: auth, payload });
+    assert.equal(again.json().status, 'unchanged');
+    const list = await t.app.inject({ url: '/api/documents', headers: auth });
+    assert.equal(list.json().documents[0].title, 'Opening hours');
+    assert.equal(list.json().documents[0].embedded, false);
+    for (const bad of [{ title: '', body: 'x' }, { title: 'x', body: '  ' }, { title: 'x', body: 'y', extra: 1 }]) {
+      assert.equal((await t.app.inject({ method: 'POST', url: '/api/documents', headers: auth, payload: bad })).statusCode, 400, JSON.stringify(bad));
+    }
+    assert.equal((await t.app.inject({ url: '/api/documents?limit=0', headers: auth })).statusCode, 400);
+  });
+
+  test('POST /api/imports stores the CSV and its job; GET shows progress; people are searchable after the run', async () => {
+    const content = 'name,phone,email,department\nAnna de Vries,+31611111111,anna@example.com,Finance\nBroken,not-a-phone,,\n';
+    const response = await t.app.inject({ method: 'POST', url: '/api/imports', headers: auth, payload: { filename: 'people.csv', content } });
+    assert.equal(response.statusCode, 202, response.body);
+    const { importId, jobId } = response.json();
+    assert.equal((await jobGet(t.runtime.db, jobId))!.type, 'import_people');
+    const pending = await t.app.inject({ url: `/api/imports/${importId}`, headers: auth });
+    assert.equal(pending.json().status, 'pending');
+    // Run the import here instead of starting a worker: the job's own function.
+    const { importPeopleExecute } = await import('../src/jobs/import-people.ts');
+    await importPeopleExecute(t.runtime.db, importId);
+    const done = await t.app.inject({ url: `/api/imports/${importId}`, headers: auth });
+    assert.equal(done.json().status, 'done');
+    assert.equal(done.json().inserted, 1);
+    assert.equal(done.json().rejected, 1);
+    assert.equal(done.json().rowErrors[0].line, 3);
+    const imports = await t.app.inject({ url: '/api/imports', headers: auth });
+    assert.equal(imports.json().imports[0].id, importId);
+
+    const people = await t.app.inject({ url: '/api/people?q=finance', headers: auth });
+    assert.equal(people.json().people.length, 1);
+    const person = await t.app.inject({ url: `/api/people/${people.json().people[0].id}`, headers: auth });
+    assert.equal(person.json().email, 'anna@example.com');
+    assert.equal((await t.app.inject({ url: `/api/people/${NIL}`, headers: auth })).statusCode, 404);
+    assert.equal((await t.app.inject({ url: '/api/people/nope', headers: auth })).statusCode, 400);
+    assert.equal((await t.app.inject({ url: '/api/people?after=zzz', headers: auth })).statusCode, 400);
+    assert.equal((await t.app.inject({ url: `/api/imports/${NIL}`, headers: auth })).statusCode, 404);
+    for (const bad of [{ filename: 'x.csv', content: '' }, { content: 'a,b' }]) {
+      assert.equal((await t.app.inject({ method: 'POST', url: '/api/imports', headers: auth, payload: bad })).statusCode, 400, JSON.stringify(bad));
+    }
   });
 });
 
