@@ -8,7 +8,9 @@ import type { FastifyInstance } from 'fastify';
 import { loadConfig } from '../src/config.ts';
 import { buildApp } from '../src/http/app.ts';
 import { embedRecord } from '../src/jobs/embed-record.ts';
+import { importPeopleEnqueue } from '../src/jobs/import-people.ts';
 import { suggestEnqueue, suggestionDiscard, suggestionGet } from '../src/jobs/suggest.ts';
+import { importGet } from '../src/knowledge/csv-import.ts';
 import { documentSave } from '../src/knowledge/documents.ts';
 import { personUpsertMany } from '../src/knowledge/people.ts';
 import { createWorker, openRuntime } from '../src/main.ts';
@@ -231,6 +233,24 @@ test('a burst of three messages: never two replies to one message, and the last 
   assert.equal(prompts.length, replies.rowCount, 'one LLM call per reply: the other jobs were no-ops');
   const last = JSON.stringify(prompts.at(-1)!.body.messages);
   for (const text of texts) assert.ok(last.includes(text), `the last prompt contains "${text}"`);
+});
+
+test('an uploaded CSV is imported by the worker, its people embedded by embed_record jobs, and their record reaches the prompt', async () => {
+  const csv = 'Naam;Mobiel;E-mail;Afdeling\nCees Visser;+31 6 5555 0001;cees@example.com;Logistics\nKapot;12;;\n';
+  const { importId, jobId } = await runtime.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'upload.csv', content: Buffer.from(csv) }));
+  worker.wake();
+  await until('the import job', async () => (await jobGet(runtime.db, jobId))!.status === 'done');
+  const record = await importGet(runtime.db, importId);
+  assert.equal(record!.status, 'done');
+  assert.equal(record!.inserted, 1);
+  assert.deepEqual(record!.rowErrors.map((e) => e.line), [3]);
+  await until('the embedding', async () => {
+    const row = await runtime.db.query<{ embedded: boolean }>(`select embedded_hash = content_hash as embedded from people where phone = '+31655550001'`);
+    return row.rows[0]?.embedded;
+  });
+  const messageSid = await inbound('+31655550001', 'Hello, which department am I in?');
+  await jobSettled(messageSid, (j) => j.status === 'done');
+  assert.match(llm.chatRequests().at(-1)!.body.messages[0].content, /Name: Cees Visser\nPhone: \+31655550001\nEmail: cees@example.com\nDepartment: Logistics/);
 });
 
 describe('suggest', () => {
