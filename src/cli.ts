@@ -3,11 +3,12 @@
 import { ConfigError, loadConfig, loadDotEnv } from './config.ts';
 import { DataDirLockedError } from './db/pglite.ts';
 import { knowledgeCommands } from './cli/knowledge-commands.ts';
+import { messagingCommands } from './cli/messaging-commands.ts';
 import { queueCommands } from './cli/queue-commands.ts';
 import { serverCommands } from './cli/server-commands.ts';
 import { UsageError, type Command } from './cli/command.ts';
 
-const COMMANDS: Command[] = [...serverCommands, ...queueCommands, ...knowledgeCommands];
+const COMMANDS: Command[] = [...serverCommands, ...queueCommands, ...messagingCommands, ...knowledgeCommands];
 
 function usage(): string {
   const width = Math.max(...COMMANDS.map((c) => c.usage.length));

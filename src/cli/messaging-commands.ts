@@ -1,0 +1,87 @@
+// `aiq simulate`: posts an inbound WhatsApp webhook to a running aiq exactly as Twilio
+// would (form fields, X-Twilio-Signature), so the whole flow can be seen without Twilio.
+// Talks to the server over HTTP only: it never opens the database (which `aiq start` holds).
+import { randomBytes } from 'node:crypto';
+import type { Env } from '../config.ts';
+import { WHATSAPP_WEBHOOK_PATH, signatureOf, webhookSecret } from '../messaging/twilio.ts';
+import type { Command } from './command.ts';
+import { UsageError } from './command.ts';
+import { parse } from './queue-commands.ts';
+
+// Twilio's WhatsApp sandbox number: what `To` is when no sender is configured.
+const SANDBOX_FROM = 'whatsapp:+14155238886';
+const PLACEHOLDER_ACCOUNT = `AC${'0'.repeat(32)}`;
+
+/** Where the local server listens, as a URL this machine can reach. */
+function localUrl(config: Env): string {
+  // Bound to every interface: loopback is one of them.
+  const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${config.PORT}`;
+}
+
+/** The form fields Twilio posts for an inbound WhatsApp text. */
+function inboundFields(config: Env, text: string, from: string, sid: string, name: string): Record<string, string> {
+  return {
+    SmsMessageSid: sid,
+    NumMedia: '0',
+    ProfileName: name,
+    MessageType: 'text',
+    SmsSid: sid,
+    WaId: from.slice(1),
+    SmsStatus: 'received',
+    Body: text,
+    To: config.TWILIO_WHATSAPP_FROM ?? SANDBOX_FROM,
+    NumSegments: '1',
+    ReferralNumMedia: '0',
+    MessageSid: sid,
+    AccountSid: config.TWILIO_ACCOUNT_SID ?? PLACEHOLDER_ACCOUNT,
+    From: `whatsapp:${from}`,
+    ApiVersion: '2010-04-01',
+  };
+}
+
+export const messagingCommands: Command[] = [
+  {
+    name: 'simulate',
+    usage: 'simulate "<text>" --from +31612345678 [--url URL] [--sid SM…] [--name NAME]',
+    summary: 'post a signed WhatsApp webhook to a running aiq, as Twilio would',
+    async run(args, config) {
+      const { values, positionals } = parse(args, { from: { type: 'string' }, url: { type: 'string' }, sid: { type: 'string' }, name: { type: 'string' } });
+      const text = positionals.join(' ');
+      if (!text) throw new UsageError('simulate needs the message text, e.g. aiq simulate "Hoe laat begint de vergadering?" --from +31612345678');
+      const from = String(values.from ?? '');
+      if (!/^\+[1-9][0-9]{5,14}$/.test(from)) throw new UsageError(`--from must be a phone number in E.164 form, e.g. +31612345678${from ? ` (got "${from}")` : ''}`);
+      const sid = values.sid === undefined ? `SM${randomBytes(16).toString('hex')}` : String(values.sid);
+      if (!/^[A-Z]{2}[0-9a-fA-F]{32}$/.test(sid)) throw new UsageError(`--sid must look like a Twilio MessageSid (SM and 32 hex digits), got "${sid}"`);
+
+      const base = String(values.url ?? localUrl(config)).replace(/\/+$/, '');
+      const target = `${base}${WHATSAPP_WEBHOOK_PATH}`;
+      // Twilio signs the URL it was configured with: the public one when there is one.
+      const signed = config.PUBLIC_URL ? `${config.PUBLIC_URL.replace(/\/+$/, '')}${WHATSAPP_WEBHOOK_PATH}` : target;
+      const fields = inboundFields(config, text, from, sid, String(values.name ?? 'Simulated User'));
+      let response: Response;
+      try {
+        response = await fetch(target, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/x-www-form-urlencoded',
+            'x-twilio-signature': signatureOf(webhookSecret(config), signed, fields),
+            'user-agent': 'TwilioProxy/1.1 (aiq simulate)',
+          },
+          body: new URLSearchParams(fields).toString(),
+        });
+      } catch (err) {
+        console.error(`aiq: could not reach ${target} (${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message}). Is \`aiq start\` running? Use --url to point elsewhere.`);
+        return 1;
+      }
+      const body = await response.text();
+      if (response.status !== 200) {
+        console.error(`aiq: the webhook answered ${response.status}: ${body}`);
+        if (response.status === 403) console.error('aiq: the signature was refused: run simulate with the same TWILIO_AUTH_TOKEN (or DATA_DIR) and PUBLIC_URL as the server.');
+        return 1;
+      }
+      console.log(`delivered ${sid} from ${from} to ${target}: ${response.status} ${body}`);
+      console.log('The reply is composed by the worker: see its log, or the conversation at /admin.');
+    },
+  },
+];
