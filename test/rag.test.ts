@@ -162,23 +162,29 @@ test('an inbound message gets exactly one reply, prompted with the sender record
   assert.deepEqual(replies.rows, [{ body: 'Reply number 1.' }]);
 });
 
-test('429, 500 and a hang at the LLM: rescheduled as they should be, then exactly one reply', async () => {
+test('three 429s, a 500 and a hang at the LLM: rescheduled as they should be, then exactly one reply', async () => {
   const phone = '+31600000429';
-  llm.failNext({ kind: 'status', status: 429, headers: { 'retry-after-ms': '60000' } }, { endpoint: 'chat' });
+  llm.failNext({ kind: 'status', status: 429, headers: { 'retry-after-ms': '60000' } }, { endpoint: 'chat', times: 3 });
   const messageSid = await inbound(phone, 'Where do I submit taxi receipts?');
 
-  // 429: waits the server's 60 s and gives the attempt back.
+  // Three 429s (Azure throttles in bursts): each waits the server's 60 s and gives the
+  // attempt back, so they cannot use up the job's three attempts.
   let job = await jobSettled(messageSid, (j) => j.errors.length === 1);
-  assert.equal(job.status, 'pending');
-  assert.equal(job.attempts, 0, 'a throttled attempt is refunded');
-  const wait = job.nextRunAt.getTime() - Date.now();
-  assert.ok(wait > 55_000 && wait <= 60_500, `next_run_at honours retry-after-ms (in ${wait} ms)`);
-  assert.match(job.lastError!, /HTTP 429/);
+  for (let throttled = 1; ; throttled++) {
+    assert.equal(job.status, 'pending');
+    assert.equal(job.attempts, 0, 'a throttled attempt is refunded');
+    const wait = job.nextRunAt.getTime() - Date.now();
+    assert.ok(wait > 55_000 && wait <= 60_500, `next_run_at honours retry-after-ms (in ${wait} ms)`);
+    assert.match(job.lastError!, /HTTP 429/);
+    if (throttled === 3) break;
+    await makeDue(job.id);
+    job = await jobSettled(messageSid, (j) => j.errors.length === throttled + 1);
+  }
 
   // 500: an ordinary failed attempt with backoff (2^1 × 5 s).
   llm.failNext({ kind: 'status', status: 500 }, { endpoint: 'chat' });
   await makeDue(job.id);
-  job = await jobSettled(messageSid, (j) => j.errors.length === 2);
+  job = await jobSettled(messageSid, (j) => j.errors.length === 4);
   assert.equal(job.status, 'pending');
   assert.equal(job.attempts, 1);
   const backoff = job.nextRunAt.getTime() - Date.now();
@@ -188,7 +194,7 @@ test('429, 500 and a hang at the LLM: rescheduled as they should be, then exactl
   // A hang: the request time-out (400 ms) fires, and it is retried like a 500.
   llm.failNext({ kind: 'hang' }, { endpoint: 'chat' });
   await makeDue(job.id);
-  job = await jobSettled(messageSid, (j) => j.errors.length === 3);
+  job = await jobSettled(messageSid, (j) => j.errors.length === 5);
   assert.equal(job.status, 'pending');
   assert.equal(job.attempts, 2);
   assert.match(job.lastError!, /timed out/i);
@@ -202,6 +208,23 @@ test('429, 500 and a hang at the LLM: rescheduled as they should be, then exactl
   assert.equal(llm.chatRequests().filter((r) => r.outcome === 200).length, 1);
   const replies = await runtime.db.query(`select count(*)::int as n from messages m join conversations c on c.id = m.conversation_id join contacts k on k.id = c.contact_id where k.whatsapp_number = $1 and m.source = 'ai'`, [phone]);
   assert.equal(replies.rows[0]!.n, 1);
+});
+
+test('past the throttle window, a 429 spends an attempt like any failure', async () => {
+  const phone = '+31600000901';
+  llm.failNext({ kind: 'status', status: 500 }, { endpoint: 'chat' });
+  const messageSid = await inbound(phone, 'Still there?');
+  let job = await jobSettled(messageSid, (j) => j.errors.length === 1);
+  assert.equal(job.attempts, 1);
+  // The job is older than AI_THROTTLE_WINDOW_SECONDS (900 s by default).
+  await runtime.db.query(`update ai_jobs set created_at = now() - interval '1 hour' where id = $1`, [job.id]);
+  llm.failNext({ kind: 'status', status: 429, headers: { 'retry-after': '30' } }, { endpoint: 'chat' });
+  await makeDue(job.id);
+  job = await jobSettled(messageSid, (j) => j.errors.length === 2);
+  assert.equal(job.status, 'pending');
+  assert.equal(job.attempts, 2, 'not refunded any more');
+  const wait = job.nextRunAt.getTime() - Date.now();
+  assert.ok(wait > 25_000 && wait <= 30_500, `still waits the server's retry-after (${wait} ms)`);
 });
 
 test('a 400 from the LLM fails the job at once, with the reason, and sends nothing', async () => {

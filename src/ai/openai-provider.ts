@@ -34,6 +34,10 @@ export function openAiProviderCreate(options: OpenAiProviderOptions): AiProvider
     // Local servers (Ollama, vLLM) ignore the key but the SDK insists on one.
     apiKey: options.apiKey ?? 'not-needed',
     baseURL: options.baseUrl ?? 'https://api.openai.com/v1',
+    // Explicit nulls: the SDK would otherwise read OPENAI_ORG_ID/OPENAI_PROJECT_ID itself,
+    // and configuration is read in one place (config.ts).
+    organization: null,
+    project: null,
     maxRetries: 0,
     timeout: options.timeoutMs,
   });
@@ -46,7 +50,11 @@ export function openAiProviderCreate(options: OpenAiProviderOptions): AiProvider
  */
 export function azureProviderCreate(options: AzureProviderOptions): AiProvider {
   const client = new AzureOpenAI({
-    endpoint: options.endpoint,
+    // The base URL the SDK derives from `endpoint`, given directly: with `endpoint` alone it
+    // would also read OPENAI_BASE_URL from the environment and refuse when both are set.
+    baseURL: `${options.endpoint.replace(/\/+$/, '')}/openai`,
+    organization: null,
+    project: null,
     apiKey: options.apiKey,
     apiVersion: options.apiVersion,
     maxRetries: 0,
