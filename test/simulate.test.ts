@@ -1,0 +1,66 @@
+// `aiq simulate` as a user runs it: a real child process posting to a listening aiq, signed
+// with the auth token, or with the development secret when there is none.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { DEV_SECRET_FILE } from '../src/messaging/twilio.ts';
+import { freshServerDatabase } from './helpers/db.ts';
+import { messagingEnv, startMessagingApp } from './helpers/messaging.ts';
+import { ROOT } from './helpers/processes.ts';
+
+function simulate(args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    // Only what the test names: the developer's own TWILIO_* or .env must not leak in.
+    const child = spawn(process.execPath, ['bin/aiq.js', 'simulate', ...args], { cwd: ROOT, env: { PATH: process.env.PATH!, ...env } });
+    let out = '';
+    child.stdout.on('data', (chunk) => (out += chunk));
+    child.stderr.on('data', (chunk) => (out += chunk));
+    child.on('exit', (code) => resolve({ code, out }));
+  });
+}
+
+test('aiq simulate posts a webhook the server accepts and stores, with the auth token or the development secret', async () => {
+  const t = await freshServerDatabase();
+  const dataDir = mkdtempSync(join(tmpdir(), 'aiq-sim-'));
+  const withToken = messagingEnv(t.url, 'http://127.0.0.1:9');
+  const m = await startMessagingApp(withToken, { listen: true });
+  // No Twilio credentials at all: both sides use the secret in DATA_DIR.
+  const { TWILIO_ACCOUNT_SID: _a, TWILIO_AUTH_TOKEN: _b, TWILIO_WHATSAPP_FROM: _c, TWILIO_API_BASE_URL: _d, ...bare } = withToken;
+  const dev = await startMessagingApp({ ...bare, DATA_DIR: dataDir }, { listen: true });
+  try {
+    const sent = await simulate(['Hoe laat begint de vergadering?', '--from', '+31612345678', '--url', m.url, '--name', 'Anna'], withToken);
+    assert.equal(sent.code, 0, sent.out);
+    assert.match(sent.out, /200 <Response\/>/);
+
+    const devSent = await simulate(['Zonder Twilio', '--from', '+31687654321', '--url', dev.url], { ...bare, DATA_DIR: dataDir });
+    assert.equal(devSent.code, 0, devSent.out);
+    assert.equal(statSync(join(dataDir, DEV_SECRET_FILE)).mode & 0o777, 0o600, 'the development secret is private');
+
+    const stored = (await t.db.query<{ body: string; number: string; name: string }>(`
+      select m.body, k.whatsapp_number as number, k.profile_name as name from messages m
+      join conversations c on c.id = m.conversation_id join contacts k on k.id = c.contact_id order by m.created_at`)).rows;
+    assert.deepEqual(stored.map((r) => [r.body, r.number]), [['Hoe laat begint de vergadering?', '+31612345678'], ['Zonder Twilio', '+31687654321']]);
+    assert.equal(stored[0]!.name, 'Anna');
+    assert.equal((await t.db.query(`select 1 from ai_jobs where type = 'autoreply'`)).rowCount, 2);
+
+    // Signed with another secret: the server refuses, and simulate says why.
+    const otherDir = mkdtempSync(join(tmpdir(), 'aiq-sim-other-'));
+    const refused = await simulate(['nope', '--from', '+31612345678', '--url', dev.url], { ...bare, DATA_DIR: otherDir });
+    rmSync(otherDir, { recursive: true, force: true });
+    assert.equal(refused.code, 1);
+    assert.match(refused.out, /403/);
+
+    const usage = await simulate(['x', '--from', '0612345678', '--url', m.url], withToken);
+    assert.equal(usage.code, 2);
+    assert.match(usage.out, /--from must be a phone number in E\.164 form/);
+    assert.equal((await t.db.query('select 1 from messages')).rowCount, 2);
+  } finally {
+    await dev.close();
+    await m.close();
+    await t.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});

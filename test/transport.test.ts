@@ -1,0 +1,98 @@
+// The Twilio transport against the fake Twilio over real HTTP: the official SDK's wire
+// format, and every failure classified by what it means for sending again.
+import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
+import { after, before, beforeEach, describe, test } from 'node:test';
+import { SendError, TwilioTransport } from '../src/messaging/transport.ts';
+import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
+
+const TO = 'whatsapp:+31612345678';
+
+async function failure(send: Promise<unknown>): Promise<SendError> {
+  try {
+    await send;
+  } catch (err) {
+    assert.ok(err instanceof SendError, `expected a SendError, got ${String(err)}`);
+    return err;
+  }
+  assert.fail('the send succeeded');
+}
+
+describe('Twilio transport', () => {
+  let fake: FakeTwilio;
+  let transport: TwilioTransport;
+  const calls: Array<[string, string]> = [];
+  before(async () => {
+    fake = await startFakeTwilio();
+    transport = new TwilioTransport({
+      accountSid: FAKE_ACCOUNT_SID,
+      authToken: FAKE_AUTH_TOKEN,
+      from: 'whatsapp:+14155238886',
+      apiBaseUrl: fake.url,
+      metrics: { observeTwilioCall: (operation, _ms, outcome) => calls.push([operation, outcome]) },
+    });
+  });
+  after(() => fake.close());
+  beforeEach(() => {
+    fake.reset();
+    calls.length = 0;
+  });
+
+  test('sends From, To, Body and StatusCallback as a Basic-auth form post; returns the SID', async () => {
+    const sent = await transport.send({ to: TO, body: 'Hallo Anna', statusCallbackUrl: 'https://aiq.example.com/webhooks/twilio/status?messageId=1' });
+    assert.match(sent.sid!, /^SM[0-9a-f]{32}$/);
+    assert.equal(sent.status, 'queued');
+    const request = fake.requests[0]!;
+    assert.equal(request.path, `/2010-04-01/Accounts/${FAKE_ACCOUNT_SID}/Messages.json`);
+    assert.equal(request.authorized, true);
+    assert.deepEqual(request.params, { From: 'whatsapp:+14155238886', To: TO, Body: 'Hallo Anna', StatusCallback: 'https://aiq.example.com/webhooks/twilio/status?messageId=1' });
+    assert.deepEqual(calls, [['send', 'ok']]);
+  });
+
+  test('429 is throttled, with the server’s Retry-After', async () => {
+    fake.fault({ kind: 'http', status: 429, code: 20429, message: 'Too Many Requests', retryAfterSeconds: 7 });
+    const error = await failure(transport.send({ to: TO, body: 'x' }));
+    assert.equal(error.kind, 'throttled');
+    assert.equal(error.details.retryAfterMs, 7000);
+    assert.equal(error.code, 20429);
+    assert.deepEqual(calls, [['send', 'rate_limited']]);
+  });
+
+  test('5xx and a refused connection are unavailable (nothing went out); 4xx is rejected with Twilio’s code', async () => {
+    fake.fault({ kind: 'http', status: 503, code: 20503, message: 'Service Unavailable' });
+    assert.equal((await failure(transport.send({ to: TO, body: 'x' }))).kind, 'unavailable');
+
+    fake.fault({ kind: 'http', status: 400, code: 63016, message: 'outside the allowed window' });
+    const rejected = await failure(transport.send({ to: TO, body: 'x' }));
+    assert.equal(rejected.kind, 'rejected');
+    assert.equal(rejected.code, 63016);
+    assert.match(rejected.message, /Twilio error 63016: outside WhatsApp's 24-hour window: a free-form reply is impossible/);
+
+    const invalid = await failure(transport.send({ to: 'whatsapp:+1', body: 'x' }));
+    assert.equal(invalid.kind, 'rejected');
+    assert.equal(invalid.code, 21211);
+
+    const probe = createServer();
+    const port = await new Promise<number>((resolve) => probe.listen(0, '127.0.0.1', () => resolve((probe.address() as { port: number }).port)));
+    await new Promise((resolve) => probe.close(resolve));
+    const nowhere = new TwilioTransport({ accountSid: FAKE_ACCOUNT_SID, authToken: FAKE_AUTH_TOKEN, from: 'whatsapp:+14155238886', apiBaseUrl: `http://127.0.0.1:${port}` });
+    const refused = await failure(nowhere.send({ to: TO, body: 'x' }));
+    assert.equal(refused.kind, 'unavailable');
+    assert.match(refused.message, /ECONNREFUSED/);
+  });
+
+  test('wrong credentials are rejected (20003), not retried', async () => {
+    const wrong = new TwilioTransport({ accountSid: FAKE_ACCOUNT_SID, authToken: 'wrong', from: 'whatsapp:+14155238886', apiBaseUrl: fake.url });
+    const error = await failure(wrong.send({ to: TO, body: 'x' }));
+    assert.equal(error.kind, 'rejected');
+    assert.equal(error.code, 20003);
+    assert.equal(fake.messages.length, 0);
+  });
+
+  test('a connection cut after Twilio accepted is uncertain: it may have gone out', async () => {
+    fake.fault({ kind: 'accept-then-drop' });
+    const error = await failure(transport.send({ to: TO, body: 'x' }));
+    assert.equal(error.kind, 'uncertain');
+    assert.equal(fake.messages.length, 1);
+  });
+});
