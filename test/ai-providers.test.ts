@@ -20,7 +20,7 @@ beforeEach(() => fake.reset());
 
 const prompt = promptBuild('You are a test.', {
   person: 'Name: Anna',
-  knowledge: [{ kind: 'chunk', id: 'c1', title: 'Leave', content: 'Employees have 25 days of holiday.', distance: 0.1 }],
+  knowledge: [{ id: 'c1', title: 'Leave', content: 'Employees have 25 days of holiday.', distance: 0.1 }],
   history: [{ role: 'user', body: 'How many holiday days?' }],
 });
 

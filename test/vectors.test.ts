@@ -8,7 +8,7 @@ import type { Database } from '../src/db/types.ts';
 import { embedRecord } from '../src/jobs/embed-record.ts';
 import { documentChunk, documentSave, CHUNK_MAX_CHARS } from '../src/knowledge/documents.ts';
 import { personUpsertMany } from '../src/knowledge/people.ts';
-import { chunkNearest, personNearest, vectorStaleCount, vectorStoreEnsure, type VectorStorage } from '../src/knowledge/vectors.ts';
+import { chunkNearest, vectorStaleCount, vectorStoreEnsure, type VectorStorage } from '../src/knowledge/vectors.ts';
 import { freshPgliteDatabase, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 
 const DOCS = [
@@ -39,8 +39,9 @@ async function neighbours(db: Database) {
   for (const query of QUERIES) {
     const [vector] = (await ai.embed([query])).vectors;
     const chunks = await chunkNearest(db, vector!, 3);
-    const people = await personNearest(db, vector!, 1);
-    results.push({ query, chunks: chunks.map((c) => ({ title: c.title, content: c.content, distance: c.distance })), person: people[0]?.distance });
+    // People are embedded on both paths too: the nearest person's distance must agree.
+    const people = await db.query<{ distance: number }>('select (embedding <=> aiq_vector($1::real[]))::float8 as distance from people order by 1 limit 1', [vector]);
+    results.push({ query, chunks: chunks.map((c) => ({ title: c.title, content: c.content, distance: c.distance })), person: people.rows[0]?.distance });
   }
   return results;
 }

@@ -52,7 +52,7 @@ export function promptBuild(systemPrompt: string, context: PromptContext): Promp
   const sections = [systemPrompt];
   sections.push(`## The employee you are talking to\n${context.person ?? 'Unknown: this phone number is not in the employee records.'}`);
   if (context.knowledge.length > 0) {
-    const items = context.knowledge.map((item, i) => `[${i + 1}] ${item.kind === 'person' ? 'Colleague' : 'Document'}: ${item.title}\n${item.content}`);
+    const items = context.knowledge.map((item, i) => `[${i + 1}] Document: ${item.title}\n${item.content}`);
     sections.push(`## Knowledge (most relevant first)\n${items.join('\n\n')}`);
   } else {
     sections.push('## Knowledge\nNothing relevant was found.');

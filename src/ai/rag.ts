@@ -1,9 +1,9 @@
-// Retrieval for one reply: the sender's own record (matched by phone), and the knowledge
-// nearest to the messages being answered (document chunks and colleagues, ranked together
-// by cosine distance). The conversation history is the caller's: it owns the messages.
+// Retrieval for one reply: the sender's own record (matched by phone) and the top-k
+// document chunks nearest to the messages being answered, by cosine distance. The
+// conversation history is the caller's: it owns the messages.
 import type { Queryable } from '../db/types.ts';
-import { personGetByPhone, personGetMany, personText } from '../knowledge/people.ts';
-import { chunkNearest, personNearest } from '../knowledge/vectors.ts';
+import { personGetByPhone, personText } from '../knowledge/people.ts';
+import { chunkNearest } from '../knowledge/vectors.ts';
 import { pendingQuestions, type HistoryMessage } from './prompts.ts';
 import type { AiProvider, CallOptions, KnowledgeItem, TokenUsage } from './types.ts';
 import { NO_USAGE } from './types.ts';
@@ -38,20 +38,7 @@ export async function ragRetrieve(db: Queryable, ai: AiProvider, input: RagInput
   if (!query || input.topK <= 0) return { person: person ? personText(person) : null, personId: person?.id ?? null, knowledge: [], usage: NO_USAGE };
 
   const embedded = await ai.embed([query], options);
-  const vector = embedded.vectors[0]!;
-  const [chunks, colleagues] = await Promise.all([
-    chunkNearest(db, vector, input.topK),
-    personNearest(db, vector, input.topK, person?.phone),
-  ]);
-  const colleagueRecords = new Map((await personGetMany(db, colleagues.map((c) => c.id))).map((p) => [p.id, p]));
-  const knowledge: KnowledgeItem[] = [
-    ...chunks.map((c) => ({ kind: 'chunk' as const, id: c.id, title: c.title, content: c.content, distance: c.distance })),
-    ...colleagues.flatMap((c) => {
-      const record = colleagueRecords.get(c.id);
-      return record ? [{ kind: 'person' as const, id: c.id, title: record.name, content: personText(record), distance: c.distance }] : [];
-    }),
-  ]
-    .sort((a, b) => a.distance - b.distance || (a.id < b.id ? -1 : 1))
-    .slice(0, input.topK);
+  const chunks = await chunkNearest(db, embedded.vectors[0]!, input.topK);
+  const knowledge: KnowledgeItem[] = chunks.map((c) => ({ id: c.id, title: c.title, content: c.content, distance: c.distance }));
   return { person: person ? personText(person) : null, personId: person?.id ?? null, knowledge, usage: embedded.usage };
 }

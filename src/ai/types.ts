@@ -13,9 +13,8 @@ export interface TokenUsage {
   totalTokens: number;
 }
 
-/** A knowledge passage chosen for a prompt (a document chunk or a colleague's record). */
+/** A knowledge passage chosen for a prompt: a document chunk. */
 export interface KnowledgeItem {
-  kind: 'chunk' | 'person';
   id: string;
   title: string;
   content: string;

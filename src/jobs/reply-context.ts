@@ -30,7 +30,7 @@ export interface ReplyDraft {
   /** The inbound messages it answers (the burst since the last reply). */
   answers: string[];
   personId: string | null;
-  knowledge: Array<Pick<KnowledgeItem, 'kind' | 'id' | 'title' | 'distance'>>;
+  knowledge: Array<Pick<KnowledgeItem, 'id' | 'title' | 'distance'>>;
   prompt: Prompt;
 }
 
@@ -81,7 +81,7 @@ export async function replyDraft(
     contextUntil,
     answers: prompt.grounding.questions,
     personId: rag.personId,
-    knowledge: rag.knowledge.map(({ kind, id, title, distance }) => ({ kind, id, title, distance })),
+    knowledge: rag.knowledge.map(({ id, title, distance }) => ({ id, title, distance })),
     prompt,
   };
 }

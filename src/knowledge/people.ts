@@ -128,11 +128,3 @@ export async function personGetByPhone(db: Queryable, phone: string): Promise<Pe
   const result = await db.query<PersonRow>(`select ${PERSON_COLUMNS} from people where phone = $1`, [e164]);
   return result.rows[0] ? personFromRow(result.rows[0]) : null;
 }
-
-/** Several people by id, in the order asked. */
-export async function personGetMany(db: Queryable, ids: string[]): Promise<Person[]> {
-  if (ids.length === 0) return [];
-  const result = await db.query<PersonRow>(`select ${PERSON_COLUMNS} from people where id = any($1::uuid[])`, [ids]);
-  const byId = new Map(result.rows.map((r) => [r.id, personFromRow(r)]));
-  return ids.map((id) => byId.get(id)).filter((p): p is Person => p !== undefined);
-}

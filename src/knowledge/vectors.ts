@@ -149,25 +149,6 @@ export async function chunkNearest(db: Queryable, vector: number[], limit: numbe
   return result.rows.map((r) => ({ id: r.id, documentId: r.document_id, title: r.title, content: r.content, distance: r.distance }));
 }
 
-const PEOPLE_NEAREST_SQL = `
-  select id, (embedding <=> aiq_vector($1::real[]))::float8 as distance
-  from people
-  where embedding is not null and ($3::text is null or phone <> $3)
-  order by embedding <=> aiq_vector($1::real[])
-  limit $2`;
-
-/** The `limit` people nearest to `vector`, leaving out `excludePhone` (the sender). */
-export async function personNearest(
-  db: Queryable,
-  vector: number[],
-  limit: number,
-  excludePhone?: string | null,
-): Promise<Array<{ id: string; distance: number }>> {
-  if (limit <= 0) return [];
-  const result = await db.query<{ id: string; distance: number }>(PEOPLE_NEAREST_SQL, [vector, limit, excludePhone ?? null]);
-  return result.rows;
-}
-
 /**
  * Stores a person's embedding, made from the content whose hash is `hash`. Fenced on the
  * hash: if the record changed while we embedded, nothing is written (a newer job follows).
