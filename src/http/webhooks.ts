@@ -5,7 +5,7 @@
 import formbody from '@fastify/formbody';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { autoreplyEnqueue } from '../jobs/autoreply.ts';
+import { autoreplyEnqueue, autoreplyWake } from '../jobs/autoreply.ts';
 import { TWILIO_STATUSES, inboundMessageInsert, messageStatusUpdate } from '../messaging/conversations.ts';
 import { SIGNATURE_HEADER, STATUS_CALLBACK_PATH, WHATSAPP_WEBHOOK_PATH, signatureValid, signedUrl, twilioErrorText, webhookSecret } from '../messaging/twilio.ts';
 import type { Runtime } from '../runtime.ts';
@@ -128,6 +128,7 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
       errorMessage: failed || code ? twilioErrorText(code || undefined, message) : undefined,
     });
     if (!updated) request.log.debug({ messageSid: parsed.data.MessageSid, status: status.data }, 'status callback changed nothing (unknown message, or not newer)');
+    else if (updated.source === 'ai' && updated.replyToMessageId) await autoreplyWake(db, updated.conversationId, updated.replyToMessageId);
     return twiml(reply);
   });
 };

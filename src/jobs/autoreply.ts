@@ -6,7 +6,7 @@ import type { Queryable } from '../db/types.ts';
 import { conversationGet, messageAnsweredBy, messageGet } from '../messaging/conversations.ts';
 import { replyFlag, replyForInbound, replyResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
 import { statusCallbackUrl } from '../messaging/twilio.ts';
-import { jobEnqueue, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
+import { jobEnqueue, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
 import type { Runtime } from '../runtime.ts';
 import { composeReply } from './reply-text.ts';
 
@@ -21,6 +21,25 @@ export type AutoreplyPayload = z.infer<typeof payloadSchema>;
  */
 export function autoreplyEnqueue(tx: Queryable, payload: AutoreplyPayload): Promise<string> {
   return jobEnqueue(tx, { type: AUTOREPLY, payload, orderingKey: payload.conversationId });
+}
+
+// A status callback just confirmed a reply: its job may be waiting for exactly that (after
+// a crash mid-send), and holds back the conversation's later jobs meanwhile. Make it due
+// now and wake the workers. Found through the ordering-key index; matches nothing when the
+// job finished long ago, which is the usual case.
+const AUTOREPLY_WAKE_SQL = `
+  with woken as (
+    update ai_jobs set next_run_at = now(), updated_at = now()
+    where ordering_key = $1 and status = 'pending' and type = 'autoreply'
+      and payload->>'messageId' = $2 and next_run_at > now()
+    returning id
+  )
+  select pg_notify($3, '') from woken limit 1`;
+
+/** Runs the autoreply job of `inboundMessageId` now if it is waiting for its reply's confirmation. */
+export async function autoreplyWake(db: Queryable, conversationId: string, inboundMessageId: string): Promise<boolean> {
+  const result = await db.query(AUTOREPLY_WAKE_SQL, [conversationId, inboundMessageId, NOTIFY_CHANNEL]);
+  return result.rows.length > 0;
 }
 
 // Checked once more before the wait gives way to a flag: a status callback may be in flight.

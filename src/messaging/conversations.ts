@@ -236,16 +236,20 @@ const STATUS_UPDATE_SQL = `
     and source <> 'inbound'
     and (twilio_sid is null or twilio_sid = $2)
     and message_status_rank($3) > message_status_rank(status)
-  returning id, status`;
+  returning id, source, conversation_id, reply_to_message_id`;
 
-/** Applies a delivery status. Returns the message id, or null when nothing moved forward. */
-export async function messageStatusUpdate(db: Queryable, update: StatusUpdate): Promise<string | null> {
-  const result = await db.query<{ id: string }>(STATUS_UPDATE_SQL, [
+/** Applies a delivery status. Returns the message it moved forward, or null when none moved. */
+export async function messageStatusUpdate(
+  db: Queryable,
+  update: StatusUpdate,
+): Promise<{ id: string; source: MessageSource; conversationId: string; replyToMessageId: string | null } | null> {
+  const result = await db.query<{ id: string; source: MessageSource; conversation_id: string; reply_to_message_id: string | null }>(STATUS_UPDATE_SQL, [
     update.messageId ?? null,
     update.twilioSid,
     update.status,
     update.errorCode ?? null,
     update.errorMessage ?? null,
   ]);
-  return result.rows[0]?.id ?? null;
+  const row = result.rows[0];
+  return row ? { id: row.id, source: row.source, conversationId: row.conversation_id, replyToMessageId: row.reply_to_message_id } : null;
 }
