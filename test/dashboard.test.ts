@@ -155,6 +155,9 @@ describe('/metrics', () => {
     t.runtime.metrics.observeTwilioCall('send', 120, 'ok');
     t.runtime.metrics.observeTwilioCall('send', 30, 'error');
     t.runtime.metrics.observeLlmCall('chat', 900, 'rate_limited');
+    // An unsigned webhook is refused (403) and still timed.
+    const webhook = await t.app.inject({ method: 'POST', url: '/webhooks/twilio/whatsapp', payload: 'Body=hi', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    assert.equal(webhook.statusCode, 403);
     const response = await t.app.inject({ url: '/metrics' });
     assert.equal(response.statusCode, 200);
     assert.match(String(response.headers['content-type']), /text\/plain/);
@@ -170,6 +173,7 @@ describe('/metrics', () => {
       'aiq_twilio_call_duration_seconds_count{operation="send",outcome="ok"} 1',
       'aiq_twilio_call_errors_total{operation="send",outcome="error"} 1',
       'aiq_llm_call_errors_total{provider="local",operation="chat",outcome="rate_limited"} 1',
+      'aiq_webhook_request_duration_seconds_count{route="/webhooks/twilio/whatsapp",status_code="403"} 1',
     ]) {
       assert.ok(text.includes(line), `metrics contain ${line}`);
     }
