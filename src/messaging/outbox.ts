@@ -190,12 +190,13 @@ const REPLY_CONFIRM_SQL = `
   where id = $1
   returning *`;
 
-// A failed send, with what Twilio said. Only from `pending`: a callback that confirmed the
-// reply meanwhile wins over our own view of the failure.
+// A failed send, with what Twilio said: the sender knows nothing went out. From `pending`,
+// or `unconfirmed` when a racing attempt (a worker whose lease was taken over) saw the send
+// in flight and started waiting for it. Never over a confirmed status: Twilio's word wins.
 const REPLY_SEND_FAILED_SQL = `
   update messages
   set status = $2, error_code = $3, error_message = $4, status_updated_at = now()
-  where id = $1 and status = 'pending'
+  where id = $1 and status in ('pending', 'unconfirmed')
   returning *`;
 
 /**

@@ -1,0 +1,111 @@
+// The outbox protocol and the conversation store on both databases (PostgreSQL server and
+// embedded PGlite): the same statements must hold the same guarantees on each. Sends go to
+// the fake Twilio over real HTTP.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { inboundMessageInsert, messageAnsweredBy, messageGet, messageListRecent, messageStatusUpdate } from '../src/messaging/conversations.ts';
+import { replyForInbound, replyResume, replySend, type OutboxDeps } from '../src/messaging/outbox.ts';
+import { TwilioTransport } from '../src/messaging/transport.ts';
+import { BACKENDS, type TestDatabase } from './helpers/db.ts';
+import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
+import { messageSid } from './helpers/messaging.ts';
+
+const TO = 'whatsapp:+31612345678';
+
+for (const backend of BACKENDS) {
+  describe(`outbox on ${backend.name}`, () => {
+    let t: TestDatabase;
+    let fake: FakeTwilio;
+    let deps: OutboxDeps;
+    before(async () => {
+      t = await backend.fresh();
+      fake = await startFakeTwilio();
+      deps = {
+        db: t.db,
+        transport: new TwilioTransport({ accountSid: FAKE_ACCOUNT_SID, authToken: FAKE_AUTH_TOKEN, from: 'whatsapp:+14155238886', apiBaseUrl: fake.url }),
+        confirmTimeoutSeconds: 300,
+        statusCallbackUrl: (id) => `https://aiq.example.com/webhooks/twilio/status?messageId=${id}`,
+      };
+    });
+    after(async () => {
+      await fake.close();
+      await t.close();
+    });
+
+    async function inbound(body: string): Promise<{ messageId: string; conversationId: string }> {
+      return (await t.db.transaction((tx) => inboundMessageInsert(tx, { whatsappNumber: '+31612345678', profileName: 'Anna', body, mediaUrls: [], twilioSid: messageSid() })))!;
+    }
+
+    test('sent once and confirmed; sending again for the same inbound message resumes, never resends', async () => {
+      fake.reset();
+      const m = await inbound('eerste');
+      const first = await replySend(deps, { conversationId: m.conversationId, replyToMessageId: m.messageId, body: 'antwoord', contextUntil: new Date() }, TO);
+      assert.equal(first.kind, 'sent');
+      assert.equal(first.reply.twilioSid, fake.messages[0]!.sid);
+      const again = await replySend(deps, { conversationId: m.conversationId, replyToMessageId: m.messageId, body: 'antwoord (opnieuw)', contextUntil: new Date() }, TO);
+      assert.equal(again.kind, 'already-sent');
+      assert.equal(fake.messages.length, 1);
+      // Racing attempts: still one row, one send.
+      const m2 = await inbound('tweede');
+      const raced = await Promise.all([1, 2, 3].map(() => replySend(deps, { conversationId: m2.conversationId, replyToMessageId: m2.messageId, body: 'race', contextUntil: null }, TO)));
+      assert.equal(raced.filter((o) => o.kind === 'sent').length, 1);
+      assert.equal(fake.sendCount({ body: 'race' }), 1);
+      assert.equal((await t.db.query(`select 1 from messages where reply_to_message_id = $1`, [m2.messageId])).rowCount, 1);
+    });
+
+    test('not sent (503): resume sends it; possibly sent (cut connection): waits, the callback confirms, the deadline flags', async () => {
+      fake.reset();
+      const a = await inbound('storing');
+      fake.fault({ kind: 'http', status: 503, code: 20503 });
+      const failed = await replySend(deps, { conversationId: a.conversationId, replyToMessageId: a.messageId, body: 'na storing', contextUntil: null }, TO);
+      assert.equal(failed.kind, 'retry');
+      assert.equal(failed.reply.status, 'send_failed');
+      const resent = await replyResume(deps, (await replyForInbound(t.db, a.messageId))!, TO);
+      assert.equal(resent.kind, 'sent');
+      assert.equal(fake.sendCount({ body: 'na storing' }), 1);
+
+      const b = await inbound('onzeker');
+      fake.fault({ kind: 'accept-then-drop' });
+      const uncertain = await replySend(deps, { conversationId: b.conversationId, replyToMessageId: b.messageId, body: 'misschien', contextUntil: null }, TO);
+      assert.equal(uncertain.kind, 'waiting');
+      assert.equal(uncertain.reply.status, 'unconfirmed');
+      assert.ok(uncertain.kind === 'waiting' && uncertain.retryInMs > 290_000 && uncertain.retryInMs <= 300_000);
+      assert.equal((await replyResume(deps, uncertain.reply, TO)).kind, 'waiting', 'a retry keeps waiting, does not resend');
+      const sid = fake.messages.at(-1)!.sid;
+      const moved = await messageStatusUpdate(t.db, { messageId: uncertain.reply.id, twilioSid: sid, status: 'sent' });
+      assert.equal(moved?.replyToMessageId, b.messageId);
+      assert.equal((await replyResume(deps, (await messageGet(t.db, uncertain.reply.id))!, TO)).kind, 'already-sent');
+      assert.equal(fake.sendCount({ body: 'misschien' }), 1);
+
+      const c = await inbound('stil');
+      fake.fault({ kind: 'accept-then-drop' });
+      const silent = await replySend(deps, { conversationId: c.conversationId, replyToMessageId: c.messageId, body: 'niemand hoort', contextUntil: null }, TO);
+      assert.equal(silent.kind, 'waiting');
+      await t.db.query(`update messages set send_started_at = now() - interval '301 seconds' where id = $1`, [silent.reply.id]);
+      const flagged = await replyResume(deps, (await messageGet(t.db, silent.reply.id))!, TO);
+      assert.equal(flagged.kind, 'flagged');
+      assert.equal(flagged.reply.status, 'flagged');
+      assert.equal((await replyResume(deps, flagged.reply, TO)).kind, 'flagged');
+      assert.equal(fake.sendCount({ body: 'niemand hoort' }), 1);
+    });
+
+    test('status updates only move forward; the guard sees replies by their context, not their creation time', async () => {
+      fake.reset();
+      const a = await inbound('vraag 1');
+      const sent = await replySend(deps, { conversationId: a.conversationId, replyToMessageId: a.messageId, body: 'antwoord 1', contextUntil: (await messageGet(t.db, a.messageId))!.createdAt }, TO);
+      const sid = sent.reply.twilioSid!;
+      assert.ok(await messageStatusUpdate(t.db, { twilioSid: sid, status: 'delivered' }));
+      assert.equal(await messageStatusUpdate(t.db, { twilioSid: sid, status: 'sent' }), null, 'backwards: ignored');
+      assert.equal((await messageGet(t.db, sent.reply.id))!.status, 'delivered');
+      assert.equal(await messageStatusUpdate(t.db, { twilioSid: messageSid(), status: 'sent' }), null, 'unknown SID: nothing');
+
+      // A message that arrived after the reply's context was read is not covered by it…
+      const b = await inbound('vraag 2');
+      assert.equal(await messageAnsweredBy(t.db, b.conversationId, (await messageGet(t.db, b.messageId))!.createdAt), null);
+      // …one that the context included is.
+      assert.equal(await messageAnsweredBy(t.db, a.conversationId, (await messageGet(t.db, a.messageId))!.createdAt), sent.reply.id);
+      const history = await messageListRecent(t.db, a.conversationId, 3);
+      assert.deepEqual(history.slice(-3).map((m) => m.body), ['vraag 1', 'antwoord 1', 'vraag 2']);
+    });
+  });
+}
