@@ -123,6 +123,17 @@ describe('dashboard without ADMIN_TOKEN', () => {
     const ok = await t.app.inject({ method: 'POST', url: '/admin/jobs/retry-failed', headers: { cookie }, payload: { _csrf: csrfOf(page.body) } });
     assert.equal(ok.statusCode, 303);
   });
+
+  test('answers loopback host names only (no DNS rebinding into an open dashboard)', async () => {
+    for (const host of ['127.0.0.1:3000', 'localhost', '[::1]:3000']) {
+      assert.equal((await t.app.inject({ url: '/admin', headers: { host } })).statusCode, 200, host);
+    }
+    const page = await t.app.inject({ url: '/admin', headers: { host: 'attacker.example:3000' } });
+    assert.equal(page.statusCode, 403);
+    assert.match(page.body, /loopback/);
+    const api = await t.app.inject({ url: '/api/stats', headers: { host: 'attacker.example' } });
+    assert.equal(api.statusCode, 403);
+  });
 });
 
 describe('/metrics', () => {

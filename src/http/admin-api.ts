@@ -8,7 +8,8 @@ import type { Runtime } from '../runtime.ts';
 import { conversationApi } from './admin-api-conversations.ts';
 import { knowledgeApi } from './admin-api-knowledge.ts';
 import { parseOr400 } from './api-input.ts';
-import { bearerToken, type AdminAuth } from './auth.ts';
+import { bearerToken, loopbackHost, type AdminAuth } from './auth.ts';
+import { OPEN_ELSEWHERE } from './dashboard/access.ts';
 import { JobFilterQuery, toJobFilter } from './dashboard/queue-pages.ts';
 import { jobMinuteStats, jobSlowList } from './dashboard/queue-queries.ts';
 
@@ -30,6 +31,7 @@ export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth }>
   const { db } = runtime;
 
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+    if (auth.open && !loopbackHost(request)) return reply.status(403).send({ error: OPEN_ELSEWHERE });
     if (auth.checkToken(bearerToken(request))) return;
     await reply
       .status(401)

@@ -4,6 +4,7 @@
 // Without ADMIN_TOKEN the server is loopback-only (main.ts enforces it) and access is open.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { isLoopback } from '../config.ts';
 
 export const SESSION_COOKIE = 'aiq_session';
 const SESSION_SECONDS = 7 * 24 * 3600;
@@ -109,6 +110,20 @@ export function sameOrigin(request: FastifyRequest): boolean {
   try {
     // Through URL on both sides, so default ports compare equal (`host:80` and `host`).
     return new URL(origin).host === new URL(`${request.protocol}://${request.host}`).host;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Open mode trusts "this machine" only. A page on another site can still reach a loopback
+ * port by DNS rebinding (its own name resolving to 127.0.0.1), but its requests then carry
+ * its own name as Host: so open mode answers loopback host names only.
+ */
+export function loopbackHost(request: FastifyRequest): boolean {
+  try {
+    const hostname = new URL(`http://${request.host}`).hostname.replace(/^\[|\]$/g, '');
+    return isLoopback(hostname);
   } catch {
     return false;
   }

@@ -2,7 +2,7 @@
 // one), sends the browser to the login form otherwise, checks CSRF token and Origin on
 // every POST, and leaves the page context for the handlers to render with.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { SESSION_COOKIE, readCookie, sameOrigin, setSessionCookie, type AdminAuth, type Session } from '../auth.ts';
+import { SESSION_COOKIE, loopbackHost, readCookie, sameOrigin, setSessionCookie, type AdminAuth, type Session } from '../auth.ts';
 import type { PageContext } from './layout.ts';
 
 const contexts = new WeakMap<FastifyRequest, PageContext & { session: Session }>();
@@ -19,6 +19,9 @@ export function pageContext(request: FastifyRequest): PageContext {
   };
 }
 
+export const OPEN_ELSEWHERE =
+  'Refused: without ADMIN_TOKEN the dashboard answers only on a loopback address (http://127.0.0.1 or http://localhost). Set ADMIN_TOKEN to use it under another name.';
+
 /** Paths under /admin that need no session: the login form and the script. */
 const PUBLIC = new Set(['/admin/login', '/admin/assets/app.js']);
 
@@ -26,6 +29,10 @@ const PUBLIC = new Set(['/admin/login', '/admin/assets/app.js']);
 export function dashboardAccess(auth: AdminAuth, logTransport: boolean) {
   return {
     async onRequest(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+      if (auth.open && !loopbackHost(request)) {
+        await reply.status(403).type('text/plain').send(OPEN_ELSEWHERE);
+        return;
+      }
       const path = request.url.split('?')[0]!;
       if (PUBLIC.has(path)) return;
       let session = auth.readSession(readCookie(request, SESSION_COOKIE));

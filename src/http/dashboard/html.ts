@@ -1,8 +1,7 @@
 // The dashboard's template engine: a tagged template that escapes every interpolated value
-// unless it is already `Html`. Escaping by default means a forgotten call is safe, and a
-// page is plain TypeScript: typed, no build step, no template language to learn.
-// Why not a package: what we need is ~30 lines; a full engine would add a dependency and a
-// second syntax for the same guarantee.
+// unless it is already `Html`, so a forgotten call is safe and a page is plain, typed
+// TypeScript with no build step. No package: what we need is ~30 lines, and an engine would
+// add a dependency and a second syntax for the same guarantee.
 
 /** Markup that is already safe to emit: the output of `html`, or trusted `raw` text. */
 export class Html {
