@@ -247,10 +247,10 @@ function normaliseHeader(text: string): string {
 function headerPlan(cells: string[], explicit: Record<string, PersonField> = {}): HeaderPlan {
   const explicitNormalised = new Map(Object.entries(explicit).map(([k, v]) => [normaliseHeader(k), v]));
   const taken = new Map<PersonField, string>();
-  const columns = cells.map((cell) => {
+  const columns = cells.map((cell, index) => {
     const key = normaliseHeader(cell);
     const field = explicitNormalised.get(key) ?? HEADER_ALIASES[key];
-    if (!field) return { attribute: cell.trim() || `column ${cells.indexOf(cell) + 1}` };
+    if (!field) return { attribute: cell.trim() || `column ${index + 1}` };
     if (taken.has(field)) throw new ImportFileError(`columns "${taken.get(field)}" and "${cell}" both map to ${field}: rename one or map it explicitly`);
     taken.set(field, cell);
     return { field };

@@ -9,7 +9,12 @@ const db = openPostgres({ connectionString: url! });
 const rssAtStart = process.memoryUsage().rss;
 const started = performance.now();
 const { importId } = await db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'big.csv', path: path! }));
-const counts = await importPeopleExecute(db, importId);
+let peakHeapBytes = 0;
+const counts = await importPeopleExecute(db, importId, {
+  onProgress: () => {
+    peakHeapBytes = Math.max(peakHeapBytes, process.memoryUsage().heapUsed);
+  },
+});
 const seconds = (performance.now() - started) / 1000;
 await db.close();
-console.log(JSON.stringify({ counts, seconds, rssAtStartBytes: rssAtStart, maxRssBytes: process.resourceUsage().maxRSS * 1024 }));
+console.log(JSON.stringify({ counts, seconds, rssAtStartBytes: rssAtStart, maxRssBytes: process.resourceUsage().maxRSS * 1024, peakHeapBytes }));
