@@ -53,8 +53,8 @@ a { color:var(--accent); } .muted { color:var(--muted); } .mono { font-family:ui
 pre { background:#0f172a; color:#e2e8f0; padding:12px; border-radius:6px; overflow:auto; max-height:420px; white-space:pre-wrap; word-break:break-word; }
 .badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px; font-weight:600; background:#f2f4f7; color:#344054; }
 .b-pending { background:#eff8ff; color:var(--info); } .b-processing { background:#fffaeb; color:var(--warn); }
-.b-done, .b-sent, .b-delivered, .b-read, .b-embedded, .b-completed { background:#ecfdf3; color:var(--ok); }
-.b-failed, .b-undelivered, .b-unconfirmed { background:#fef3f2; color:var(--bad); } .b-cancelled, .b-discarded { background:#f2f4f7; color:#667085; }
+.b-done, .b-sent, .b-delivered, .b-read, .b-logged, .b-embedded { background:#ecfdf3; color:var(--ok); }
+.b-failed, .b-undelivered, .b-send_failed, .b-flagged, .b-unconfirmed { background:#fef3f2; color:var(--bad); } .b-cancelled, .b-discarded { background:#f2f4f7; color:#667085; }
 form.inline { display:inline; } .filters { display:flex; gap:8px; flex-wrap:wrap; align-items:end; margin-bottom:12px; }
 label { display:flex; flex-direction:column; gap:3px; font-size:12px; color:var(--muted); }
 input, select, textarea { font:inherit; padding:6px 8px; border:1px solid #d0d5dd; border-radius:6px; background:#fff; color:var(--fg); }
@@ -91,7 +91,7 @@ ${content}
 function nav(ctx: PageContext, section: Section): Html {
   return html`<header><span class="brand">aiq</span>
 ${NAV.map(([key, href, label]) => html`<a href="${href}" class="${key === section ? 'active' : ''}">${label}</a>`)}
-${ctx.logTransport ? html`<a href="/admin/simulate" class="">Simulate</a>` : ''}
+${ctx.logTransport ? html`<a href="/admin/simulate">Simulate</a>` : ''}
 ${ctx.open ? '' : html`<form method="post" action="/admin/logout">${csrfField(ctx)}<button>Log out</button></form>`}
 </header>`;
 }
