@@ -2,6 +2,7 @@
 // PostgreSQL (and the embedded database where it applies): signatures, one transaction,
 // redelivery, bad input, and delivery status updates.
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { jobList } from '../src/queue/index.ts';
 import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
@@ -150,6 +151,23 @@ describe('inbound webhook (PostgreSQL server)', () => {
     assert.equal((await m.app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
     assert.equal((await injectSigned(m.app, WHATSAPP, inboundParams('nog steeds gezond'))).statusCode, 200);
     assert.equal((await counts(t)).messages, 1);
+  });
+
+  test('any signed form, however odd, gets 200 or 400, never a 5xx; 200 only when it was stored', async () => {
+    const keys = fc.constantFrom('MessageSid', 'AccountSid', 'From', 'To', 'Body', 'NumMedia', 'MediaUrl0', 'ProfileName', 'WaId', 'x');
+    const value = fc.oneof(fc.string({ unit: 'grapheme', maxLength: 40 }), fc.constantFrom('whatsapp:+31612345678', '0', '1', '11', '-1', 'https://x.example/a', '\u0000', messageSid(), FAKE_ACCOUNT_SID));
+    await fc.assert(
+      fc.asyncProperty(fc.dictionary(keys, value, { maxKeys: 10 }), async (overrides) => {
+        const params = { ...inboundParams('prop'), ...overrides };
+        const before = await counts(t);
+        const response = await injectSigned(m.app, WHATSAPP, params);
+        assert.ok([200, 400].includes(response.statusCode), `${response.statusCode} ${response.body} for ${JSON.stringify(params)}`);
+        const now = await counts(t);
+        if (response.statusCode === 400) assert.deepEqual(now, before, 'a 400 stores nothing');
+        else assert.equal(now.jobs, now.messages, 'a 200 has stored the message (or had before) with its job');
+      }),
+      { numRuns: 150 },
+    );
   });
 
   test('status callbacks move an outbound message forward, never back, and say plainly what 63016 means', async () => {
