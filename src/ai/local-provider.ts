@@ -12,6 +12,7 @@ const EMBEDDING_MODEL = 'local-hashing-v1';
 const CHAT_MODEL = 'local-extractive-v1';
 const MAX_SENTENCES = 3;
 
+/** The offline provider: no network, same output for the same input. */
 export function localProviderCreate(options: { dimensions: number }): AiProvider {
   return {
     name: 'local',

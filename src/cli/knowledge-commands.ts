@@ -131,6 +131,7 @@ async function reembedAll(db: Database, ai: AiProvider, all: boolean): Promise<n
   return tally.failed > 0 ? 1 : 0;
 }
 
+/** Registered in src/cli.ts. */
 export const knowledgeCommands: Command[] = [
   {
     name: 'add-document',

@@ -63,6 +63,7 @@ export async function embedRecord(db: Database, ai: AiProvider, payload: EmbedRe
   return { table, id, status: stored ? 'embedded' : 'superseded', model, usage };
 }
 
+/** The embed_record handler for the worker. */
 export function embedRecordHandler(deps: { db: Database; ai: AiProvider }): JobHandler<EmbedRecordPayload> {
   return {
     type: EMBED_RECORD,

@@ -49,6 +49,7 @@ export async function importPeopleExecute(
   }
 }
 
+/** The import_people handler: heartbeats per batch, and marks the import failed when it gives up. */
 export function importPeopleHandler(deps: { db: Database }): JobHandler<ImportPeoplePayload> {
   return {
     type: IMPORT_PEOPLE,

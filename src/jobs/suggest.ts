@@ -57,6 +57,7 @@ export function suggestEnqueue(tx: Queryable, payload: SuggestPayload): Promise<
   return jobEnqueue(tx, { type: SUGGEST, payload, orderingKey: payload.conversationId });
 }
 
+/** One suggestion by id, or null. */
 export async function suggestionGet(db: Queryable, id: string): Promise<Suggestion | null> {
   const result = await db.query<SuggestionRow>('select * from suggestions where id = $1', [id]);
   return result.rows[0] ? suggestionFromRow(result.rows[0]) : null;
@@ -91,6 +92,7 @@ export async function suggestionDiscard(db: Queryable, id: string): Promise<bool
   return result.rowCount > 0;
 }
 
+/** The suggest handler: drafts like autoreply, stores the draft, sends nothing. */
 export function suggestHandler(deps: ReplyDeps): JobHandler<SuggestPayload> {
   return {
     type: SUGGEST,

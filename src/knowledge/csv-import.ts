@@ -104,6 +104,7 @@ export async function importCreate(tx: Queryable, input: { filename: string; pat
   return result.rows[0]!.id;
 }
 
+/** An import with its counters and stored row errors, or null. */
 export async function importGet(db: Queryable, id: string): Promise<ImportRecord | null> {
   const result = await db.query<{
     id: string; filename: string; path: string | null; status: ImportRecord['status']; rows_read: number; inserted: number;

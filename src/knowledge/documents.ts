@@ -69,6 +69,7 @@ export function chunkEmbeddingText(title: string, content: string): string {
   return `${title}\n\n${content}`;
 }
 
+/** sha256 of title and body: equal content, equal hash (an unchanged save does nothing). */
 export function documentContentHash(title: string, body: string): string {
   return createHash('sha256').update(JSON.stringify([title, body])).digest('hex');
 }
@@ -135,6 +136,7 @@ export interface DocumentForEmbedding {
   chunks: Array<{ id: string; content: string }>;
 }
 
+/** A document's hashes and chunks in order, for embedding; null when it is gone. */
 export async function documentGetForEmbedding(db: Queryable, id: string): Promise<DocumentForEmbedding | null> {
   const doc = await db.query<{ id: string; title: string; content_hash: string; embedded_hash: string | null }>(
     'select id, title, content_hash, embedded_hash from documents where id = $1',

@@ -116,6 +116,7 @@ function personFromRow(row: PersonRow): Person {
   };
 }
 
+/** One person by id, or null. */
 export async function personGet(db: Queryable, id: string): Promise<Person | null> {
   const result = await db.query<PersonRow>(`select ${PERSON_COLUMNS} from people where id = $1`, [id]);
   return result.rows[0] ? personFromRow(result.rows[0]) : null;

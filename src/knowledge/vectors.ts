@@ -90,6 +90,7 @@ export async function vectorStorageDetect(db: Database): Promise<VectorStorage> 
   }
 }
 
+/** What the embedding columns were last built for, or null before the first start. */
 export async function vectorSettingsGet(db: Queryable): Promise<(VectorSpace & { storage: VectorStorage }) | null> {
   const result = await db.query<{ storage: VectorStorage; provider: string; model: string; dimensions: number }>(
     'select storage, provider, model, dimensions from knowledge_vector_settings where id = 1',
