@@ -48,6 +48,7 @@ function firstIssue(error: z.ZodError): string {
   return `${issue.path.join('.') || 'body'}: ${issue.message}`;
 }
 
+/** POST /webhooks/twilio/whatsapp and /webhooks/twilio/status, form posts only. */
 export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (app, { runtime }) => {
   const { config, db } = runtime;
   // Twilio posts forms and nothing else; JSON or text here is a mistake, answered with 415.

@@ -10,6 +10,7 @@ import { jobEnqueue, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type Jo
 import type { Runtime } from '../runtime.ts';
 import { composeReply } from './reply-text.ts';
 
+/** The job type. */
 export const AUTOREPLY = 'autoreply';
 
 const payloadSchema = z.object({ messageId: z.uuid(), conversationId: z.uuid() });
@@ -45,6 +46,10 @@ export async function autoreplyWake(db: Queryable, conversationId: string, inbou
 // Checked once more before the wait gives way to a flag: a status callback may be in flight.
 const WAIT_SLACK_MS = 1000;
 
+/**
+ * The handler: done-is-noop guard, human takeover, then the reply through the outbox.
+ * Outcomes map to job errors in `resultOf`.
+ */
 export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload> {
   const deps: OutboxDeps = {
     db: runtime.db,

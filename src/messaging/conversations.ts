@@ -13,6 +13,7 @@ export type TwilioStatus = (typeof TWILIO_STATUSES)[number];
 /** Our outbox states (see 0002_messaging.sql), plus `received` for inbound messages. */
 export type MessageStatus = 'received' | 'pending' | 'send_failed' | 'unconfirmed' | 'flagged' | 'logged' | TwilioStatus;
 
+/** A contact's WhatsApp thread, with the contact's number and name. */
 export interface Conversation {
   id: string;
   contactId: string;
@@ -24,6 +25,7 @@ export interface Conversation {
   createdAt: Date;
 }
 
+/** One message in or out; outbound ones are also the reply outbox (see outbox.ts). */
 export interface Message {
   id: string;
   conversationId: string;
@@ -81,6 +83,7 @@ export function messageFromRow(row: MessageRow): Message {
   };
 }
 
+/** An inbound WhatsApp message as the webhook received it. */
 export interface InboundMessageInput {
   /** E.164 without the `whatsapp:` prefix. */
   whatsappNumber: string;
@@ -212,6 +215,7 @@ export async function messageAnsweredBy(db: Queryable, conversationId: string, r
   return result.rows[0]?.id ?? null;
 }
 
+/** One Twilio status callback. */
 export interface StatusUpdate {
   /** Our message id, from the status callback URL; absent for callbacks we did not address. */
   messageId?: string;

@@ -23,6 +23,7 @@ export type ReplyOutcome =
   /** Nothing went out (429, 5xx, unreachable): send again, after `retryAfterMs` when given. */
   | { kind: 'retry'; reply: Message; reason: string; throttled: boolean; retryAfterMs?: number };
 
+/** What the outbox works with; autoreply and the dashboard build one from the runtime. */
 export interface OutboxDeps {
   db: Queryable;
   transport: Transport;
@@ -32,6 +33,7 @@ export interface OutboxDeps {
   statusCallbackUrl(messageId: string): string | undefined;
 }
 
+/** A reply to write: by the AI (one per inbound message) or by an admin. */
 export interface NewReply {
   conversationId: string;
   /** `ai` (default): at most one per answered inbound message. `admin`: a human's, any number. */

@@ -9,6 +9,7 @@ import type { Env } from '../config.ts';
 import type { AppMetrics } from '../runtime.ts';
 import { twilioErrorText } from './twilio.ts';
 
+/** One WhatsApp message to send. */
 export interface OutboundMessage {
   /** `whatsapp:+…` */
   to: string;
@@ -17,6 +18,7 @@ export interface OutboundMessage {
   statusCallbackUrl?: string;
 }
 
+/** What Twilio answered for an accepted message. */
 export interface SentMessage {
   /** Twilio's MessageSid; null for the log transport. */
   sid: string | null;
@@ -49,6 +51,7 @@ export class SendError extends Error {
   }
 }
 
+/** The way replies leave: Twilio, or the log. */
 export interface Transport {
   readonly kind: 'twilio' | 'log';
   /** Sends one message; throws SendError. */
@@ -133,6 +136,7 @@ class AiqRequestClient extends twilio.RequestClient {
   }
 }
 
+/** Sends through Twilio's REST API with the official SDK. */
 export class TwilioTransport implements Transport {
   readonly kind = 'twilio';
   private readonly client: twilio.Twilio;
