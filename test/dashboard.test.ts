@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createLogger } from '../src/logger.ts';
 import { jobEnqueue, jobGet, Worker } from '../src/queue/index.ts';
-import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
+import { startAdminApp, startEmbeddedAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
 import { waitFor } from './helpers/processes.ts';
 
 async function login(t: AdminApp, headers: Record<string, string> = {}) {
@@ -187,6 +187,34 @@ describe('/metrics', () => {
       'aiq_webhook_request_duration_seconds_count{route="/webhooks/twilio/whatsapp",status_code="403"} 1',
     ]) {
       assert.ok(text.includes(line), `metrics contain ${line}`);
+    }
+  });
+});
+
+describe('dashboard on the embedded database (PGlite)', () => {
+  test('every page and API read renders, with data in it', async () => {
+    const t = await startEmbeddedAdminApp();
+    try {
+      const headers = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+      const simulated = await t.app.inject({ method: 'POST', url: '/api/simulate', headers, payload: { from: '+31612345678', body: 'Hallo' } });
+      assert.equal(simulated.statusCode, 201);
+      const { conversationId } = simulated.json();
+      const done = await jobEnqueue(t.runtime.db, { type: 'x', payload: {} });
+      await t.runtime.db.query(`update ai_jobs set status = 'done', attempts = 1, attempted_at = now() - interval '2 seconds', finished_at = now() where id = $1`, [done]);
+      await t.app.inject({ method: 'POST', url: '/api/documents', headers, payload: { title: 'Doc', body: 'Some text.' } });
+      await t.app.inject({ method: 'POST', url: '/api/imports', headers, payload: { filename: 'p.csv', content: 'name,phone\nA,+31611111111\n' } });
+      const { cookie } = await login(t as AdminApp);
+      for (const url of ['/admin', '/admin/jobs', `/admin/jobs/${done}`, '/admin/jobs/retry-failed', '/admin/conversations', `/admin/conversations/${conversationId}`, '/admin/simulate', '/admin/people', '/admin/documents', '/admin/imports']) {
+        const response = await t.app.inject({ url, headers: { cookie } });
+        assert.equal(response.statusCode, 200, `${url}: ${response.body.slice(0, 200)}`);
+      }
+      for (const url of ['/api/stats', '/api/jobs', '/api/conversations', '/api/people', '/api/documents', '/api/imports', '/metrics']) {
+        assert.equal((await t.app.inject({ url, headers })).statusCode, 200, url);
+      }
+      const stats = (await t.app.inject({ url: '/api/stats', headers })).json();
+      assert.ok(stats.lastHour.p50.at(-1) >= 1900, 'duration percentiles computed on PGlite');
+    } finally {
+      await t.close();
     }
   });
 });

@@ -1,5 +1,8 @@
 // A built app (no port unless asked) over a fresh server database, assembled by the real
 // composition root (openRuntime), for the dashboard, API and metrics tests.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { loadConfig } from '../../src/config.ts';
 import { buildApp } from '../../src/http/app.ts';
@@ -30,6 +33,23 @@ export async function startAdminApp(env: Record<string, string> = {}, database?:
       await app.close();
       await runtime.db.close();
       if (!database) await t.close();
+    },
+  };
+}
+
+/** The same on the embedded database (PGlite) in a temporary data folder, as `npm start` runs. */
+export async function startEmbeddedAdminApp(env: Record<string, string> = {}): Promise<Omit<AdminApp, 'database'>> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'aiq-admin-'));
+  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_TOKEN: TEST_ADMIN_TOKEN, AI_PROVIDER: 'local', DATA_DIR: dataDir, ...env });
+  const runtime = await openRuntime(config, 'cli');
+  const app = await buildApp(runtime);
+  return {
+    app,
+    runtime,
+    async close() {
+      await app.close();
+      await runtime.db.close();
+      rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }
