@@ -116,3 +116,21 @@ create table suggestions (
 );
 create index suggestions_conversation_idx on suggestions (conversation_id, created_at desc);
 create index suggestions_pending_idx on suggestions (created_at) where status = 'pending';
+
+-- Tokens of every successful AI call, for cost: also the calls of attempts that failed later
+-- (a reply composed, then Twilio refused, then composed again), which a job's `result`
+-- alone would miss. `subject_id` is what the call served: the inbound message of a reply,
+-- the record of an embedding. No foreign keys: usage outlives the rows it was spent on.
+create table ai_usage (
+  id                bigint generated always as identity primary key,
+  purpose           text not null check (purpose in ('autoreply', 'suggest', 'embed_record', 'reembed')),
+  subject_id        uuid,
+  provider          text not null,
+  model             text not null,
+  operation         text not null check (operation in ('chat', 'embed')),
+  prompt_tokens     int not null check (prompt_tokens >= 0),
+  completion_tokens int not null check (completion_tokens >= 0),
+  total_tokens      int not null check (total_tokens >= 0),
+  created_at        timestamptz not null default now()
+);
+create index ai_usage_created_idx on ai_usage (created_at);

@@ -160,6 +160,13 @@ test('an inbound message gets exactly one reply, prompted with the sender record
   assert.ok(result.usage.totalTokens > 0 && result.usage.promptTokens > 0, 'token usage is recorded with the job');
   const replies = await runtime.db.query(`select body from messages where source = 'ai' and reply_to_message_id = (select id from messages where twilio_sid = $1)`, [messageSid]);
   assert.deepEqual(replies.rows, [{ body: 'Reply number 1.' }]);
+  const usage = await runtime.db.query<{ operation: string; total: number }>(
+    `select operation, sum(total_tokens)::int as total from ai_usage
+     where purpose = 'autoreply' and subject_id = (select id from messages where twilio_sid = $1) group by operation order by operation`,
+    [messageSid],
+  );
+  assert.deepEqual(usage.rows.map((r) => r.operation), ['chat', 'embed']);
+  assert.equal(usage.rows.reduce((sum, r) => sum + r.total, 0), result.usage.totalTokens, 'ai_usage and the job result agree');
 });
 
 test('three 429s, a 500 and a hang at the LLM: rescheduled as they should be, then exactly one reply', async () => {
@@ -208,6 +215,12 @@ test('three 429s, a 500 and a hang at the LLM: rescheduled as they should be, th
   assert.equal(llm.chatRequests().filter((r) => r.outcome === 200).length, 1);
   const replies = await runtime.db.query(`select count(*)::int as n from messages m join conversations c on c.id = m.conversation_id join contacts k on k.id = c.contact_id where k.whatsapp_number = $1 and m.source = 'ai'`, [phone]);
   assert.equal(replies.rows[0]!.n, 1);
+  // The question was embedded on each of the six attempts: all of it is in ai_usage.
+  const calls = await runtime.db.query<{ operation: string; n: number }>(
+    `select operation, count(*)::int as n from ai_usage where subject_id = (select id from messages where twilio_sid = $1) group by operation order by operation`,
+    [messageSid],
+  );
+  assert.deepEqual(calls.rows, [{ operation: 'chat', n: 1 }, { operation: 'embed', n: 6 }]);
 });
 
 test('past the throttle window, a 429 spends an attempt like any failure', async () => {

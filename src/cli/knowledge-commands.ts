@@ -105,7 +105,7 @@ async function reembedAll(db: Database, ai: AiProvider, all: boolean): Promise<n
     for (const record of page) {
       for (let attempt = 0; ; attempt++) {
         try {
-          const outcome = await embedRecord(db, ai, record);
+          const outcome = await embedRecord(db, ai, record, { purpose: 'reembed' });
           tally[outcome.status] += 1;
           break;
         } catch (err) {

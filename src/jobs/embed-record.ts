@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { Database, Queryable } from '../db/types.ts';
 import type { AiProvider, CallOptions, TokenUsage } from '../ai/types.ts';
 import { NO_USAGE, usageAdd } from '../ai/types.ts';
+import { aiWithUsageRecorded } from '../ai/usage.ts';
 import { chunkEmbeddingText, documentGetForEmbedding } from '../knowledge/documents.ts';
 import { personGet, personText } from '../knowledge/people.ts';
 import { documentEmbeddingSet, personEmbeddingSet } from '../knowledge/vectors.ts';
@@ -36,8 +37,14 @@ export function embedRecordEnqueue(tx: Queryable, table: 'people' | 'documents',
 }
 
 /** Embeds one record now (the job, and `aiq reembed`). */
-export async function embedRecord(db: Database, ai: AiProvider, payload: EmbedRecordPayload, options: CallOptions = {}): Promise<EmbedOutcome> {
+export async function embedRecord(
+  db: Database,
+  provider: AiProvider,
+  payload: EmbedRecordPayload,
+  options: CallOptions & { purpose?: 'embed_record' | 'reembed' } = {},
+): Promise<EmbedOutcome> {
   const { table, id } = payload;
+  const ai = aiWithUsageRecorded(provider, db, options.purpose ?? 'embed_record', id);
   if (table === 'people') {
     const person = await personGet(db, id);
     if (!person) return { table, id, status: 'missing', usage: NO_USAGE };

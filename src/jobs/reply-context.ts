@@ -5,6 +5,7 @@ import { promptBuild, systemPromptLoad, type HistoryMessage } from '../ai/prompt
 import { ragRetrieve } from '../ai/rag.ts';
 import type { AiProvider, KnowledgeItem, Prompt, TokenUsage } from '../ai/types.ts';
 import { usageAdd } from '../ai/types.ts';
+import { aiWithUsageRecorded } from '../ai/usage.ts';
 import type { Queryable } from '../db/types.ts';
 import { messageListRecent, type Message } from '../messaging/conversations.ts';
 import type { Runtime } from '../runtime.ts';
@@ -63,16 +64,18 @@ export function historyOf(messages: Message[]): HistoryMessage[] {
 /** Drafts a reply for the conversation as it stands now. */
 export async function replyDraft(
   deps: ReplyDeps,
-  input: { conversationId: string; senderPhone: string },
+  input: { conversationId: string; senderPhone: string; purpose: 'autoreply' | 'suggest'; inboundMessageId: string },
   signal?: AbortSignal,
 ): Promise<ReplyDraft> {
+  // Every call's tokens go to ai_usage too: an attempt that fails after its calls still cost.
+  const ai = aiWithUsageRecorded(deps.ai, deps.db, input.purpose, input.inboundMessageId);
   const messages = await messageListRecent(deps.db, input.conversationId, deps.historyLimit);
   const history = historyOf(messages);
   const inbound = messages.filter((m) => m.source === 'inbound');
   const contextUntil = inbound.length > 0 ? inbound[inbound.length - 1]!.createdAt : null;
-  const rag = await ragRetrieve(deps.db, deps.ai, { senderPhone: input.senderPhone, history, topK: deps.topK }, { signal });
+  const rag = await ragRetrieve(deps.db, ai, { senderPhone: input.senderPhone, history, topK: deps.topK }, { signal });
   const prompt = promptBuild(deps.systemPrompt, { person: rag.person, knowledge: rag.knowledge, history });
-  const chat = await deps.ai.chat(prompt, { signal });
+  const chat = await ai.chat(prompt, { signal });
   return {
     text: chat.text,
     provider: deps.ai.name,

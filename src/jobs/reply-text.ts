@@ -21,10 +21,10 @@ export interface ComposedReply {
 const depsByRuntime = new WeakMap<Runtime, ReplyDeps>();
 
 /** The text to answer `inbound` with, given the conversation as it stands now. */
-export async function composeReply(runtime: Runtime, conversation: Conversation, _inbound: Message, signal: AbortSignal): Promise<ComposedReply> {
+export async function composeReply(runtime: Runtime, conversation: Conversation, inbound: Message, signal: AbortSignal): Promise<ComposedReply> {
   let deps = depsByRuntime.get(runtime);
   if (!deps) depsByRuntime.set(runtime, (deps = replyDepsOf(runtime)));
-  const draft = await replyDraft(deps, { conversationId: conversation.id, senderPhone: conversation.whatsappNumber }, signal);
+  const draft = await replyDraft(deps, { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'autoreply', inboundMessageId: inbound.id }, signal);
   return {
     body: draft.text,
     contextUntil: draft.contextUntil,

@@ -108,7 +108,7 @@ export function suggestHandler(deps: ReplyDeps): JobHandler<SuggestPayload> {
       const conversation = await conversationGet(deps.db, payload.conversationId);
       if (!conversation) throw new PermanentJobError(`conversation ${payload.conversationId} does not exist`);
 
-      const draft = await replyDraft(deps, { conversationId: conversation.id, senderPhone: conversation.whatsappNumber }, signal);
+      const draft = await replyDraft(deps, { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'suggest', inboundMessageId: message.id }, signal);
       // A racing duplicate job may have stored one meanwhile: keep the first.
       const inserted = await deps.db.query<{ id: string }>(
         `insert into suggestions (conversation_id, message_id, body, provider, model, usage)
