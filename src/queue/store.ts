@@ -107,6 +107,9 @@ export interface Completion {
 // Many completions in one statement. Fenced: only a row still processing, held by this
 // worker, at the attempt it ran, is completed. A worker whose lease was reclaimed (and
 // perhaps re-claimed by another) therefore cannot overwrite the newer state.
+// `j.id = any($1)` is redundant with the join but makes the plan a primary-key lookup of
+// the batch; without it the planner may read every processing row (a worker's whole
+// prefetch) and hash-join them: 100 vs 40 us per row for batches of 50 with 1,000 held.
 const COMPLETE_MANY_SQL = `
   update ai_jobs j
   set status = 'done',
@@ -115,7 +118,8 @@ const COMPLETE_MANY_SQL = `
       finished_at = now(),
       updated_at = now()
   from unnest($1::uuid[], $2::int[], $3::text[]) as done(id, attempt, result)
-  where j.id = done.id
+  where j.id = any($1::uuid[])
+    and j.id = done.id
     and j.attempts = done.attempt
     and j.locked_by = $4
     and j.status = 'processing'

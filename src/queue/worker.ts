@@ -110,6 +110,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private flushing: Promise<void> | null = null;
   /** Set when a wake-up arrives during a claim: claim again right after. */
   private wakePending = false;
+  /**
+   * The last claim came back short: nothing more was due. A finished job then starts the
+   * next buffered one but does not claim; new work announces itself (NOTIFY, poll, due
+   * timer). Otherwise every finished job would send an empty claim when idle, and a NOTIFY
+   * arriving meanwhile would wait for it.
+   */
+  private drained = false;
   private stopping = false;
   private started = false;
   private pollTimer?: NodeJS.Timeout;
@@ -220,6 +227,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
           await jobRelease(this.db, this.id, jobs.map((j) => j.id));
           return;
         }
+        this.drained = jobs.length < want;
         this.buffer.push(...jobs);
         this.startBuffered();
         if (jobs.length < want) {
@@ -317,7 +325,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.emit('job:slow', { job: entry.job, durationMs });
     }
     this.flushSoon();
-    this.wake();
+    if (this.drained) this.startBuffered();
+    else this.wake();
   }
 
   /**

@@ -1,0 +1,179 @@
+// The whole pipeline end to end (issue #5): `aiq serve` and `aiq worker` as separate
+// processes on the server PostgreSQL, signed webhooks in, replies out to a fake Twilio API,
+// answers from a fake OpenAI server. Overhead: one message at a time with an instant LLM,
+// webhook sent → reply received by Twilio. Throughput: many messages with a 2 s LLM at
+// WORKER_CONCURRENCY=200, where concurrency, not CPU, should be the bound.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { migrate } from '../src/db/migrate.ts';
+import { openPostgres } from '../src/db/postgres.ts';
+import { createDatabase, dropDatabase } from './lib/database.ts';
+import { nowMs, percentile } from './lib/stats.ts';
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
+const FROM_NUMBER = 'whatsapp:+14155238886';
+
+/** True when issue #5's pipeline and both fakes are in the tree. */
+export function pipelineAvailable(): boolean {
+  return ['test/helpers/fake-openai.ts', 'test/helpers/fake-twilio.ts', 'src/jobs/autoreply.ts', 'src/http/webhooks.ts'].every((f) =>
+    existsSync(`${ROOT}${f}`),
+  );
+}
+
+async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+async function waitReady(base: string, child: ChildProcess): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`aiq serve exited with ${child.exitCode}`);
+    if (await fetch(`${base}/readyz`).then((r) => r.ok, () => false)) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error('aiq serve did not become ready');
+}
+
+export interface PipelineOptions {
+  messages: number;
+  /** Chat completion latency of the fake LLM. */
+  llmMs: number;
+  workerConcurrency: number;
+  /** Webhooks in flight at once (1: one message at a time, for overhead). */
+  senders: number;
+}
+
+export interface PipelineFigures {
+  p50: number;
+  p99: number;
+  messagesPerSecond: number;
+  delivered: number;
+  lost: number;
+}
+
+export async function pipelineRun(options: PipelineOptions): Promise<PipelineFigures> {
+  const { startFakeOpenAi } = await import('../test/helpers/fake-openai.ts');
+  const { startFakeTwilio, FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN } = await import('../test/helpers/fake-twilio.ts');
+  const { signatureOf, WHATSAPP_WEBHOOK_PATH } = await import('../src/messaging/twilio.ts');
+  const { name, url } = await createDatabase();
+  const fakeAi = await startFakeOpenAi({
+    recordLimit: 100,
+    // Only the chat call is slow: embeddings of the question stay instant, as a real
+    // embedding call is fast next to a completion.
+    randomFault: options.llmMs > 0 ? { probability: 1, fault: { kind: 'delay', ms: options.llmMs }, endpoint: 'chat' } : undefined,
+  });
+  const fakeTwilio = await startFakeTwilio({ authToken: FAKE_AUTH_TOKEN, accountSid: FAKE_ACCOUNT_SID });
+  const children: ChildProcess[] = [];
+  try {
+    const db = openPostgres({ connectionString: url, poolSize: 1 });
+    await migrate(db);
+    await db.close();
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    const env = {
+      ...process.env,
+      NODE_ENV: 'production',
+      LOG_LEVEL: 'warn',
+      DATABASE_URL: url,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      PUBLIC_URL: base,
+      ADMIN_TOKEN: 'bench-admin-token-0123456789',
+      TWILIO_ACCOUNT_SID: FAKE_ACCOUNT_SID,
+      TWILIO_AUTH_TOKEN: FAKE_AUTH_TOKEN,
+      TWILIO_WHATSAPP_FROM: FROM_NUMBER,
+      TWILIO_API_BASE_URL: fakeTwilio.url,
+      AI_PROVIDER: 'openai',
+      OPENAI_API_KEY: 'bench-key',
+      OPENAI_BASE_URL: fakeAi.openaiBaseUrl,
+      WORKER_CONCURRENCY: String(options.workerConcurrency),
+    };
+    for (const role of ['serve', 'worker']) {
+      children.push(spawn(process.execPath, ['bin/aiq.js', role], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] }));
+    }
+    await waitReady(base, children[0]!);
+
+    const target = `${base}${WHATSAPP_WEBHOOK_PATH}`;
+    // Each message comes from its own sender, so ordering keys never serialise them.
+    const sender = (i: number) => `whatsapp:+3162${String(i).padStart(7, '0')}`;
+    const sentAt = new Map<string, number>();
+    const latencies: number[] = [];
+    let lastDelivered = 0;
+    let wake: () => void = () => {};
+    fakeTwilio.on('accepted', (message) => {
+      const at = nowMs();
+      const sent = sentAt.get(message.to);
+      if (sent === undefined) return;
+      sentAt.delete(message.to);
+      latencies.push(at - sent);
+      lastDelivered = at;
+      wake();
+    });
+    const post = async (i: number) => {
+      const params: Record<string, string> = {
+        MessageSid: `SM${(i + 1).toString(16).padStart(32, '0')}`,
+        AccountSid: FAKE_ACCOUNT_SID,
+        From: sender(i),
+        To: FROM_NUMBER,
+        Body: `Hoeveel vakantiedagen heb ik nog? (${i})`,
+        NumMedia: '0',
+        ProfileName: `Bench ${i}`,
+      };
+      sentAt.set(sender(i), nowMs());
+      const response = await fetch(target, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': signatureOf(FAKE_AUTH_TOKEN, target, params) },
+        body: new URLSearchParams(params).toString(),
+      });
+      if (response.status !== 200) throw new Error(`webhook answered ${response.status}`);
+    };
+    const waitDelivered = async (count: number, timeoutMs: number) => {
+      const deadline = Date.now() + timeoutMs;
+      while (latencies.length < count && Date.now() < deadline) {
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          setTimeout(resolve, 200);
+        });
+      }
+    };
+
+    // Let the worker finish starting (LISTEN) before the first message.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const started = nowMs();
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: options.senders }, async () => {
+        while (next < options.messages) {
+          const i = next++;
+          await post(i);
+          // One at a time means the next message waits for this reply.
+          if (options.senders === 1) await waitDelivered(i + 1, 30_000);
+        }
+      }),
+    );
+    await waitDelivered(options.messages, 60_000 + options.llmMs * 10);
+    return {
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      messagesPerSecond: (latencies.length / (lastDelivered - started)) * 1000,
+      delivered: latencies.length,
+      lost: options.messages - latencies.length,
+    };
+  } finally {
+    for (const child of children) child.kill('SIGTERM');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+    await fakeAi.close();
+    await fakeTwilio.close();
+    await dropDatabase(name).catch(() => {});
+  }
+}
