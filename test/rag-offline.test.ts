@@ -1,0 +1,92 @@
+// The default deployment end to end: embedded PGlite (pgvector) and the offline `local`
+// provider, no keys and no Twilio. Knowledge is embedded by embed_record jobs, and the
+// reply is the labelled extractive answer quoting the right chunk and the sender's record.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import type { FastifyInstance } from 'fastify';
+import { OFFLINE_LABEL } from '../src/ai/local-provider.ts';
+import { loadConfig } from '../src/config.ts';
+import { buildApp } from '../src/http/app.ts';
+import { embedRecordEnqueue } from '../src/jobs/embed-record.ts';
+import { documentSave } from '../src/knowledge/documents.ts';
+import { personUpsertMany } from '../src/knowledge/people.ts';
+import { vectorSettingsGet, vectorStaleCount } from '../src/knowledge/vectors.ts';
+import { createWorker, openRuntime } from '../src/main.ts';
+import type { Worker } from '../src/queue/index.ts';
+import type { Runtime } from '../src/runtime.ts';
+
+const dataDir = mkdtempSync(join(tmpdir(), 'aiq-offline-'));
+let runtime: Runtime;
+let app: FastifyInstance;
+let worker: Worker;
+
+before(async () => {
+  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', DATA_DIR: dataDir, TWILIO_SKIP_SIGNATURE: 'true', WORKER_POLL_INTERVAL_MS: '100' });
+  runtime = await openRuntime(config, 'start');
+  app = await buildApp(runtime);
+  worker = createWorker(runtime);
+  await worker.start();
+});
+after(async () => {
+  await worker?.stop();
+  await app?.close();
+  await runtime?.db.close();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+async function until<T>(what: string, check: () => Promise<T | undefined | false>): Promise<T> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+test('with no keys at all, a message gets an offline answer from the knowledge base', async () => {
+  assert.equal(runtime.ai.name, 'local');
+  assert.equal((await vectorSettingsGet(runtime.db))!.storage, 'pgvector');
+  await runtime.db.transaction(async (tx) => {
+    const people = await personUpsertMany(tx, [{ name: 'Anna de Vries', phone: '+31612345678', department: 'Finance', role: 'Controller' }]);
+    await embedRecordEnqueue(tx, 'people', people.inserted);
+    for (const doc of [
+      { title: 'Leave policy', body: 'Every employee has 25 days of paid holiday per year.\n\nRequest holiday in the HR portal two weeks ahead.' },
+      { title: 'IT support', body: 'A forgotten password is reset at the service desk on the second floor.' },
+    ]) {
+      const saved = await documentSave(tx, doc);
+      await embedRecordEnqueue(tx, 'documents', [saved.id]);
+    }
+  });
+  worker.wake();
+  await until('the embeddings', async () => (await vectorStaleCount(runtime.db)) === 0);
+
+  const response = await app.inject({
+    method: 'POST',
+    url: '/webhooks/twilio/whatsapp',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: new URLSearchParams({
+      MessageSid: `SM${'1'.repeat(32)}`,
+      AccountSid: `AC${'0'.repeat(32)}`,
+      From: 'whatsapp:+31612345678',
+      To: 'whatsapp:+14155238886',
+      Body: 'How many holiday days do I get per year?',
+      NumMedia: '0',
+    }).toString(),
+  });
+  assert.equal(response.statusCode, 200, response.body);
+
+  const reply = await until('the reply', async () => {
+    const rows = await runtime.db.query<{ body: string; status: string }>(`select body, status from messages where source = 'ai'`);
+    return rows.rows[0];
+  });
+  assert.equal(reply.status, 'logged', 'no Twilio credentials: the reply is stored and logged');
+  const lines = reply.body.split('\n');
+  assert.equal(lines[0], OFFLINE_LABEL);
+  assert.equal(lines[1], 'From "Leave policy": Every employee has 25 days of paid holiday per year.');
+  assert.ok(!reply.body.includes('password'), reply.body);
+  assert.match(reply.body, /Your record: Name: Anna de Vries; Phone: \+31612345678; Department: Finance; Role: Controller/);
+});
