@@ -1,8 +1,6 @@
-// The reply outbox: an AI reply goes out exactly once, or visibly not at all. The reply row
-// is written (unique per answered inbound message) before sending and confirmed with
-// Twilio's SID after. A later attempt that finds it confirmed does nothing; one that finds
-// it unconfirmed never sends again: it waits for Twilio's status callback (which carries our
-// message id), and flags the reply for a human when none comes in time.
+// The reply outbox: a reply goes out exactly once, or visibly not at all. Written before the
+// send (unique per answered inbound message), confirmed with Twilio's SID after; a retry never
+// resends one that may be out, it waits for the status callback and then flags it for a human.
 // Knows the transport and the database, not the queue: callers map outcomes to job errors.
 import type { Queryable } from '../db/types.ts';
 import { messageFromRow, messageGet, type Message } from './conversations.ts';
