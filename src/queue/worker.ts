@@ -320,10 +320,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.jobMsAverage = movingAverage(this.jobMsAverage, durationMs);
     this.completions.push({ id: entry.job.id, attempt: entry.job.attempts, result: result ?? undefined });
     this.emit('job:done', { job: entry.job, durationMs });
-    if (durationMs >= this.slowJobThresholdMs) {
-      this.logger.warn({ jobId: entry.job.id, type: entry.job.type, durationMs: Math.round(durationMs) }, 'slow job');
-      this.emit('job:slow', { job: entry.job, durationMs });
-    }
+    this.reportIfSlow(entry.job, durationMs);
     this.flushSoon();
     if (this.drained) this.startBuffered();
     else this.wake();
@@ -381,6 +378,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const { job } = entry;
     const durationMs = performance.now() - entry.startedAt;
     this.jobMsAverage = movingAverage(this.jobMsAverage, durationMs);
+    this.reportIfSlow(job, durationMs);
     const permanent = error instanceof PermanentJobError;
     const retryLater = error instanceof RetryLaterError ? error : undefined;
     const withinThrottleWindow = Date.now() - job.createdAt.getTime() < this.throttleWindowMs;
@@ -406,6 +404,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.onDatabaseError(err, 'fail');
     }
     this.wake();
+  }
+
+  /** Slow is slow whatever the outcome: failures and time-outs count too. */
+  private reportIfSlow(job: Job, durationMs: number): void {
+    if (durationMs < this.slowJobThresholdMs) return;
+    this.logger.warn({ jobId: job.id, type: job.type, durationMs: Math.round(durationMs) }, 'slow job');
+    this.emit('job:slow', { job, durationMs });
   }
 
   private onLeaseLost(entry: Running): void {

@@ -40,6 +40,8 @@ export interface FakeOpenAiOptions {
   latencyMs?: number;
   /** Every request independently fails with this fault at this probability (0..1). */
   randomFault?: { probability: number; fault: Fault; endpoint?: Endpoint };
+  /** Several independent faults, one die per request: the first slice it lands in wins (chaos runs). */
+  randomFaults?: Array<{ probability: number; fault: Fault; endpoint?: Endpoint }>;
   /** Seed of the probabilistic faults, so a chaos run can be replayed. */
   seed?: number;
   /** The assistant's answer to a chat request (default: a fixed text naming the call). */
@@ -62,6 +64,7 @@ export class FakeOpenAi {
   readonly requests: RecordedRequest[] = [];
   latencyMs: number;
   randomFault?: FakeOpenAiOptions['randomFault'];
+  randomFaults: NonNullable<FakeOpenAiOptions['randomFaults']>;
   reply: NonNullable<FakeOpenAiOptions['reply']>;
   ignoreDimensions: boolean;
   private readonly queued: QueuedFault[] = [];
@@ -76,6 +79,7 @@ export class FakeOpenAi {
   constructor(options: FakeOpenAiOptions = {}) {
     this.latencyMs = options.latencyMs ?? 0;
     this.randomFault = options.randomFault;
+    this.randomFaults = options.randomFaults ?? [];
     this.dimensions = options.dimensions ?? 256;
     this.ignoreDimensions = options.ignoreDimensions ?? false;
     this.recordLimit = options.recordLimit ?? 10_000;
@@ -186,6 +190,14 @@ export class FakeOpenAi {
     }
     const random = this.randomFault;
     if (random && (!random.endpoint || random.endpoint === endpoint) && this.random() < random.probability) return random.fault;
+    if (this.randomFaults.length > 0) {
+      let roll = this.random();
+      for (const entry of this.randomFaults) {
+        if (entry.endpoint && entry.endpoint !== endpoint) continue;
+        if (roll < entry.probability) return entry.fault;
+        roll -= entry.probability;
+      }
+    }
     return undefined;
   }
 
