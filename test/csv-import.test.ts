@@ -27,8 +27,9 @@ const MIXED = [
   '"Smit, Eva",+44 20 7946 0958,EVA@Example.com,Legal,"Counsel, senior",London', // 6 ok (quoted commas)
   'Anna de Vries,+31612345678,anna@example.com,HR,Recruiter,Utrecht', // 7 duplicate of 2
   '', // 8 empty: skipped
-  'Frank,+31612345600,frank@example.com', // 9 wrong column count
+  'Frank,+31612345600,frank@example.com,IT,Dev,Here,extra', // 9 one column too many
   ',+31612345601,nobody@example.com,HR,,', // 10 empty name
+  'Gert Short,+31612345602', // 11 ok: trailing empty columns left out
 ].join('\r\n');
 
 async function runImport(db: Database, path: string) {
@@ -66,36 +67,37 @@ for (const backend of BACKENDS) {
       writeFileSync(path, MIXED);
       const first = await runImport(t.db, path);
       assert.equal(first.record.status, 'done');
-      assert.deepEqual(first.counts, { rowsRead: 8, inserted: 3, updated: 0, unchanged: 0, rejected: 5 });
+      assert.deepEqual(first.counts, { rowsRead: 9, inserted: 4, updated: 0, unchanged: 0, rejected: 5 });
       const byLine = Object.fromEntries(first.record.rowErrors.map((e) => [e.line, e.reason]));
       assert.deepEqual(Object.keys(byLine).map(Number), [3, 4, 7, 9, 10]);
       assert.match(byLine[3]!, /phone "0612345678" is not an international number/);
       assert.match(byLine[4]!, /email "not-an-email" is not a valid address/);
       assert.match(byLine[7]!, /duplicate: phone \+31612345678 already appears on line 2/);
-      assert.match(byLine[9]!, /expected 6 columns, found 3/);
+      assert.match(byLine[9]!, /expected 6 columns, found 7/);
       assert.match(byLine[10]!, /name is empty/);
 
       const people = await t.db.query<{ name: string; phone: string; email: string | null; department: string; role: string | null; attributes: object }>(
         'select name, phone, email, department, role, attributes from people order by phone',
       );
       assert.deepEqual(people.rows, [
+        { name: 'Gert Short', phone: '+31612345602', email: null, department: null, role: null, attributes: {} },
         { name: 'Dirk Bakker', phone: '+31612345670', email: null, department: 'Sales', role: null, attributes: { Office: 'Rotterdam' } },
         { name: 'Anna de Vries', phone: '+31612345678', email: 'anna@example.com', department: 'HR', role: 'Recruiter', attributes: { Office: 'Utrecht' } },
         { name: 'Smit, Eva', phone: '+442079460958', email: 'eva@example.com', department: 'Legal', role: 'Counsel, senior', attributes: { Office: 'London' } },
       ]);
-      assert.equal(await embedJobs(t.db), 3, 'one embed_record job per new person');
+      assert.equal(await embedJobs(t.db), 4, 'one embed_record job per new person');
 
       const before = await t.db.query('select id, updated_at from people order by id');
       const again = await runImport(t.db, path);
-      assert.deepEqual(again.counts, { rowsRead: 8, inserted: 0, updated: 0, unchanged: 3, rejected: 5 });
+      assert.deepEqual(again.counts, { rowsRead: 9, inserted: 0, updated: 0, unchanged: 4, rejected: 5 });
       assert.deepEqual((await t.db.query('select id, updated_at from people order by id')).rows, before.rows, 'no row was written');
-      assert.equal(await embedJobs(t.db), 3, 'no new embed jobs');
+      assert.equal(await embedJobs(t.db), 4, 'no new embed jobs');
 
       // One changed row: one update, one new embed job.
       writeFileSync(path, MIXED.replace('Legal,"Counsel, senior"', 'Legal,"General counsel"'));
       const changed = await runImport(t.db, path);
-      assert.deepEqual(changed.counts, { rowsRead: 8, inserted: 0, updated: 1, unchanged: 2, rejected: 5 });
-      assert.equal(await embedJobs(t.db), 4);
+      assert.deepEqual(changed.counts, { rowsRead: 9, inserted: 0, updated: 1, unchanged: 3, rejected: 5 });
+      assert.equal(await embedJobs(t.db), 5);
     });
 
     test('an uploaded file stored in the database imports the same way; semicolons are detected', async () => {

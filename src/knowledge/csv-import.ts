@@ -226,7 +226,9 @@ export async function importPeopleRun(db: Database, importId: string, options: I
       if (batch.length + errors.length >= batchSize) await flush();
     }
   } catch (err) {
-    if ((err as { code?: string }).code?.startsWith('CSV_')) throw new ImportFileError(`the file is not valid CSV: ${(err as Error).message}`, { cause: err });
+    const code = (err as { code?: string }).code;
+    if (code?.startsWith('CSV_')) throw new ImportFileError(`the file is not valid CSV: ${(err as Error).message}`, { cause: err });
+    if (code === 'ENOENT' || code === 'EACCES' || code === 'EISDIR') throw new ImportFileError(`cannot read the file: ${(err as Error).message}`, { cause: err });
     throw err;
   }
   if (!header) throw new ImportFileError('the file is empty: expected a header line with at least a name and a phone column');
@@ -267,7 +269,9 @@ function headerPlan(cells: string[], explicit: Record<string, PersonField> = {})
 }
 
 function rowFrom(cells: string[], plan: HeaderPlan, line: number): { person: PersonInput } | RowError {
-  if (cells.length !== plan.width) return { line, reason: `expected ${plan.width} columns, found ${cells.length}` };
+  // Fewer cells: trailing empty columns left out, as hand-written files do. More: something
+  // would be lost (an unquoted comma, a shifted row), so the row is refused.
+  if (cells.length > plan.width) return { line, reason: `expected ${plan.width} columns, found ${cells.length} (a comma in an unquoted value?)` };
   const fields: Record<string, string> = {};
   const attributes: Record<string, string> = {};
   plan.columns.forEach((column, i) => {
