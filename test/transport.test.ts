@@ -89,6 +89,14 @@ describe('Twilio transport', () => {
     assert.equal(fake.messages.length, 0);
   });
 
+  test('no answer within the time-out (a hang) is uncertain: the request may have arrived', async () => {
+    const impatient = new TwilioTransport({ accountSid: FAKE_ACCOUNT_SID, authToken: FAKE_AUTH_TOKEN, from: 'whatsapp:+14155238886', apiBaseUrl: fake.url, timeoutMs: 300 });
+    fake.fault({ kind: 'hang' });
+    const error = await failure(impatient.send({ to: TO, body: 'x' }));
+    assert.equal(error.kind, 'uncertain');
+    assert.match(error.message, /it may have been accepted/);
+  });
+
   test('a connection cut after Twilio accepted is uncertain: it may have gone out', async () => {
     fake.fault({ kind: 'accept-then-drop' });
     const error = await failure(transport.send({ to: TO, body: 'x' }));

@@ -105,6 +105,8 @@ interface TwilioTransportOptions {
   from: string;
   /** Replaces https://api.twilio.com (tests point it at a fake Twilio). */
   apiBaseUrl?: string;
+  /** Per-request time-out; default REQUEST_TIMEOUT_MS. */
+  timeoutMs?: number;
   metrics?: CallObserver;
 }
 
@@ -113,8 +115,11 @@ interface TwilioTransportOptions {
  * setting for it), and a 429 is raised with its Retry-After, which the SDK's own error drops.
  */
 class AiqRequestClient extends twilio.RequestClient {
-  constructor(private readonly apiBaseUrl: string | undefined) {
-    super({ timeout: REQUEST_TIMEOUT_MS, keepAlive: true });
+  constructor(
+    private readonly apiBaseUrl: string | undefined,
+    timeoutMs: number,
+  ) {
+    super({ timeout: timeoutMs, keepAlive: true });
   }
 
   override async request<TData>(opts: RequestClient.RequestOptions<TData>): Promise<TwilioHttp.default<TData>> {
@@ -142,7 +147,7 @@ export class TwilioTransport implements Transport {
   private readonly client: twilio.Twilio;
 
   constructor(private readonly options: TwilioTransportOptions) {
-    this.client = twilio(options.accountSid, options.authToken, { httpClient: new AiqRequestClient(options.apiBaseUrl) });
+    this.client = twilio(options.accountSid, options.authToken, { httpClient: new AiqRequestClient(options.apiBaseUrl, options.timeoutMs ?? REQUEST_TIMEOUT_MS) });
   }
 
   async send(message: OutboundMessage): Promise<SentMessage> {
