@@ -117,6 +117,12 @@ for (const backend of BACKENDS) {
       assert.equal((await importGet(t.db, importId))!.status, 'failed');
     });
 
+    test('a path the worker cannot read fails the import at once', async () => {
+      const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'gone.csv', path: join(dir, 'does-not-exist.csv') }));
+      await assert.rejects(importPeopleExecute(t.db, importId), /cannot read the file: ENOENT/);
+      assert.equal((await importGet(t.db, importId))!.status, 'failed');
+    });
+
     test('a file without a phone column fails the import with the reason', async () => {
       const path = join(dir, `nophone-${backend.name}.csv`);
       writeFileSync(path, 'name,email\nAnna,anna@example.com\n');

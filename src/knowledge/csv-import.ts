@@ -201,9 +201,9 @@ export async function importPeopleRun(db: Database, importId: string, options: I
     await options.onProgress?.({ ...counts });
   };
 
-  const parser = await csvRecords(importSource(db, record));
   let header: HeaderPlan | undefined;
   try {
+    const parser = await csvRecords(importSource(db, record));
     for await (const { record: cells, info } of parser) {
       if (options.signal?.aborted) throw options.signal.reason ?? new Error('import aborted');
       if (!header) {
