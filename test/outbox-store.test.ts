@@ -89,6 +89,18 @@ for (const backend of BACKENDS) {
       assert.equal(fake.sendCount({ body: 'niemand hoort' }), 1);
     });
 
+    test('without a status callback URL nothing can confirm a possibly-sent reply: flagged at once', async () => {
+      fake.reset();
+      const blind: OutboxDeps = { ...deps, statusCallbackUrl: () => undefined };
+      const a = await inbound('zonder callback');
+      fake.fault({ kind: 'accept-then-drop' });
+      const outcome = await replySend(blind, { conversationId: a.conversationId, replyToMessageId: a.messageId, body: 'blind', contextUntil: null }, TO);
+      assert.equal(outcome.kind, 'flagged');
+      assert.equal(outcome.reply.status, 'flagged');
+      assert.match(outcome.kind === 'flagged' ? outcome.reason : '', /PUBLIC_URL is not set/);
+      assert.equal(fake.sendCount({ body: 'blind' }), 1);
+    });
+
     test('status updates only move forward; the guard sees replies by their context, not their creation time', async () => {
       fake.reset();
       const a = await inbound('vraag 1');

@@ -138,6 +138,9 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string):
       }
       case 'pending':
       case 'unconfirmed': {
+        // Without a status callback URL (no PUBLIC_URL) nothing can confirm it: waiting would
+        // only hold back the conversation's later replies. Hand it to a human now.
+        if (deps.statusCallbackUrl(reply.id) === undefined) return replyFlag(deps, reply, 'Twilio has no status callback URL to confirm it (PUBLIC_URL is not set)');
         const awaited = await deps.db.query<{ remaining_ms: number }>(REPLY_AWAIT_SQL, [reply.id, deps.confirmTimeoutSeconds, flagReason(reply, deps.confirmTimeoutSeconds)]);
         const row = awaited.rows[0];
         if (row) {
@@ -162,9 +165,12 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string):
   throw new Error(`reply ${reply.id} kept changing state (now "${reply.status}"); trying again later`);
 }
 
-/** Flags an unconfirmed reply at once (the job has no attempts left to wait with). */
-export async function replyFlag(deps: OutboxDeps, reply: Message): Promise<ReplyOutcome> {
-  const reason = flagReason(reply, deps.confirmTimeoutSeconds);
+/**
+ * Flags a possibly-sent reply at once, not waiting out the deadline: the job has no
+ * attempts left to wait with, or nothing could confirm it. `why` replaces the usual reason.
+ */
+export async function replyFlag(deps: OutboxDeps, reply: Message, why?: string): Promise<ReplyOutcome> {
+  const reason = flagReason(reply, deps.confirmTimeoutSeconds, why);
   const flagged = await deps.db.query(REPLY_FLAG_SQL, [reply.id, reason]);
   if (flagged.rows[0]) return { kind: 'flagged', reply: messageFromRow(flagged.rows[0] as never), reason };
   const current = await messageGet(deps.db, reply.id);
@@ -229,10 +235,10 @@ export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string
   return { kind: 'sent', reply: messageFromRow(confirmed.rows[0] as never) };
 }
 
-function flagReason(reply: Message, timeoutSeconds: number): string {
+function flagReason(reply: Message, timeoutSeconds: number, why?: string): string {
+  const cause = why ?? `no confirmation came within ${timeoutSeconds} s (its sender stopped mid-send or Twilio did not answer)`;
   return (
-    `reply ${reply.id} flagged for a human: it may have reached Twilio, but no confirmation came within ` +
-    `${timeoutSeconds} s (its sender stopped mid-send or Twilio did not answer). Not resent, to avoid a ` +
+    `reply ${reply.id} flagged for a human: it may have reached Twilio, but ${cause}. Not resent, to avoid a ` +
     'duplicate: check the Twilio console for a message to this contact, then resend or dismiss it.'
   );
 }
