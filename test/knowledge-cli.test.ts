@@ -57,6 +57,11 @@ test('add-document chunks and queues the embedding; reembed embeds what is stale
   const added = await aiq(['add-document', file, '--title', 'Handbook']);
   assert.match(added.out, /"Handbook" inserted: 2 chunks, embedding queued for the worker/, added.out);
   assert.match((await aiq(['add-document', file, '--title', 'Handbook'])).out, /unchanged \(same content\)/);
+  const binary = join(dir, 'scan.pdf');
+  writeFileSync(binary, Buffer.from([0x25, 0x50, 0x44, 0x46, 0x00, 0x01]));
+  const refused = await aiq(['add-document', binary]);
+  assert.equal(refused.code, 2);
+  assert.match(refused.out, /is not a text file/);
   const jobs = await t.db.query<{ n: number }>(`select count(*)::int as n from ai_jobs where type = 'embed_record' and payload->>'table' = 'documents'`);
   assert.equal(jobs.rows[0]!.n, 1);
 

@@ -147,6 +147,8 @@ export const knowledgeCommands: Command[] = [
       } catch (err) {
         throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
       }
+      // A NUL byte means a binary file (PDF, Word): its bytes would be indexed as gibberish.
+      if (body.includes('\u0000')) throw new UsageError(`${file} is not a text file: convert it to plain text or Markdown first`);
       const title = typeof values.title === 'string' && values.title.trim() ? values.title.trim() : basename(file, extname(file));
       const saved = await withRuntime(config, (rt) =>
         rt.db.transaction(async (tx) => {
