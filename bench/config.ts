@@ -16,6 +16,14 @@ export interface Plan {
   holConcurrency: number;
   scaleJobs: number;
   scaleFinished: [small: number, large: number];
+  /** Webhook acknowledgement (issue #4): autocannon duration and connections. */
+  webhookSeconds: number;
+  webhookConnections: number;
+  /** End to end (issue #5): messages one at a time with an instant LLM, then a burst with a slow one. */
+  pipelineOverheadMessages: number;
+  pipelineBurstMessages: number;
+  pipelineLlmMs: number;
+  pipelineConcurrency: number;
 }
 
 export const FULL: Plan = {
@@ -31,6 +39,12 @@ export const FULL: Plan = {
   holConcurrency: 50,
   scaleJobs: 10_000,
   scaleFinished: [10_000, 1_000_000],
+  webhookSeconds: 10,
+  webhookConnections: 10,
+  pipelineOverheadMessages: 200,
+  pipelineBurstMessages: 1_600,
+  pipelineLlmMs: 2_000,
+  pipelineConcurrency: 200,
 };
 
 export const QUICK: Plan = {
@@ -46,6 +60,12 @@ export const QUICK: Plan = {
   holConcurrency: 50,
   scaleJobs: 1_000,
   scaleFinished: [1_000, 20_000],
+  webhookSeconds: 2,
+  webhookConnections: 10,
+  pipelineOverheadMessages: 10,
+  pipelineBurstMessages: 100,
+  pipelineLlmMs: 2_000,
+  pipelineConcurrency: 200,
 };
 
 /** A system in one of its configurations. */

@@ -4,7 +4,8 @@
 // ratios to stdout and bench/results/latest.json, and a chart to docs/benchmark.svg.
 //   --quick        small counts, one round; checks only that every job completed (CI)
 //   --rounds N     rounds (default 3)
-//   --only a,b     scenarios: drain, pickup, hol, scale
+//   --only a,b     scenarios: drain, pickup, hol, scale, webhook, pipeline
+// The webhook (issue #4) and pipeline (issue #5) benchmarks run when their code is present.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -13,6 +14,8 @@ import { dropLeftovers } from './lib/database.ts';
 import { Results } from './lib/results.ts';
 import { renderChart } from './lib/chart.ts';
 import { machineInfo, ratioRows, renderTables } from './lib/report.ts';
+import { pipelineAvailable, pipelineRun } from './pipeline.ts';
+import { webhookAvailable, webhookRun } from './webhook.ts';
 import { drain, headOfLine, holIdealMs, holPerfectPoolMs, pickup, scale, type RunOutcome } from './scenarios.ts';
 
 const { values: args } = parseArgs({
@@ -24,7 +27,7 @@ const { values: args } = parseArgs({
 });
 const plan = { ...(args.quick ? QUICK : FULL) };
 if (args.rounds) plan.rounds = Number(args.rounds);
-const scenarios = new Set((args.only ?? 'drain,pickup,hol,scale').split(','));
+const scenarios = new Set((args.only ?? 'drain,pickup,hol,scale,webhook,pipeline').split(','));
 
 const results = new Results();
 const started = Date.now();
@@ -39,6 +42,17 @@ async function measure(round: number, label: string, run: () => Promise<RunOutco
   }
   record(outcome.figures);
   log(`${label}: ${Object.entries(outcome.figures).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')}`);
+}
+
+/** Wraps a run that reports lost messages: any loss fails it, like an incomplete drain. */
+async function outcome<F extends { lost: number }>(run: () => Promise<F>): Promise<RunOutcome> {
+  try {
+    const figures = (await run()) as unknown as Record<string, number> & { lost: number };
+    if (figures.lost > 0) return { ok: false, error: `${figures.lost} acknowledged message(s) lost`, figures };
+    return { ok: true, figures };
+  } catch (err) {
+    return { ok: false, error: err instanceof Error ? err.message : String(err), figures: {} };
+  }
 }
 
 async function main(): Promise<void> {
@@ -82,7 +96,27 @@ async function main(): Promise<void> {
         await measure(round, `scale ${name}`, () => scale(config, plan, finished), (f) => results.record('scale', name, round, f.rate!));
       }
     }
+    if (scenarios.has('webhook') && webhookAvailable()) {
+      await measure(round, 'webhook aiq serve', () => outcome(() => webhookRun(plan.webhookSeconds, plan.webhookConnections)), (f) => {
+        results.record('webhook', 'aiq serve', round, f.requestsPerSecond!);
+        results.record('webhook p50', 'aiq serve', round, f.p50!);
+        results.record('webhook p99', 'aiq serve', round, f.p99!);
+      });
+    }
+    if (scenarios.has('pipeline') && pipelineAvailable()) {
+      const overhead = { messages: plan.pipelineOverheadMessages, llmMs: 0, workerConcurrency: 10, senders: 1 };
+      await measure(round, 'pipeline overhead (instant LLM)', () => outcome(() => pipelineRun(overhead)), (f) => {
+        results.record('pipeline overhead p50', 'aiq serve + worker', round, f.p50!);
+        results.record('pipeline overhead p99', 'aiq serve + worker', round, f.p99!);
+      });
+      const burst = { messages: plan.pipelineBurstMessages, llmMs: plan.pipelineLlmMs, workerConcurrency: plan.pipelineConcurrency, senders: 20 };
+      await measure(round, `pipeline burst (${plan.pipelineLlmMs} ms LLM)`, () => outcome(() => pipelineRun(burst)), (f) =>
+        results.record('pipeline burst', 'aiq serve + worker', round, f.messagesPerSecond!),
+      );
+    }
   }
+  if (scenarios.has('webhook') && !webhookAvailable()) log('webhook benchmark skipped: src/http/webhooks.ts is not there yet');
+  if (scenarios.has('pipeline') && !pipelineAvailable()) log('pipeline benchmark skipped: the AI pipeline or its fakes are not there yet');
 
   const machine = await machineInfo();
   const ratios = ratioRows(results, plan);

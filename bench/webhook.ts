@@ -73,7 +73,10 @@ export async function webhookRun(durationSeconds: number, connections = 10): Pro
         HOST: '127.0.0.1',
         PORT: String(port),
         PUBLIC_URL: base,
+        // Sending is configured but never used: `serve` runs no worker.
+        TWILIO_ACCOUNT_SID: ACCOUNT_SID,
         TWILIO_AUTH_TOKEN: AUTH_TOKEN,
+        TWILIO_WHATSAPP_FROM: 'whatsapp:+14155238886',
         ADMIN_TOKEN: 'bench-admin-token-0123456789',
       },
     });

@@ -58,7 +58,11 @@ export function ratioRows(results: Results, plan: Plan): RatioRow[] {
     row('head-of-line: seed loop / ideal', results.ratio('head-of-line', 'seed hol', 'ideal')),
     row('head-of-line: aiq / seed loop', results.ratio('head-of-line', 'aiq hol', 'seed hol')),
     row(`scale: aiq ${large!.slice(4)} / ${small!.slice(4)}`, results.ratio('scale', large!, small!), '>=', 0.8),
-  ];
+    row('webhook: acknowledged req/s', p('webhook', 'aiq serve'), '>=', 1500, 'req/s'),
+    row('webhook: p99 (ms)', p('webhook p99', 'aiq serve'), '<=', 25, 'ms'),
+    row('pipeline: overhead p50, instant LLM (ms)', p('pipeline overhead p50', 'aiq serve + worker'), '<=', 30, 'ms'),
+    row(`pipeline: msg/s, ${plan.pipelineLlmMs / 1000} s LLM, WORKER_CONCURRENCY=${plan.pipelineConcurrency}`, p('pipeline burst', 'aiq serve + worker'), '>=', 80, 'msg/s'),
+  ].filter((r) => !Number.isNaN(r.value));
 }
 
 const fmt = (v: number | undefined) =>

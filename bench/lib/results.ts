@@ -2,7 +2,21 @@
 // taken within a round: the two runs it compares ran minutes apart, not a whole run apart).
 import { median, summarise, type Summary } from './stats.ts';
 
-export type Figure = 'drain' | 'enqueue' | 'pickup p50' | 'pickup p95' | 'pickup p99' | 'pickup max' | 'head-of-line' | 'scale';
+export type Figure =
+  | 'drain'
+  | 'enqueue'
+  | 'pickup p50'
+  | 'pickup p95'
+  | 'pickup p99'
+  | 'pickup max'
+  | 'head-of-line'
+  | 'scale'
+  | 'webhook'
+  | 'webhook p50'
+  | 'webhook p99'
+  | 'pipeline overhead p50'
+  | 'pipeline overhead p99'
+  | 'pipeline burst';
 
 export const UNITS: Record<Figure, string> = {
   drain: 'jobs/s',
@@ -13,6 +27,12 @@ export const UNITS: Record<Figure, string> = {
   'pickup max': 'ms',
   'head-of-line': 'ms',
   scale: 'jobs/s',
+  webhook: 'req/s',
+  'webhook p50': 'ms',
+  'webhook p99': 'ms',
+  'pipeline overhead p50': 'ms',
+  'pipeline overhead p99': 'ms',
+  'pipeline burst': 'msg/s',
 };
 
 export class Results {
