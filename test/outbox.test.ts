@@ -217,6 +217,18 @@ describe('reply delivery through the outbox', () => {
     assert.equal((await replyTo(t, inbound))!.status, 'delivered');
   });
 
+  test('waiting on the last attempt flags at once, so nothing stays unconfirmed unseen', async () => {
+    fake.fault({ kind: 'accept-then-drop' });
+    const inbound = await receive(m, t, 'Laatste poging');
+    const waiting = await untilJob(t, inbound, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
+    // As if earlier attempts had been used up: the next claim is the last one.
+    await t.db.query(`update ai_jobs set attempts = max_attempts - 1, next_run_at = now() where id = $1`, [waiting.id]);
+    const failed = await untilJob(t, inbound, 'job failed: flagged', (j) => j.status === 'failed');
+    assert.match(failed.lastError!, /flagged for a human/);
+    assert.equal((await replyTo(t, inbound))!.status, 'flagged');
+    assert.equal(fake.messages.length, 1);
+  });
+
   test('human takeover (ai_paused): the job stores and sends nothing', async () => {
     const contact = (await t.db.query<{ id: string }>(`insert into contacts (whatsapp_number) values ('+31600000007') returning id`)).rows[0]!;
     await t.db.query(`insert into conversations (contact_id, ai_paused) values ($1, true)`, [contact.id]);
