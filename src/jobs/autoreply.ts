@@ -43,7 +43,8 @@ export async function autoreplyWake(db: Queryable, conversationId: string, inbou
   return result.rows.length > 0;
 }
 
-// Checked once more before the wait gives way to a flag: a status callback may be in flight.
+// The next look comes just after the deadline, so that it decides (confirmed or flagged)
+// instead of waiting once more.
 const WAIT_SLACK_MS = 1000;
 
 /**

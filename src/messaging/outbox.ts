@@ -110,7 +110,7 @@ const REPLY_AWAIT_SQL = `
   returning *,
     greatest(0, extract(epoch from coalesce(send_started_at, created_at) + make_interval(secs => $2) - now()) * 1000)::float8 as remaining_ms`;
 
-// Flags now, deadline or not (the job is out of attempts to wait with).
+// Flags now, deadline or not (no attempts left to wait with, or nothing can confirm it).
 const REPLY_FLAG_SQL = `
   update messages
   set status = 'flagged', error_message = $2, status_updated_at = now()
