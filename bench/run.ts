@@ -13,7 +13,7 @@ import { DRAIN_CONFIGS, FULL, HOL_CONFIGS, PICKUP_CONFIGS, QUICK, configName, ty
 import { dropLeftovers } from './lib/database.ts';
 import { Results } from './lib/results.ts';
 import { renderChart } from './lib/chart.ts';
-import { machineInfo, ratioRows, renderTables } from './lib/report.ts';
+import { machineInfo, ratioRows, renderMarkdown, renderTables } from './lib/report.ts';
 import { pipelineAvailable, pipelineRun } from './pipeline.ts';
 import { webhookAvailable, webhookRun } from './webhook.ts';
 import { drain, headOfLine, holIdealMs, holPerfectPoolMs, pickup, scale, type RunOutcome } from './scenarios.ts';
@@ -138,6 +138,7 @@ async function main(): Promise<void> {
   const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
   mkdirSync(resultsDir, { recursive: true });
   writeFileSync(`${resultsDir}/latest.json`, `${JSON.stringify(report, null, 2)}\n`);
+  writeFileSync(`${resultsDir}/latest.md`, renderMarkdown(results, ratios, machine, plan));
   // The chart in docs/ is the published one: only a full run replaces it.
   if (!args.quick && scenarios.has('drain') && scenarios.has('pickup')) {
     writeFileSync(fileURLToPath(new URL('../docs/benchmark.svg', import.meta.url)), renderChart(results, machine));

@@ -42,6 +42,7 @@ async function produce(cfg: ProducerConfig): Promise<{ enqueueMs: number; rate?:
 
 interface WorkerResult {
   handled: number;
+  notCompleted: number;
   elapsedMs: number;
   latencies: number[];
 }
@@ -55,6 +56,7 @@ async function drainWith(config: Config, url: string, expected: number, timeoutM
     const result = (await worker.waitFor('result', timeoutMs)) as unknown as WorkerResult;
     const stopped = await worker.waitFor('stopped', 30_000);
     if (stopped.handled !== expected) throw new Error(`ran ${String(stopped.handled)} handlers for ${expected} jobs`);
+    if (result.notCompleted !== 0) throw new Error(`${result.notCompleted} jobs did not end completed`);
     await worker.exit();
     return result;
   } finally {
@@ -86,6 +88,7 @@ export function pickup(config: Config, plan: Plan): Promise<RunOutcome> {
       const result = (await worker.waitFor('result', 5 * MINUTE)) as unknown as WorkerResult;
       const stopped = await worker.waitFor('stopped', 30_000);
       if (stopped.handled !== expected) throw new Error(`ran ${String(stopped.handled)} handlers for ${expected} jobs`);
+      if (result.notCompleted !== 0) throw new Error(`${result.notCompleted} jobs did not end completed`);
       await worker.exit();
       const l = result.latencies;
       return { p50: percentile(l, 50), p95: percentile(l, 95), p99: percentile(l, 99), max: Math.max(...l) };

@@ -91,3 +91,34 @@ export function renderTables(results: Results, ratios: RatioRow[], machine: Mach
     table(['ratio / target (medians of per-round ratios)', 'value', 'target', ''], ratioTable),
   ].join('\n');
 }
+
+/** The README's performance table: one row per configuration, medians with min–max. */
+export function renderMarkdown(results: Results, ratios: RatioRow[], machine: Machine, plan: Plan): string {
+  const cell = (figure: Figure, config: string) => {
+    const s = results.summary(figure, config);
+    return s ? `${fmt(s.median)} (${fmt(s.min)}–${fmt(s.max)})` : '—';
+  };
+  const configs = [...(results.values.get('drain')?.keys() ?? [])];
+  const lines = [
+    `Machine: ${machine.cores} × ${machine.cpu}, ${machine.memoryGb} GB RAM, PostgreSQL ${machine.postgres} (default settings), Node ${machine.node}; ${plan.rounds} alternating rounds, median (min–max).`,
+    '',
+    '| system | drain jobs/s | bulk enqueue jobs/s | pickup p50 ms | pickup p99 ms |',
+    '|---|---:|---:|---:|---:|',
+    ...configs.map((c) => `| ${c} | ${cell('drain', c)} | ${cell('enqueue', c)} | ${cell('pickup p50', c)} | ${cell('pickup p99', c)} |`),
+    '',
+    '| head-of-line (2,000 jobs, 1% of 5 s, c=50) | drain ms |',
+    '|---|---:|',
+    ...[...(results.values.get('head-of-line')?.keys() ?? [])].map((c) => `| ${c} | ${cell('head-of-line', c)} |`),
+    '',
+    '| other figure | value |',
+    '|---|---:|',
+    ...(['scale', 'webhook', 'webhook p50', 'webhook p99', 'pipeline overhead p50', 'pipeline overhead p99', 'pipeline burst'] as Figure[]).flatMap((f) =>
+      [...(results.values.get(f)?.keys() ?? [])].map((c) => `| ${f} ${UNITS[f]}: ${c} | ${cell(f, c)} |`),
+    ),
+    '',
+    '| ratio / target | value | target |',
+    '|---|---:|---|',
+    ...ratios.map((r) => `| ${r.what} | ${fmt(r.value)} | ${r.target ? `${r.target} ${r.met ? '(met)' : '(missed)'}` : ''} |`),
+  ];
+  return `${lines.join('\n')}\n`;
+}

@@ -55,9 +55,11 @@ async function main(): Promise<void> {
     if (unfinished !== 0) await sleep(2);
   }
   const confirmed = nowMs();
+  const notCompleted = (await checker.query<{ n: number }>(system.notCompletedSql)).rows[0]!.n;
   await send({
     type: 'result',
     handled,
+    notCompleted,
     // Throughput is timed from the first handler start, so each library's start-up (its
     // migrations check, connecting) is not counted against it.
     elapsedMs: confirmed - firstStart,

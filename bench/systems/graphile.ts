@@ -54,4 +54,5 @@ export const graphile: BenchSystem = {
     };
   },
   unfinishedSql: `select count(*)::int as n from graphile_worker._private_jobs`,
+  notCompletedSql: `select count(*)::int as n from graphile_worker._private_jobs`,
 };

@@ -55,4 +55,5 @@ export const pgboss: BenchSystem = {
     };
   },
   unfinishedSql: `select count(*)::int as n from pgboss.job where state <> 'completed'`,
+  notCompletedSql: `select count(*)::int as n from pgboss.job where state <> 'completed'`,
 };

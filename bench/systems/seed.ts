@@ -131,4 +131,5 @@ export const seed: BenchSystem = {
     };
   },
   unfinishedSql: `select count(*)::int as n from seed.ai_jobs where status <> 'done'`,
+  notCompletedSql: `select count(*)::int as n from seed.ai_jobs where status <> 'done'`,
 };

@@ -40,6 +40,8 @@ export interface BenchSystem {
   setup(url: string): Promise<void>;
   openProducer(url: string): Promise<Producer>;
   prepareWorker(url: string, variant: string, handler: Handler): Promise<PreparedWorker>;
-  /** Counts jobs not yet recorded as completed (0 means the worker wrote every completion). */
+  /** Counts jobs still queued or running, polled until 0; index-friendly, so polling a big table costs the timing little. */
   unfinishedSql: string;
+  /** Counts jobs that ended other than completed (checked once, after the timing). */
+  notCompletedSql: string;
 }

@@ -1,0 +1,27 @@
+// Re-renders the table, the README markdown and the chart from bench/results/latest.json,
+// without running anything: `node --import tsx bench/render.ts [--chart]`.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { renderChart } from './lib/chart.ts';
+import { ratioRows, renderMarkdown, renderTables, type Machine } from './lib/report.ts';
+import { Results, type Figure } from './lib/results.ts';
+import type { Plan } from './config.ts';
+
+const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
+const saved = JSON.parse(readFileSync(`${resultsDir}/latest.json`, 'utf8')) as {
+  machine: Machine;
+  plan: Plan;
+  figures: Record<string, Record<string, { values: number[] }>>;
+};
+const results = new Results();
+for (const [figure, byConfig] of Object.entries(saved.figures)) {
+  for (const [config, summary] of Object.entries(byConfig)) {
+    summary.values.forEach((value, round) => results.record(figure as Figure, config, round, value));
+  }
+}
+const ratios = ratioRows(results, saved.plan);
+console.log(renderTables(results, ratios, saved.machine, saved.plan));
+writeFileSync(`${resultsDir}/latest.md`, renderMarkdown(results, ratios, saved.machine, saved.plan));
+if (process.argv.includes('--chart')) {
+  writeFileSync(fileURLToPath(new URL('../docs/benchmark.svg', import.meta.url)), renderChart(results, saved.machine));
+}
