@@ -50,9 +50,14 @@ create index ai_jobs_finished_idx on ai_jobs (finished_at) where finished_at is 
 -- Wake idle workers. Once per statement, not per row: a bulk insert of 20,000 jobs sends
 -- one notification (Postgres folds equal notifications within a transaction anyway).
 -- NOTIFY is only a latency hint; workers poll as well.
+-- A transaction that has notified takes a global lock at commit, so notifying commits run
+-- one at a time. Hot paths (the webhook) therefore enqueue with `aiq.defer_notify` set for
+-- their transaction and send one coalesced NOTIFY after commit (src/queue/notifier.ts).
 create function ai_jobs_notify() returns trigger language plpgsql as $$
 begin
-  perform pg_notify('aiq_jobs', '');
+  if coalesce(current_setting('aiq.defer_notify', true), '') <> 'on' then
+    perform pg_notify('aiq_jobs', '');
+  end if;
   return null;
 end
 $$;

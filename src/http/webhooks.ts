@@ -5,7 +5,8 @@
 import formbody from '@fastify/formbody';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { autoreplyEnqueue, autoreplyWake } from '../jobs/autoreply.ts';
+import { autoreplyEnqueueUnnotified, autoreplyWake } from '../jobs/autoreply.ts';
+import { WakeNotifier } from '../queue/index.ts';
 import { TWILIO_STATUSES, inboundMessageInsert, messageStatusUpdate } from '../messaging/conversations.ts';
 import { SIGNATURE_HEADER, STATUS_CALLBACK_PATH, WHATSAPP_WEBHOOK_PATH, signatureValid, signedUrl, twilioErrorText, webhookSecret } from '../messaging/twilio.ts';
 import type { Runtime } from '../runtime.ts';
@@ -58,6 +59,8 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
   // an app that never receives one leaves no file behind.
   let secret: string | undefined;
   const bodyLimit = config.WEBHOOK_BODY_LIMIT_BYTES;
+  // One NOTIFY at a time after commit, instead of one inside every webhook transaction.
+  const wakeWorkers = new WakeNotifier(db, undefined, (err) => app.log.warn({ err: err.message }, 'could not wake workers; they will poll'));
 
   /** The form parameters when the request is signed (or checking is switched off); else answers 403. */
   const verified = (request: FastifyRequest, reply: FastifyReply): Record<string, unknown> | undefined => {
@@ -96,8 +99,9 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
           twilioSid: input.MessageSid,
         });
         if (!stored) throw new Redelivery();
-        await autoreplyEnqueue(tx, stored);
+        await autoreplyEnqueueUnnotified(tx, stored);
       });
+      wakeWorkers.wake();
     } catch (err) {
       if (!(err instanceof Redelivery)) throw err;
       // Twilio retries when it saw no answer; the first delivery is stored, so say yes again.

@@ -6,7 +6,7 @@ import type { Queryable } from '../db/types.ts';
 import { conversationGet, messageAnsweredBy, messageGet } from '../messaging/conversations.ts';
 import { replyFlag, replyForInbound, replyResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
 import { statusCallbackUrl } from '../messaging/twilio.ts';
-import { jobEnqueue, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
+import { jobEnqueue, jobEnqueueUnnotified, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
 import type { Runtime } from '../runtime.ts';
 import { composeReply } from './reply-text.ts';
 
@@ -22,6 +22,11 @@ export type AutoreplyPayload = z.infer<typeof payloadSchema>;
  */
 export function autoreplyEnqueue(tx: Queryable, payload: AutoreplyPayload): Promise<string> {
   return jobEnqueue(tx, { type: AUTOREPLY, payload, orderingKey: payload.conversationId });
+}
+
+/** The same, without NOTIFY in the transaction: the webhook wakes workers after commit. */
+export function autoreplyEnqueueUnnotified(tx: Queryable, payload: AutoreplyPayload): Promise<string> {
+  return jobEnqueueUnnotified(tx, { type: AUTOREPLY, payload, orderingKey: payload.conversationId });
 }
 
 // A status callback just confirmed a reply: its job may be waiting for exactly that (after

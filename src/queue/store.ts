@@ -56,14 +56,30 @@ const ENQUEUE_SQL = `
 
 /** Enqueues one job; pass the caller's transaction to enqueue atomically with its data. */
 export async function jobEnqueue(db: Queryable, input: EnqueueInput): Promise<string> {
-  const result = await db.query<{ id: string }>(ENQUEUE_SQL, [
-    input.type,
-    JSON.stringify(input.payload ?? null),
-    input.runAt ?? null,
-    input.priority ?? null,
-    input.maxAttempts ?? null,
-    input.orderingKey ?? null,
-  ]);
+  const result = await db.query<{ id: string }>(ENQUEUE_SQL, enqueueValues(input));
+  return result.rows[0]!.id;
+}
+
+function enqueueValues(input: EnqueueInput): unknown[] {
+  return [input.type, JSON.stringify(input.payload ?? null), input.runAt ?? null, input.priority ?? null, input.maxAttempts ?? null, input.orderingKey ?? null];
+}
+
+// The same insert, but the notify trigger stays quiet for the rest of this transaction
+// (set_config is evaluated inside the insert, before the statement's trigger fires). The
+// caller wakes workers after commit with a WakeNotifier instead.
+const ENQUEUE_UNNOTIFIED_SQL = `
+  insert into ai_jobs (type, payload, next_run_at, priority, max_attempts, ordering_key)
+  select $1, $2::jsonb, coalesce($3::timestamptz, now()), coalesce($4::int, 0), coalesce($5::int, 3), $6
+  from (select set_config('aiq.defer_notify', 'on', true)) as quiet
+  returning id`;
+
+/**
+ * Enqueues one job without NOTIFY inside the transaction, so that concurrent enqueuing
+ * transactions do not queue behind the notify lock at commit. Call `WakeNotifier.wake()`
+ * after the transaction commits.
+ */
+export async function jobEnqueueUnnotified(db: Queryable, input: EnqueueInput): Promise<string> {
+  const result = await db.query<{ id: string }>(ENQUEUE_UNNOTIFIED_SQL, enqueueValues(input));
   return result.rows[0]!.id;
 }
 
