@@ -207,7 +207,7 @@ test('three 429s, a 500 and a hang at the LLM: rescheduled as they should be, th
   assert.match(job.lastError!, /timed out/i);
   assert.deepEqual(await sentTo(phone), [], 'nothing was sent while the LLM failed');
 
-  // Recovery: the last attempt succeeds, and exactly one reply goes out.
+  // Recovery: the third attempt succeeds, and exactly one reply goes out.
   await makeDue(job.id);
   job = await jobSettled(messageSid, (j) => j.status === 'done');
   assert.equal(job.attempts, 3);

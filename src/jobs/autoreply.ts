@@ -16,17 +16,22 @@ export const AUTOREPLY = 'autoreply';
 const payloadSchema = z.object({ messageId: z.uuid(), conversationId: z.uuid() });
 export type AutoreplyPayload = z.infer<typeof payloadSchema>;
 
+// Five attempts, not the queue's default three: with the default backoff that rides out
+// about 2.5 minutes of a flapping LLM or Twilio (10 + 20 + 40 + 80 s), and a late reply is
+// still worth more to the person waiting than a failed one. Throttling (429) costs none.
+const AUTOREPLY_MAX_ATTEMPTS = 5;
+
 /**
  * Enqueues the reply to a stored inbound message, in the caller's transaction. The ordering
  * key is the conversation (shared with suggest), so two quick messages are answered in order.
  */
 export function autoreplyEnqueue(tx: Queryable, payload: AutoreplyPayload): Promise<string> {
-  return jobEnqueue(tx, { type: AUTOREPLY, payload, orderingKey: payload.conversationId });
+  return jobEnqueue(tx, { type: AUTOREPLY, payload, orderingKey: payload.conversationId, maxAttempts: AUTOREPLY_MAX_ATTEMPTS });
 }
 
 /** The same, without NOTIFY in the transaction: the webhook wakes workers after commit. */
 export function autoreplyEnqueueUnnotified(tx: Queryable, payload: AutoreplyPayload): Promise<string> {
-  return jobEnqueueUnnotified(tx, { type: AUTOREPLY, payload, orderingKey: payload.conversationId });
+  return jobEnqueueUnnotified(tx, { type: AUTOREPLY, payload, orderingKey: payload.conversationId, maxAttempts: AUTOREPLY_MAX_ATTEMPTS });
 }
 
 // A status callback just confirmed a reply: its job may be waiting for exactly that (after
