@@ -35,12 +35,28 @@ export async function dropDatabase(name: string): Promise<void> {
   await withAdmin((client) => client.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`));
 }
 
-/** Drops databases left behind by an interrupted earlier benchmark. */
+/**
+ * Drops databases left behind by an interrupted earlier benchmark: only those whose
+ * process (the pid in the name) is gone, so two benchmarks can run side by side.
+ */
 export async function dropLeftovers(): Promise<void> {
   await withAdmin(async (client) => {
     const rows = await client.query<{ datname: string }>(`select datname from pg_database where datname like 'aiq\\_bench\\_%'`);
-    for (const row of rows.rows) await client.query(`drop database if exists ${pg.escapeIdentifier(row.datname)} with (force)`);
+    for (const row of rows.rows) {
+      const pid = Number(row.datname.split('_')[2]);
+      if (Number.isInteger(pid) && processAlive(pid)) continue;
+      await client.query(`drop database if exists ${pg.escapeIdentifier(row.datname)} with (force)`);
+    }
   });
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** A short-lived connection to a benchmark database. */
