@@ -8,10 +8,10 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import twilio from 'twilio';
+import { freePort, seededRandom } from '../test/helpers/fake-http.ts';
 import { startFakeOpenAi } from '../test/helpers/fake-openai.ts';
 import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio } from '../test/helpers/fake-twilio.ts';
 
@@ -41,26 +41,12 @@ const DATABASE = `aiq_chaos_${process.pid}`;
 const DATABASE_URL = Object.assign(new URL(ADMIN_URL), { pathname: `/${DATABASE}` }).toString();
 const FROM_NUMBER = 'whatsapp:+14155238886';
 
-let seed = Number(args.seed);
-/** mulberry32: the run's dice, so a failing run can be replayed with --seed. */
-function random(): number {
-  seed = (seed + 0x6d2b79f5) | 0;
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-}
+/** The run's dice, so a failing run can be replayed with --seed. */
+const random = seededRandom(Number(args.seed));
 
 const log = (msg: string) => console.log(`[chaos ${new Date().toISOString().slice(11, 23)}] ${msg}`);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 async function adminQuery(sql: string): Promise<void> {
   const client = new pg.Client({ connectionString: ADMIN_URL });

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
+import { readBody, seededRandom, sendJson } from './fake-http.ts';
 
 /** What the fake does instead of answering normally. */
 export type Fault =
@@ -83,7 +84,7 @@ export class FakeOpenAi {
     this.dimensions = options.dimensions ?? 256;
     this.ignoreDimensions = options.ignoreDimensions ?? false;
     this.recordLimit = options.recordLimit ?? 10_000;
-    this.random = mulberry32(options.seed ?? 1);
+    this.random = seededRandom(options.seed ?? 1);
     this.reply = options.reply ?? ((_body, n) => `Fake answer #${n}.`);
   }
 
@@ -263,32 +264,8 @@ function errorBody(message: string, code: string): object {
   return { error: { message, type: 'invalid_request_error', param: null, code } };
 }
 
-function sendJson(res: ServerResponse, status: number, body: object, headers: Record<string, string> = {}): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
-  res.end(text);
-}
 
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
 
-/** A small seeded PRNG, so probabilistic faults repeat for a given seed. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * Options for a standalone run: FAKE_OPENAI_PORT (default 4010), FAKE_OPENAI_LATENCY_MS,

@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import twilio from 'twilio';
+import { readBody, seededRandom, sendJson } from './fake-http.ts';
 
 export const FAKE_ACCOUNT_SID = `AC${'0123456789abcdef'.repeat(2)}`;
 export const FAKE_AUTH_TOKEN = 'fake-twilio-auth-token';
@@ -380,32 +381,8 @@ function twilioError(code: number, message: string, status: number): Record<stri
   return { code, message, more_info: `https://www.twilio.com/docs/errors/${code}`, status };
 }
 
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-}
 
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
 
-/** mulberry32: small, fast, good enough to roll fault dice reproducibly. */
-function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 // Standalone: prints its URL as `ready <url>` and runs until killed.
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
