@@ -102,6 +102,8 @@ export async function run(config: Env, role: Role): Promise<void> {
       const port = typeof address === 'object' && address ? address.port : config.PORT;
       const base = `http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`;
       logger.info({ url: `${base}/admin`, database: runtime.db.kind }, `aiq is listening: open ${base}/admin`);
+      // A person at a terminal should not have to find the URL inside a JSON log line.
+      if (process.stderr.isTTY) process.stderr.write(`\n  aiq is running: open ${base}/admin\n  try it: node bin/aiq.js simulate "Hello" --from +31612345678\n\n`);
     }
     if (role !== 'serve') {
       if (runtime.transport.kind === 'log') logger.warn({}, 'no Twilio credentials: replies are stored and logged, not sent');
