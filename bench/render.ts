@@ -3,7 +3,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { renderChart } from './lib/chart.ts';
-import { ratioRows, renderMarkdown, renderTables, type Machine } from './lib/report.ts';
+import { machineInfo, ratioRows, renderMarkdown, renderTables, type Machine } from './lib/report.ts';
 import { Results, type Figure } from './lib/results.ts';
 import type { Plan } from './config.ts';
 
@@ -13,6 +13,8 @@ const saved = JSON.parse(readFileSync(`${resultsDir}/latest.json`, 'utf8')) as {
   plan: Plan;
   figures: Record<string, Record<string, { values: number[] }>>;
 };
+// Runs saved before the version query was fixed lack it; this machine's is the same one.
+if (!saved.machine.postgres) saved.machine = { ...saved.machine, postgres: (await machineInfo()).postgres };
 const results = new Results();
 for (const [figure, byConfig] of Object.entries(saved.figures)) {
   for (const [config, summary] of Object.entries(byConfig)) {

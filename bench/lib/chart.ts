@@ -51,14 +51,14 @@ function bars(results: Results, figure: Figure, unit: string, suffix = ''): Bar[
 }
 
 export function renderChart(results: Results, machine: Machine): string {
-  const drain = panel('Drain throughput, 20,000 no-op jobs (jobs/s, log scale; higher is better)', bars(results, 'drain', 'jobs/s'), 30, 1, 100_000);
+  const drain = panel('Drain throughput, 20,000 no-op jobs (jobs/s, log scale; higher is better)', bars(results, 'drain', 'jobs/s'), 44, 1, 100_000);
   const latency = bars(results, 'pickup p50', 'ms', ' p50').flatMap((p50) => {
     const config = p50.label.replace(/ p50$/, '');
     const p99 = results.summary('pickup p99', config);
     return p99 ? [p50, { ...p50, label: `${config} p99`, median: p99.median, min: p99.min, max: p99.max, colour: `${p50.colour}99` }] : [p50];
   });
-  const pickup = panel('Pickup latency, idle worker (ms, log scale; lower is better)', latency, 30 + drain.height, 0.1, 10_000);
-  const height = 30 + drain.height + pickup.height + 20;
+  const pickup = panel('Pickup latency, idle worker (ms, log scale; lower is better)', latency, 44 + drain.height, 0.1, 10_000);
+  const height = 44 + drain.height + pickup.height + 20;
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="system-ui, sans-serif">
 <style>
 .title { font-size: 15px; font-weight: 600; fill: #111827 }
@@ -69,7 +69,8 @@ export function renderChart(results: Results, machine: Machine): string {
 .whisker { stroke: #111827; stroke-width: 1.5 }
 </style>
 <rect width="100%" height="100%" fill="#ffffff"/>
-<text x="10" y="18" font-size="12" fill="#6b7280">aiq vs graphile-worker 0.17.3, pg-boss 10.4.2 and the seed's loop · ${esc(`${machine.cores} × ${machine.cpu}, PostgreSQL ${machine.postgres}, Node ${machine.node}`)} · median of rounds, whiskers min–max</text>
+<text x="10" y="18" font-size="12" fill="#6b7280">aiq vs graphile-worker 0.17.3, pg-boss 10.4.2 and the seed's loop · median of alternating rounds, whiskers min–max</text>
+<text x="10" y="34" font-size="12" fill="#6b7280">${esc(`${machine.cores} × ${machine.cpu}, PostgreSQL ${machine.postgres}, Node ${machine.node}`)} · shared machine: read ratios within one run</text>
 ${drain.svg}
 ${pickup.svg}
 </svg>

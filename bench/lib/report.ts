@@ -14,7 +14,7 @@ export interface Machine {
 }
 
 export async function machineInfo(): Promise<Machine> {
-  const postgres = await withAdmin(async (client) => (await client.query<{ v: string }>('show server_version')).rows[0]!.v).catch(() => '?');
+  const postgres = await withAdmin(async (client) => (await client.query<{ v: string }>(`select current_setting('server_version') as v`)).rows[0]!.v).catch(() => '?');
   return {
     cpu: cpus()[0]?.model ?? '?',
     cores: cpus().length,
