@@ -5,10 +5,10 @@
 //
 //   npm run chaos -- [--messages 1000] [--conversations 200] [--rate 25] [--kill-every-ms 3000]
 //                    [--workers 3] [--no-restart-postgres] [--keep-database]
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { parseArgs, promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import pg from 'pg';
 import twilio from 'twilio';
 import { freePort, seededRandom } from '../test/helpers/fake-http.ts';
@@ -45,6 +45,7 @@ const FROM_NUMBER = 'whatsapp:+14155238886';
 const random = seededRandom(Number(args.seed));
 
 const log = (msg: string) => console.log(`[chaos ${new Date().toISOString().slice(11, 23)}] ${msg}`);
+const execFileAsync = promisify(execFile);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 
@@ -214,12 +215,13 @@ const killer = (async () => {
 const started = Date.now();
 let count = 0;
 const restartAt = Math.floor(MESSAGES / 2);
+let restarting: Promise<void> = Promise.resolve();
 while (count < MESSAGES) {
   if (RESTART_POSTGRES && postgresRestarts === 0 && count >= restartAt) {
+    // In the background: traffic keeps coming while the server is down, as it would.
     log('restarting PostgreSQL (pg_ctlcluster 15 main restart)');
-    execFileSync('pg_ctlcluster', ['15', 'main', 'restart'], { stdio: 'ignore' });
     postgresRestarts++;
-    log('PostgreSQL is back');
+    restarting = execFileAsync('pg_ctlcluster', ['15', 'main', 'restart']).then(() => log('PostgreSQL is back'));
   }
   const roll = random();
   if (roll < 0.05 && sent.length > 0) {
@@ -238,6 +240,7 @@ while (count < MESSAGES) {
   }
   await sleep(1000 / RATE);
 }
+await restarting;
 await Promise.all(inFlight);
 sending = false;
 await killer;
