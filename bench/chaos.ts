@@ -108,16 +108,24 @@ interface Proc {
   name: string;
   child: ChildProcess;
   output: string;
+  /** Set when we kill it; any other exit is a crash, and a broken invariant. */
+  expectedExit: boolean;
 }
+
+/** Processes that exited without being killed: a crash (PostgreSQL restart, say). */
+const crashes: string[] = [];
 
 function startAiq(role: 'serve' | 'worker', name: string): Proc {
   const child = spawn(process.execPath, ['bin/aiq.js', role], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const proc: Proc = { name, child, output: '' };
+  const proc: Proc = { name, child, output: '', expectedExit: false };
   const keep = (chunk: Buffer) => {
     proc.output = (proc.output + chunk.toString()).slice(-20_000);
   };
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);
+  child.once('exit', (code, signal) => {
+    if (!proc.expectedExit) crashes.push(`${name} exited by itself (${code ?? signal}): ${proc.output.slice(-1500)}`);
+  });
   return proc;
 }
 
@@ -147,6 +155,8 @@ interface Sent {
 const sent: Sent[] = [];
 const acknowledged = new Set<string>();
 let webhookRetries = 0;
+let neverAcknowledged = 0;
+let lastWebhookFailure = '';
 let redeliveries = 0;
 
 function newMessage(conversation: number, n: number): Record<string, string> {
@@ -181,12 +191,16 @@ async function deliver(params: Record<string, string>): Promise<void> {
         return;
       }
       if (response.status < 500) throw new Error(`webhook refused ${params.MessageSid} with ${response.status}`);
+      lastWebhookFailure = `HTTP ${response.status}`;
     } catch (err) {
       if ((err as Error).message.startsWith('webhook refused')) throw err;
+      lastWebhookFailure = (err as Error).message;
     }
     webhookRetries++;
     await sleep(250);
   }
+  // Twilio gives up too, eventually: the message was never accepted, which the checks report.
+  neverAcknowledged++;
 }
 
 const inFlight = new Set<Promise<void>>();
@@ -206,6 +220,7 @@ const killer = (async () => {
     if (!sending) break;
     const index = Math.floor(random() * workers.length);
     const victim = workers[index]!;
+    victim.expectedExit = true;
     victim.child.kill('SIGKILL');
     kills++;
     workers[index] = startAiq('worker', `${victim.name}'`);
@@ -263,7 +278,10 @@ while (Date.now() < settleDeadline) {
 const settleSeconds = (Date.now() - settleStarted) / 1000;
 log(open === 0 ? `settled in ${settleSeconds.toFixed(1)} s` : `NOT settled after ${settleSeconds.toFixed(0)} s: ${open} jobs open`);
 
-for (const proc of [...workers, serve]) proc.child.kill('SIGTERM');
+for (const proc of [...workers, serve]) {
+  proc.expectedExit = true;
+  proc.child.kill('SIGTERM');
+}
 await Promise.all([...workers, serve].map((p) => new Promise((resolve) => (p.child.exitCode !== null ? resolve(null) : p.child.once('exit', resolve)))));
 // Callbacks still in flight at stop would find serve gone; that is fine, sends are counted.
 
@@ -336,6 +354,8 @@ const report = {
   messages: count,
   redeliveries,
   acknowledged: acknowledged.size,
+  neverAcknowledged,
+  processCrashes: crashes.length,
   webhookRetries,
   workersKilled: kills,
   postgresRestarts,
@@ -357,6 +377,8 @@ const report = {
 };
 
 const violations: string[] = [];
+for (const crash of crashes) violations.push(crash);
+if (neverAcknowledged > 0) violations.push(`${neverAcknowledged} messages were never acknowledged by the webhook in 15 s of retries (last: ${lastWebhookFailure})`);
 if (open !== 0) violations.push(`${open} jobs still pending or processing after the settle time-out`);
 if (stored.distinct_sids !== acknowledged.size) violations.push(`${acknowledged.size - stored.distinct_sids} acknowledged messages are not stored`);
 if (stored.stored !== stored.distinct_sids) violations.push('an inbound message is stored twice');

@@ -39,6 +39,11 @@ export function openPostgres(options: PostgresOptions): Database {
     },
     async transaction(work) {
       const client = await pool.connect();
+      // A checked-out client whose server goes away between statements (a restart, a
+      // terminated backend) emits 'error' with no query to reject; unhandled, that event
+      // would kill the process. The next statement on it fails instead, and we roll back.
+      const onError = (err: Error) => options.onError?.(err);
+      client.on('error', onError);
       try {
         await client.query('begin');
         const tx: Queryable = {
@@ -52,11 +57,13 @@ export function openPostgres(options: PostgresOptions): Database {
         };
         const value = await work(tx);
         await client.query('commit');
+        client.off('error', onError);
         client.release();
         return value;
       } catch (err) {
         // A broken connection cannot be rolled back; destroy it instead of returning it.
         const rolledBack = await client.query('rollback').then(() => true, () => false);
+        client.off('error', onError);
         client.release(rolledBack ? undefined : true);
         throw err;
       }

@@ -1,0 +1,35 @@
+// The server going away in the middle of a transaction (restart, terminated backend) must
+// fail that transaction, not crash the process with an unhandled 'error' event.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import pg from 'pg';
+import { openPostgres } from '../src/db/postgres.ts';
+import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+
+let t: TestDatabase;
+before(async () => {
+  t = await freshServerDatabase();
+});
+after(() => t.close());
+
+test('a backend terminated between two statements of a transaction rejects it, and the pool recovers', async () => {
+  const db = openPostgres({ connectionString: t.url!, onError: () => {} });
+  const killer = new pg.Client({ connectionString: t.url });
+  await killer.connect();
+  try {
+    await assert.rejects(
+      db.transaction(async (tx) => {
+        const { rows } = await tx.query<{ pid: number }>('select pg_backend_pid() as pid');
+        await killer.query('select pg_terminate_backend($1)', [rows[0]!.pid]);
+        // Give the socket time to deliver the termination while no query is running.
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        await tx.query('select 1');
+      }),
+    );
+    const { rows } = await db.query<{ ok: number }>('select 1 as ok');
+    assert.equal(rows[0]!.ok, 1, 'the next statement gets a fresh connection');
+  } finally {
+    await killer.end();
+    await db.close();
+  }
+});
