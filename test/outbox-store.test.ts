@@ -3,12 +3,13 @@
 // the fake Twilio over real HTTP.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { inboundMessageInsert, messageAnsweredBy, messageGet, messageListRecent, messageStatusUpdate } from '../src/messaging/conversations.ts';
+import { messageAnsweredBy, messageGet, messageListRecent, messageStatusUpdate } from '../src/messaging/conversations.ts';
 import { replyForInbound, replyResume, replySend, type OutboxDeps } from '../src/messaging/outbox.ts';
 import { TwilioTransport } from '../src/messaging/transport.ts';
 import { BACKENDS, type TestDatabase } from './helpers/db.ts';
 import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 import { messageSid } from './helpers/messaging.ts';
+import { inboundStoreAndEnqueue } from '../src/jobs/autoreply.ts';
 
 const TO = 'whatsapp:+31612345678';
 
@@ -33,7 +34,7 @@ for (const backend of BACKENDS) {
     });
 
     async function inbound(body: string): Promise<{ messageId: string; conversationId: string }> {
-      return (await t.db.transaction((tx) => inboundMessageInsert(tx, { whatsappNumber: '+31612345678', profileName: 'Anna', body, mediaUrls: [], twilioSid: messageSid() })))!;
+      return (await inboundStoreAndEnqueue(t.db, { whatsappNumber: '+31612345678', profileName: 'Anna', body, mediaUrls: [], twilioSid: messageSid() }))!;
     }
 
     test('sent once and confirmed; sending again for the same inbound message resumes, never resends', async () => {

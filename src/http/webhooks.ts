@@ -5,9 +5,9 @@
 import formbody from '@fastify/formbody';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { autoreplyEnqueueUnnotified, autoreplyWake } from '../jobs/autoreply.ts';
+import { autoreplyWake, inboundStoreAndEnqueue } from '../jobs/autoreply.ts';
 import { WakeNotifier } from '../queue/index.ts';
-import { TWILIO_STATUSES, inboundMessageInsert, messageStatusUpdate } from '../messaging/conversations.ts';
+import { TWILIO_STATUSES, messageStatusUpdate } from '../messaging/conversations.ts';
 import { SIGNATURE_HEADER, STATUS_CALLBACK_PATH, WHATSAPP_WEBHOOK_PATH, signatureValid, signedUrl, twilioErrorText, webhookSecret } from '../messaging/twilio.ts';
 import type { Runtime } from '../runtime.ts';
 
@@ -35,9 +35,6 @@ const statusSchema = z.object({
 });
 const statusQuery = z.object({ messageId: z.uuid().optional() });
 const knownStatus = z.enum(TWILIO_STATUSES);
-
-/** Thrown inside the transaction to roll it back when the MessageSid was stored before. */
-class Redelivery extends Error {}
 
 /** Empty TwiML: anything else in the body would be sent to the user as a message. */
 function twiml(reply: FastifyReply): FastifyReply {
@@ -89,24 +86,16 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
       mediaUrls.push(url.data);
     }
 
-    try {
-      await db.transaction(async (tx) => {
-        const stored = await inboundMessageInsert(tx, {
-          whatsappNumber: input.From.slice('whatsapp:'.length),
-          profileName: input.ProfileName,
-          body: input.Body,
-          mediaUrls,
-          twilioSid: input.MessageSid,
-        });
-        if (!stored) throw new Redelivery();
-        await autoreplyEnqueueUnnotified(tx, stored);
-      });
-      wakeWorkers.wake();
-    } catch (err) {
-      if (!(err instanceof Redelivery)) throw err;
-      // Twilio retries when it saw no answer; the first delivery is stored, so say yes again.
-      request.log.info({ messageSid: input.MessageSid }, 'redelivered webhook: already stored');
-    }
+    const stored = await inboundStoreAndEnqueue(db, {
+      whatsappNumber: input.From.slice('whatsapp:'.length),
+      profileName: input.ProfileName,
+      body: input.Body,
+      mediaUrls,
+      twilioSid: input.MessageSid,
+    });
+    if (stored) wakeWorkers.wake();
+    // Twilio retries when it saw no answer; a redelivery is stored already, so say yes again.
+    else request.log.info({ messageSid: input.MessageSid }, 'redelivered webhook: already stored');
     return twiml(reply);
   });
 

@@ -3,10 +3,10 @@
 // (retry, retry later, fail at once). What the reply says is composeReply's business.
 import { z } from 'zod';
 import type { Queryable } from '../db/types.ts';
-import { conversationGet, messageAnsweredBy, messageGet } from '../messaging/conversations.ts';
+import { conversationGet, messageAnsweredBy, messageGet, type InboundMessageInput } from '../messaging/conversations.ts';
 import { replyFlag, replyForInbound, replyResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
 import { statusCallbackUrl } from '../messaging/twilio.ts';
-import { jobEnqueue, jobEnqueueUnnotified, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
+import { jobEnqueue, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
 import type { Runtime } from '../runtime.ts';
 import { composeReply } from './reply-text.ts';
 
@@ -29,10 +29,56 @@ export function autoreplyEnqueue(tx: Queryable, payload: AutoreplyPayload): Prom
   return jobEnqueue(tx, { type: AUTOREPLY, payload, orderingKey: payload.conversationId, maxAttempts: AUTOREPLY_MAX_ATTEMPTS });
 }
 
-/** The same, without NOTIFY in the transaction: the webhook wakes workers after commit. */
-export function autoreplyEnqueueUnnotified(tx: Queryable, payload: AutoreplyPayload): Promise<string> {
-  return jobEnqueueUnnotified(tx, { type: AUTOREPLY, payload, orderingKey: payload.conversationId, maxAttempts: AUTOREPLY_MAX_ATTEMPTS });
+// The webhook's whole write in one statement, so one round trip and no explicit
+// transaction: upsert the contact and conversation, insert the message, enqueue its job
+// (quietly: the caller wakes workers after). A redelivered MessageSid inserts no message,
+// hence no job, and returns no row; its contact and conversation are left untouched too.
+// The job insert relies on ai_jobs' defaults like any other enqueue.
+const INBOUND_STORE_AND_ENQUEUE_SQL = `
+  with known as (
+    select 1 from messages where twilio_sid = $5
+  ), contact as (
+    insert into contacts (whatsapp_number, profile_name)
+    select $1, $2 where not exists (select 1 from known)
+    on conflict (whatsapp_number) do update
+      set profile_name = coalesce(excluded.profile_name, contacts.profile_name),
+          updated_at = now()
+    returning id
+  ), conversation as (
+    insert into conversations (contact_id)
+    select id from contact
+    on conflict (contact_id) do update set last_message_at = now()
+    returning id
+  ), message as (
+    insert into messages (conversation_id, source, body, media_urls, twilio_sid, status)
+    select id, 'inbound', $3, $4::text[], $5, 'received' from conversation
+    on conflict (twilio_sid) do nothing
+    returning id, conversation_id
+  )
+  insert into ai_jobs (type, payload, ordering_key, max_attempts)
+  select $6, jsonb_build_object('messageId', message.id, 'conversationId', message.conversation_id),
+         message.conversation_id::text, $7
+  from message, (select set_config('aiq.defer_notify', 'on', true)) as quiet
+  returning payload->>'messageId' as message_id, ordering_key as conversation_id`;
+
+/**
+ * Stores an inbound message with its contact and conversation and enqueues its autoreply,
+ * atomically in one statement; null for a redelivered MessageSid. Wake workers after.
+ */
+export async function inboundStoreAndEnqueue(db: Queryable, input: InboundMessageInput): Promise<AutoreplyPayload | null> {
+  const result = await db.query<{ message_id: string; conversation_id: string }>(INBOUND_STORE_AND_ENQUEUE_SQL, [
+    input.whatsappNumber,
+    input.profileName ?? null,
+    input.body,
+    input.mediaUrls,
+    input.twilioSid,
+    AUTOREPLY,
+    AUTOREPLY_MAX_ATTEMPTS,
+  ]);
+  const row = result.rows[0];
+  return row ? { messageId: row.message_id, conversationId: row.conversation_id } : null;
 }
+
 
 // A status callback just confirmed a reply: its job may be waiting for exactly that (after
 // a crash mid-send), and holds back the conversation's later jobs meanwhile. Make it due

@@ -83,7 +83,7 @@ export function messageFromRow(row: MessageRow): Message {
   };
 }
 
-/** An inbound WhatsApp message as the webhook received it. */
+/** An inbound WhatsApp message as the webhook receives it (stored by jobs/autoreply.ts). */
 export interface InboundMessageInput {
   /** E.164 without the `whatsapp:` prefix. */
   whatsappNumber: string;
@@ -91,47 +91,6 @@ export interface InboundMessageInput {
   body: string;
   mediaUrls: string[];
   twilioSid: string;
-}
-
-// The webhook's whole write in one statement: upsert the contact (a missing ProfileName
-// keeps the known one), upsert its conversation, insert the message. A redelivered
-// MessageSid hits the unique index and returns no row; the caller then rolls back, so the
-// contact and conversation upserts leave no trace either. The contact upsert always
-// updates: `do nothing` would return no id, and its row lock orders concurrent messages
-// from one sender.
-const INBOUND_INSERT_SQL = `
-  with contact as (
-    insert into contacts (whatsapp_number, profile_name)
-    values ($1, $2)
-    on conflict (whatsapp_number) do update
-      set profile_name = coalesce(excluded.profile_name, contacts.profile_name),
-          updated_at = now()
-    returning id
-  ), conversation as (
-    insert into conversations (contact_id)
-    select id from contact
-    on conflict (contact_id) do update set last_message_at = now()
-    returning id
-  )
-  insert into messages (conversation_id, source, body, media_urls, twilio_sid, status)
-  select id, 'inbound', $3, $4::text[], $5, 'received' from conversation
-  on conflict (twilio_sid) do nothing
-  returning id, conversation_id`;
-
-/**
- * Stores an inbound message with its contact and conversation. Returns null when a message
- * with this Twilio SID exists already (a redelivery): roll the transaction back then.
- */
-export async function inboundMessageInsert(tx: Queryable, input: InboundMessageInput): Promise<{ messageId: string; conversationId: string } | null> {
-  const result = await tx.query<{ id: string; conversation_id: string }>(INBOUND_INSERT_SQL, [
-    input.whatsappNumber,
-    input.profileName ?? null,
-    input.body,
-    input.mediaUrls,
-    input.twilioSid,
-  ]);
-  const row = result.rows[0];
-  return row ? { messageId: row.id, conversationId: row.conversation_id } : null;
 }
 
 const CONVERSATION_SQL = `

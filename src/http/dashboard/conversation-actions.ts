@@ -3,13 +3,14 @@
 // inbound message when the transport is `log`. Built on messaging/ and jobs/ functions;
 // replies go through the outbox like the AI's, so delivery status is tracked the same way.
 import { randomBytes } from 'node:crypto';
-import { autoreplyEnqueue } from '../../jobs/autoreply.ts';
+import { inboundStoreAndEnqueue } from '../../jobs/autoreply.ts';
 import { suggestEnqueue, suggestionGet, suggestionMarkSent } from '../../jobs/suggest.ts';
-import { conversationGet, inboundMessageInsert, type Message } from '../../messaging/conversations.ts';
+import { conversationGet, type Message } from '../../messaging/conversations.ts';
 import { replyDispatch, replyWrite, type OutboxDeps, type ReplyOutcome } from '../../messaging/outbox.ts';
 import { statusCallbackUrl } from '../../messaging/twilio.ts';
 import type { Queryable } from '../../db/types.ts';
 import type { Runtime } from '../../runtime.ts';
+import { NOTIFY_CHANNEL } from '../../queue/index.ts';
 
 /** Refused for a reason the admin can act on (shown as the page's problem, or a 4xx). */
 export class ActionError extends Error {
@@ -101,22 +102,21 @@ export async function suggestionRequest(runtime: Runtime, conversationId: string
 }
 
 /**
- * Stores an inbound message as the webhook would (same store function, same job, one
- * transaction), for trying the loop without Twilio. Only offered with the `log` transport.
+ * Stores an inbound message as the webhook would (the same statement: message and
+ * job together), for trying the loop without Twilio. Only offered with the `log` transport.
  */
 export async function inboundSimulate(runtime: Runtime, input: { from: string; body: string; profileName?: string }): Promise<{ conversationId: string; messageId: string }> {
   if (runtime.transport.kind !== 'log') throw new ActionError(409, 'simulating is only for the log transport: with Twilio configured, send a real WhatsApp message');
-  return runtime.db.transaction(async (tx) => {
-    const stored = await inboundMessageInsert(tx, {
-      whatsappNumber: input.from,
-      profileName: input.profileName,
-      body: input.body,
-      mediaUrls: [],
-      // A SID in Twilio's shape that Twilio never issues (SM + 32 hex), unique per message.
-      twilioSid: `SM${randomBytes(16).toString('hex')}`,
-    });
-    if (!stored) throw new Error('simulated message was not stored');
-    await autoreplyEnqueue(tx, stored);
-    return stored;
+  const stored = await inboundStoreAndEnqueue(runtime.db, {
+    whatsappNumber: input.from,
+    profileName: input.profileName,
+    body: input.body,
+    mediaUrls: [],
+    // A SID in Twilio's shape that Twilio never issues (SM + 32 hex), unique per message.
+    twilioSid: `SM${randomBytes(16).toString('hex')}`,
   });
+  if (!stored) throw new Error('simulated message was not stored');
+  // The statement enqueued quietly; wake the workers as the webhook does.
+  await runtime.db.query('select pg_notify($1, $2)', [NOTIFY_CHANNEL, '']);
+  return stored;
 }
