@@ -107,6 +107,8 @@ describe('reply delivery through the outbox', () => {
     fake.statusCallbacks = true;
     const inbound = await receive(m, t, 'Met callbacks');
     await waitFor(async () => (await replyTo(t, inbound))?.status === 'delivered', 'reply delivered by callback');
+    // The fake records a callback once our answer to it has arrived, which may be just after.
+    await waitFor(() => fake.callbacks.length === 2, 'both callbacks recorded');
     assert.deepEqual(fake.callbacks.map((c) => [c.status, c.httpStatus]), [['sent', 200], ['delivered', 200]]);
   });
 
