@@ -13,8 +13,32 @@ import { createLogger } from './logger.ts';
 import { createTransport } from './messaging/transport.ts';
 import { Worker } from './queue/index.ts';
 import type { Runtime } from './runtime.ts';
+import type { Database } from './db/types.ts';
 
 export type Role = 'start' | 'serve' | 'worker';
+
+// Postgres answers these while it starts, stops or restarts, or while it is unreachable.
+const NOT_YET_REACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '57P02', '57P03']);
+const START_UP_PATIENCE_MS = 60_000;
+
+/**
+ * Migrates, waiting up to a minute for a server that is restarting or not up yet: a
+ * process started during a database restart (a supervisor's restart, a deploy) should
+ * come up when the database does, not exit. Any other error fails at once.
+ */
+async function migrateWhenReachable(db: Database, logger: Runtime['logger']): Promise<string[]> {
+  const deadline = Date.now() + START_UP_PATIENCE_MS;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await migrate(db);
+    } catch (err) {
+      const code = (err as { code?: string }).code ?? '';
+      if (!NOT_YET_REACHABLE.has(code) || Date.now() > deadline) throw err;
+      logger.warn({ err: (err as Error).message, attempt }, 'database not reachable yet; retrying');
+      await new Promise((resolve) => setTimeout(resolve, Math.min(250 * attempt, 2000)));
+    }
+  }
+}
 
 /** Opens the database, applies migrations and builds the job handlers. */
 export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runtime> {
@@ -33,7 +57,7 @@ export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runt
     onError: (err) => logger.warn({ err: err.message }, 'database connection error'),
   });
   try {
-    const applied = await migrate(db);
+    const applied = await migrateWhenReachable(db, logger);
     if (applied.length > 0) logger.info({ applied }, 'applied migrations');
   } catch (err) {
     await db.close();

@@ -1,0 +1,47 @@
+// A process started while PostgreSQL is restarting (or not up yet) waits for it instead of
+// exiting: openRuntime retries connection refusals for up to a minute.
+import assert from 'node:assert/strict';
+import { connect, createServer, type Server } from 'node:net';
+import { after, before, test } from 'node:test';
+import { loadConfig } from '../src/config.ts';
+import { openRuntime } from '../src/main.ts';
+import { freePort } from './helpers/fake-http.ts';
+import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+
+let t: TestDatabase;
+before(async () => {
+  t = await freshServerDatabase();
+});
+after(() => t.close());
+
+/** A TCP forwarder to the real server, started only when asked: until then the port refuses. */
+function forwardTo(port: number, target: URL): Server {
+  const server = createServer((socket) => {
+    const upstream = connect(Number(target.port || 5432), target.hostname);
+    socket.pipe(upstream).pipe(socket);
+    socket.on('error', () => upstream.destroy());
+    upstream.on('error', () => socket.destroy());
+  });
+  server.listen(port, '127.0.0.1');
+  return server;
+}
+
+test('openRuntime waits for a database that comes up a second later', async () => {
+  const port = await freePort();
+  const real = new URL(t.url!);
+  const delayed = new URL(t.url!);
+  delayed.host = `127.0.0.1:${port}`;
+  let proxy: Server | undefined;
+  const startsLater = setTimeout(() => (proxy = forwardTo(port, real)), 1000);
+  const started = Date.now();
+  try {
+    const runtime = await openRuntime(loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', DATABASE_URL: delayed.toString() }), 'cli');
+    assert.ok(Date.now() - started >= 900, 'it waited for the database');
+    const { rows } = await runtime.db.query<{ ok: number }>('select 1 as ok');
+    assert.equal(rows[0]!.ok, 1);
+    await runtime.db.close();
+  } finally {
+    clearTimeout(startsLater);
+    proxy?.close();
+  }
+});
