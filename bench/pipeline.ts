@@ -10,6 +10,8 @@ import { migrate } from '../src/db/migrate.ts';
 import { openPostgres } from '../src/db/postgres.ts';
 import { createDatabase, dropDatabase } from './lib/database.ts';
 import { nowMs, percentile } from './lib/stats.ts';
+import { freePort } from '../test/helpers/fake-http.ts';
+import { waitReady } from './lib/serve-ready.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const FROM_NUMBER = 'whatsapp:+14155238886';
@@ -21,27 +23,7 @@ export function pipelineAvailable(): boolean {
   );
 }
 
-async function freePort(): Promise<number> {
-  const { createServer } = await import('node:net');
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
 
-async function waitReady(base: string, child: ChildProcess): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`aiq serve exited with ${child.exitCode}`);
-    if (await fetch(`${base}/readyz`).then((r) => r.ok, () => false)) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error('aiq serve did not become ready');
-}
 
 export interface PipelineOptions {
   messages: number;

@@ -3,7 +3,8 @@
 // sets up and measures; producing and working happen in child processes.
 import { Child } from './lib/child.ts';
 import { createDatabase, dropDatabase, withDatabase } from './lib/database.ts';
-import { percentile, seededRandom } from './lib/stats.ts';
+import { seededRandom } from '../test/helpers/fake-http.ts';
+import { percentile } from './lib/stats.ts';
 import { loadSystem } from './systems/index.ts';
 import type { Config, Plan } from './config.ts';
 import type { ProducerConfig } from './processes/producer.ts';

@@ -4,12 +4,13 @@
 // acknowledged MessageSid is stored with its autoreply job (zero lost messages).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { migrate } from '../src/db/migrate.ts';
 import { openPostgres } from '../src/db/postgres.ts';
 import { createDatabase, dropDatabase, withDatabase } from './lib/database.ts';
+import { freePort } from '../test/helpers/fake-http.ts';
+import { waitReady } from './lib/serve-ready.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const AUTH_TOKEN = 'bench-auth-token-0123456789abcdef';
@@ -20,27 +21,7 @@ export function webhookAvailable(): boolean {
   return ['src/http/webhooks.ts', 'src/messaging/twilio.ts', 'bin/aiq.js'].every((f) => existsSync(`${ROOT}${f}`));
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
 
-async function waitReady(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`aiq serve exited with ${child.exitCode}`);
-    const ok = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
-    if (ok) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error('aiq serve did not become ready');
-}
 
 export interface WebhookFigures {
   requestsPerSecond: number;
