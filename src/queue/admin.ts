@@ -1,9 +1,10 @@
 // What people (dashboard, API, CLI) do to the queue: look at it, retry, cancel, clean up.
-// Read paths are shaped to stay fast with millions of finished rows: keyset paging on
-// (created_at, id), and counts that use the partial indexes where they can.
+// Read paths stay fast with millions of finished rows: keyset paging on (created_at, id),
+// and statuses written as constants so the partial indexes apply (listing index: all but
+// processing; lease index: processing only; migrations/0005_lifecycle_indexes.sql).
 import type { Queryable } from '../db/types.ts';
 import { isUuid, jobFromRow } from './store.ts';
-import type { Job, JobStatus } from './types.ts';
+import { JOB_STATUSES, type Job, type JobStatus } from './types.ts';
 
 export interface JobFilter {
   status?: JobStatus;
@@ -17,9 +18,10 @@ export interface JobFilter {
 }
 
 // Optional filters as `$n is null or …`: one static statement, no SQL built from flags.
+// The status ($1) is not among them: each statement pairs it with constant statuses, which
+// is what lets the planner use the partial indexes.
 const FILTER_WHERE = `
-  ($1::text is null or status = $1)
-  and ($2::text is null or type = $2)
+  ($2::text is null or type = $2)
   and ($3::text is null or payload::text ilike '%' || $3 || '%' or last_error ilike '%' || $3 || '%')
   and ($4::timestamptz is null or created_at < $4)
   and ($5::timestamptz is null or created_at > $5)`;
@@ -39,18 +41,40 @@ export interface JobPage {
   nextCursor: string | null;
 }
 
+// The cursor's created_at is read back from its row: created_at has microseconds, the
+// cursor (a JavaScript date) only milliseconds, and a bulk enqueue gives a whole batch one
+// created_at, so comparing with the cursor's own value skipped the rest of such a batch.
+// Its value is only the fallback for a cursor row deleted meanwhile (retention).
+const PAGE_WHERE = `${FILTER_WHERE}
+  and ($7::uuid is null
+       or (created_at, id) < (coalesce((select c.created_at from ai_jobs c where c.id = $7::uuid), $6::timestamptz), $7::uuid))`;
+
+// The listing index is (status, created_at, id), so newest first over all statuses is one
+// top-N scan per status, merged (Merge Append) and cut: ~N index entries per status at any
+// page depth. A branch whose status $1 rules out is constant-false and reads nothing.
+// Processing jobs are not in that index; the lease index holds them (a few hundred), sorted.
+// The branches return keys only, so a type filter is checked in the index (type is INCLUDEd,
+// an index-only scan) instead of fetching every skipped row; the page's rows are then read by id.
+// The branches differ only in their status, a constant of JOB_STATUSES (never input).
+const listBranch = (status: JobStatus) => `
+  (select created_at, id from ai_jobs
+   where status = '${status}' and ($1::text is null or $1 = '${status}') and ${PAGE_WHERE}
+   order by created_at desc, id desc limit $8)`;
+
+const LIST_SQL = `
+  select j.* from (
+    select created_at, id from (${JOB_STATUSES.map(listBranch).join(' union all ')}) keys
+    order by created_at desc, id desc
+    limit $8
+  ) page
+  join ai_jobs j on j.id = page.id
+  order by page.created_at desc, page.id desc`;
+
 /** Newest first, keyset-paged: page 1,000 costs what page 1 does. */
 export async function jobList(db: Queryable, filter: JobFilter, options: { limit?: number; after?: string } = {}): Promise<JobPage> {
   const limit = Math.min(Math.max(options.limit ?? 50, 1), 500);
   const cursor = decodeCursor(options.after);
-  const result = await db.query(
-    `select * from ai_jobs
-     where ${FILTER_WHERE}
-       and ($6::timestamptz is null or (created_at, id) < ($6, $7::uuid))
-     order by created_at desc, id desc
-     limit $8`,
-    [...filterValues(filter), cursor?.createdAt ?? null, cursor?.id ?? null, limit + 1],
-  );
+  const result = await db.query(LIST_SQL, [...filterValues(filter), cursor?.createdAt ?? null, cursor?.id ?? null, limit + 1]);
   const jobs = result.rows.slice(0, limit).map((row) => jobFromRow(row as never));
   const last = jobs[jobs.length - 1];
   return { jobs, nextCursor: result.rows.length > limit && last ? encodeCursor(last) : null };
@@ -68,9 +92,18 @@ function decodeCursor(cursor: string | undefined): { createdAt: Date; id: string
   return { createdAt, id };
 }
 
+// With a status, only that status's part of the listing index is read (index-only when the
+// text search is unset; type is INCLUDEd); processing rows come from the lease index. A part
+// that $1 rules out reads nothing. Without a status this counts nearly every row.
+const COUNT_SQL = `
+  select ((select count(*) from ai_jobs
+           where status in ('pending', 'done', 'failed', 'cancelled') and ($1::text is null or status = $1) and ${FILTER_WHERE})
+        + (select count(*) from ai_jobs
+           where status = 'processing' and ($1 is null or $1 = 'processing') and ${FILTER_WHERE}))::int as count`;
+
 /** Counts jobs matching a filter (for "retry all N failed jobs?" confirmations). */
 export async function jobCount(db: Queryable, filter: JobFilter): Promise<number> {
-  const result = await db.query<{ count: number }>(`select count(*)::int as count from ai_jobs where ${FILTER_WHERE}`, filterValues(filter));
+  const result = await db.query<{ count: number }>(COUNT_SQL, filterValues(filter));
   return result.rows[0]?.count ?? 0;
 }
 
@@ -92,7 +125,11 @@ export async function jobRetry(db: Queryable, id: string): Promise<boolean> {
 export async function jobRetryMany(db: Queryable, filter: JobFilter): Promise<number> {
   const status = filter.status ?? 'failed';
   if (status !== 'failed' && status !== 'cancelled') throw new RangeError('only failed or cancelled jobs can be retried');
-  const result = await db.query(`update ai_jobs set ${RETRY_SET} where ${FILTER_WHERE}`, filterValues({ ...filter, status }));
+  // The constant statuses let the update find its rows through the listing index.
+  const result = await db.query(
+    `update ai_jobs set ${RETRY_SET} where status in ('failed', 'cancelled') and status = $1 and ${FILTER_WHERE}`,
+    filterValues({ ...filter, status }),
+  );
   if (result.rowCount > 0) await db.query(`select pg_notify('aiq_jobs', '')`);
   return result.rowCount;
 }
@@ -116,11 +153,26 @@ export interface QueueStats {
   oldestDueAgeSeconds: number;
 }
 
+// Counts per type and status, each status through the smallest index that holds it: done
+// through its deduplicated (type) index, pending, failed and cancelled through the listing
+// index, processing through the lease index. All index-only where the visibility map allows.
+const STATS_SQL = `
+  select type, 'done' as status, count(*)::int as count from ai_jobs
+  where status = 'done'
+  group by type
+  union all
+  select type, status, count(*)::int as count from ai_jobs
+  where status in ('pending', 'failed', 'cancelled')
+  group by type, status
+  union all
+  select type, status, count(*)::int as count from ai_jobs
+  where status = 'processing'
+  group by type, status
+  order by type, status`;
+
 export async function jobStats(db: Queryable): Promise<QueueStats> {
   const [counts, oldest] = await Promise.all([
-    db.query<{ type: string; status: JobStatus; count: number }>(
-      'select type, status, count(*)::int as count from ai_jobs group by type, status order by type, status',
-    ),
+    db.query<{ type: string; status: JobStatus; count: number }>(STATS_SQL),
     db.query<{ age: number | null }>(
       `select extract(epoch from now() - min(next_run_at))::float8 as age
        from ai_jobs where status = 'pending' and next_run_at <= now()`,
