@@ -79,6 +79,31 @@ for (const backend of BACKENDS) {
       await t.db.query(`delete from ai_jobs`);
     });
 
+    test('a batched completion pairs every job with its own attempt and result', async () => {
+      const [a, b, c] = await jobEnqueueMany(t.db, ['a', 'b', 'c'].map((name) => ({ type: 'f', payload: { name } })));
+      assert.equal((await jobClaim(t.db, 3, 'w', 30)).length, 3);
+      // The same worker loses the leases of a and b and claims them again: it now holds
+      // their attempt 2 while their attempt 1 may still be reported.
+      await t.db.query(`update ai_jobs set locked_until = now() - interval '1 second' where id = any($1::uuid[])`, [[a, b]]);
+      await jobReclaimExpired(t.db);
+      assert.deepEqual((await jobClaim(t.db, 3, 'w', 30)).map((j) => j.attempts), [2, 2]);
+
+      // One batch: a's stale attempt 1, b's current attempt 2, c's attempt 1.
+      const completed = await jobCompleteMany(t.db, 'w', [
+        { id: a!, attempt: 1, result: { from: 'attempt 1' } },
+        { id: b!, attempt: 2, result: { tokens: 12 } },
+        { id: c!, attempt: 1 },
+      ]);
+      assert.deepEqual(completed.map((d) => d.id).sort(), [b, c].sort(), 'the stale attempt 1 of a must not complete its attempt 2');
+      assert.equal((await jobGet(t.db, a!))!.status, 'processing');
+      assert.deepEqual((await jobGet(t.db, b!))!.result, { tokens: 12 });
+      assert.equal((await jobGet(t.db, c!))!.result, null);
+
+      assert.equal((await jobCompleteMany(t.db, 'w', [{ id: a!, attempt: 2, result: { from: 'attempt 2' } }])).length, 1);
+      assert.deepEqual((await jobGet(t.db, a!))!.result, { from: 'attempt 2' });
+      await t.db.query(`delete from ai_jobs`);
+    });
+
     test('an expired lease on the last attempt fails the job with the reason', async () => {
       const id = await jobEnqueue(t.db, { type: 'f', payload: {}, maxAttempts: 1 });
       await jobClaim(t.db, 1, 'w-dead', 30);

@@ -37,6 +37,16 @@ export interface Job<Payload = unknown> {
   finishedAt: Date | null;
 }
 
+/**
+ * A job as a worker holds it: what a handler needs to do the work. The claim returns only
+ * these columns; the bookkeeping (lease, history, timestamps) stays in the table, and
+ * `jobGet` reads it all.
+ */
+export type ClaimedJob<Payload = unknown> = Pick<
+  Job<Payload>,
+  'id' | 'type' | 'payload' | 'priority' | 'orderingKey' | 'attempts' | 'maxAttempts' | 'createdAt'
+>;
+
 export interface EnqueueInput<Payload = unknown> {
   type: string;
   payload: Payload;
@@ -64,7 +74,7 @@ export interface Logger {
 }
 
 export interface HandlerContext<Payload> {
-  job: Job<Payload>;
+  job: ClaimedJob<Payload>;
   payload: Payload;
   /** Aborted on job time-out, on a lost lease and at the end of the shutdown grace period. */
   signal: AbortSignal;
