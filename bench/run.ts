@@ -16,7 +16,7 @@ import { renderChart } from './lib/chart.ts';
 import { machineInfo, ratioRows, renderMarkdown, renderTables } from './lib/report.ts';
 import { pipelineAvailable, pipelineRun } from './pipeline.ts';
 import { webhookAvailable, webhookRun } from './webhook.ts';
-import { drain, headOfLine, holIdealMs, holPerfectPoolMs, pickup, scale, type RunOutcome } from './scenarios.ts';
+import { drain, headOfLine, holIdealMs, holLowerBoundMs, holPerfectPoolMs, pickup, scale, type RunOutcome } from './scenarios.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -83,6 +83,7 @@ async function main(): Promise<void> {
     }
     if (scenarios.has('hol')) {
       results.record('head-of-line', 'ideal', round, holIdeal);
+      results.record('head-of-line', 'lower bound', round, holLowerBoundMs(plan));
       results.record('head-of-line', 'perfect pool', round, holPerfectPoolMs(plan));
       for (const config of HOL_CONFIGS) {
         const name = configName(config);

@@ -108,10 +108,18 @@ export function holSleeps(plan: Plan): Record<number, number> {
   return sleeps;
 }
 
-/** Total work divided by concurrency: what a perfect pool would take. */
+/** Total work divided by concurrency: issue #3's "ideal". */
 export function holIdealMs(plan: Plan): number {
   const slow = Math.round(plan.holJobs * plan.holSlowShare);
   return (slow * plan.holSlowMs + (plan.holJobs - slow) * plan.holFastMs) / plan.holConcurrency;
+}
+
+/**
+ * No schedule can beat total work ÷ concurrency, nor the longest single job: the larger of
+ * the two is the floor even for a scheduler that knew every job's duration in advance.
+ */
+export function holLowerBoundMs(plan: Plan): number {
+  return Math.max(holIdealMs(plan), plan.holSlowMs);
 }
 
 /**

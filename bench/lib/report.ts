@@ -53,6 +53,7 @@ export function ratioRows(results: Results, plan: Plan): RatioRow[] {
     row('pickup p50: aiq defaults / graphile-worker defaults', results.ratio('pickup p50', 'aiq defaults', 'graphile-worker defaults')),
     row('pickup p99: aiq defaults / graphile-worker defaults', results.ratio('pickup p99', 'aiq defaults', 'graphile-worker defaults')),
     row('head-of-line: aiq / ideal', results.ratio('head-of-line', 'aiq hol', 'ideal'), '<=', 1.2),
+    row('head-of-line: aiq / lower bound, max(work ÷ c, longest job)', results.ratio('head-of-line', 'aiq hol', 'lower bound'), '<=', 1.2),
     row('head-of-line: aiq / perfect FIFO pool (no overhead)', results.ratio('head-of-line', 'aiq hol', 'perfect pool'), '<=', 1.2),
     row('head-of-line: graphile-worker / ideal', results.ratio('head-of-line', 'graphile-worker hol', 'ideal')),
     row('head-of-line: seed loop / ideal', results.ratio('head-of-line', 'seed hol', 'ideal')),
