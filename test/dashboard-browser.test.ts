@@ -3,7 +3,9 @@
 // and watch it become done, bulk-retry, simulate a message and see the reply, send a
 // suggestion, hostile text shown as text, and screenshots of each main page for the README.
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { createLogger } from '../src/logger.ts';
@@ -11,7 +13,9 @@ import { jobEnqueue, jobGet, Worker, type JobHandler } from '../src/queue/index.
 import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
 import { ROOT, waitFor } from './helpers/processes.ts';
 
-const SCREENSHOTS = `${ROOT}docs/screenshots`;
+// The README's screenshots are refreshed on request only (UPDATE_SCREENSHOTS=1), so that a
+// plain test run leaves the work tree as it found it.
+const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS ? `${ROOT}docs/screenshots` : mkdtempSync(join(tmpdir(), 'aiq-screenshots-'));
 const anything = { safeParse: (input: unknown) => ({ success: true as const, data: input }) };
 
 describe('dashboard in a browser', () => {
@@ -53,6 +57,7 @@ describe('dashboard in a browser', () => {
     await browser?.close();
     await worker?.stop();
     await t?.close();
+    if (!process.env.UPDATE_SCREENSHOTS) rmSync(SCREENSHOTS, { recursive: true, force: true });
   });
 
   test('log in', async () => {
