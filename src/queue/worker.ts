@@ -30,6 +30,13 @@ export const NOTIFY_CHANNEL = 'aiq_jobs';
  */
 const MAX_CLAIMS_IN_FLIGHT = 2;
 
+/**
+ * Likewise two completion statements: with two claims feeding the pool, one completion
+ * stream fell behind on a table of a million finished jobs, its batches grew to thousands
+ * of rows, and the last of them finished a quarter second after the last job ran.
+ */
+const MAX_FLUSHES_IN_FLIGHT = 2;
+
 export interface WorkerOptions {
   db: Database;
   handlers: JobHandler<any>[];
@@ -118,7 +125,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** Claim statements under way, and the jobs they asked for (not yet in the buffer). */
   private claimsInFlight = 0;
   private claimsAsked = 0;
-  private flushing: Promise<void> | null = null;
+  /** Completion statements under way. */
+  private readonly flushes = new Set<Promise<void>>();
   /** Set when a wake-up arrives during a claim: claim again right after. */
   private wakePending = false;
   /**
@@ -351,48 +359,52 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   /**
-   * Completions are written in batches: while one batch is being written, the next one
-   * gathers, and is written as soon as the first returns. Under load that is one statement
-   * per many jobs; when idle, one per job at once. Callers never chain on the write (a
-   * promise per finished job would be run again on every later flush).
+   * Completions are written in batches: while a batch is being written, the next one
+   * gathers, and is written as soon as a statement is free. Under load that is one
+   * statement per many jobs; when idle, one per job at once. Callers never chain on the
+   * write (a promise per finished job would be run again on every later flush).
    */
   private flushSoon(): void {
-    if (this.flushing || this.completions.length === 0) return;
+    if (this.flushes.size >= MAX_FLUSHES_IN_FLIGHT || this.completions.length === 0) return;
     const batch = this.completions;
     this.completions = [];
-    this.flushing = (async () => {
-      let written = false;
-      try {
-        const done = await jobCompleteMany(this.db, this.id, batch);
-        written = true;
-        this.dbFailures = 0;
-        if (done.length < batch.length) {
-          const held = new Set(done.map((d) => d.id));
-          const lost = batch.filter((c) => !held.has(c.id)).map((c) => c.id);
-          this.logger.warn({ jobIds: lost }, 'completion refused: lease was lost (job was reclaimed)');
-        }
-        // A finished job may unblock the next one of its ordering key: look for it.
-        if (done.some((d) => d.orderingKey !== null)) this.wake();
-      } catch (err) {
-        // Keep them for the next flush; if Postgres stays away longer than the lease, the
-        // jobs are reclaimed and run again (at-least-once), never lost.
-        this.completions.unshift(...batch);
-        this.onDatabaseError(err, 'complete');
-      } finally {
-        this.flushing = null;
-      }
+    const flush = this.writeCompletions(batch).then((written) => {
+      this.flushes.delete(flush);
       // After a failure the retry timer flushes again; retrying at once would spin.
       if (written) this.flushSoon();
-    })();
+    });
+    this.flushes.add(flush);
+  }
+
+  /** One completion statement; false (and the batch kept for later) when it failed. */
+  private async writeCompletions(batch: Completion[]): Promise<boolean> {
+    try {
+      const done = await jobCompleteMany(this.db, this.id, batch);
+      this.dbFailures = 0;
+      if (done.length < batch.length) {
+        const held = new Set(done.map((d) => d.id));
+        const lost = batch.filter((c) => !held.has(c.id)).map((c) => c.id);
+        this.logger.warn({ jobIds: lost }, 'completion refused: lease was lost (job was reclaimed)');
+      }
+      // A finished job may unblock the next one of its ordering key: look for it.
+      if (done.some((d) => d.orderingKey !== null)) this.wake();
+      return true;
+    } catch (err) {
+      // Keep them for the next flush; if Postgres stays away longer than the lease, the
+      // jobs are reclaimed and run again (at-least-once), never lost.
+      this.completions.unshift(...batch);
+      this.onDatabaseError(err, 'complete');
+      return false;
+    }
   }
 
   /** Writes every completion gathered so far; at most one failed attempt (shutdown). */
   private async flushCompletions(): Promise<void> {
-    if (this.flushing) await this.flushing;
+    await Promise.all(this.flushes);
     const before = this.dbFailures;
-    while (this.completions.length > 0 || this.flushing) {
+    while (this.completions.length > 0 || this.flushes.size > 0) {
       this.flushSoon();
-      await this.flushing;
+      await Promise.all(this.flushes);
       if (this.dbFailures > before) return;
     }
   }
