@@ -22,15 +22,17 @@ const NOT_YET_REACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '5
 const START_UP_PATIENCE_MS = 60_000;
 
 /**
- * Migrates, waiting up to a minute for a server that is restarting or not up yet: a
- * process started during a database restart (a supervisor's restart, a deploy) should
- * come up when the database does, not exit. Any other error fails at once.
+ * Runs a start-up step, waiting up to a minute for a server that is restarting or not up
+ * yet: a process started during a database restart (a supervisor's restart, a deploy)
+ * should come up when the database does, not exit. Every step that talks to the database
+ * at start-up goes through here, since a restart can begin between two of them. Any other
+ * error fails at once.
  */
-async function migrateWhenReachable(db: Database, logger: Runtime['logger']): Promise<string[]> {
+async function whenReachable<T>(logger: Runtime['logger'], step: () => Promise<T>): Promise<T> {
   const deadline = Date.now() + START_UP_PATIENCE_MS;
   for (let attempt = 1; ; attempt++) {
     try {
-      return await migrate(db);
+      return await step();
     } catch (err) {
       const code = (err as { code?: string }).code ?? '';
       if (!NOT_YET_REACHABLE.has(code) || Date.now() > deadline) throw err;
@@ -57,7 +59,7 @@ export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runt
     onError: (err) => logger.warn({ err: err.message }, 'database connection error'),
   });
   try {
-    const applied = await migrateWhenReachable(db, logger);
+    const applied = await whenReachable(logger, () => migrate(db));
     if (applied.length > 0) logger.info({ applied }, 'applied migrations');
   } catch (err) {
     await db.close();
@@ -67,7 +69,7 @@ export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runt
   const ai = aiProviderCreate(config, (operation, durationMs, outcome) => metrics.observeLlmCall(operation, durationMs, outcome));
   try {
     // Embedding columns fit this provider's vectors; a change of provider/model/dimension is found here.
-    const vectors = await vectorStoreEnsure(db, { provider: ai.name, model: ai.embeddingModel, dimensions: ai.dimensions });
+    const vectors = await whenReachable(logger, () => vectorStoreEnsure(db, { provider: ai.name, model: ai.embeddingModel, dimensions: ai.dimensions }));
     if (vectors.rebuilt && vectors.previous) {
       logger.warn({ previous: vectors.previous, now: { provider: ai.name, model: ai.embeddingModel, dimensions: ai.dimensions } }, 'embedding provider, model or dimension changed: old embeddings were dropped; run `aiq reembed`');
     }

@@ -1,10 +1,12 @@
 // A process started while PostgreSQL is restarting (or not up yet) waits for it instead of
-// exiting: openRuntime retries connection refusals for up to a minute.
+// exiting: openRuntime retries connection refusals for up to a minute, and a LISTEN opened
+// meanwhile keeps trying in the background.
 import assert from 'node:assert/strict';
 import { connect, createServer, type Server } from 'node:net';
 import { after, before, test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
 import { openRuntime } from '../src/main.ts';
+import { openPostgres } from '../src/db/postgres.ts';
 import { freePort } from './helpers/fake-http.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 
@@ -42,6 +44,33 @@ test('openRuntime waits for a database that comes up a second later', async () =
     await runtime.db.close();
   } finally {
     clearTimeout(startsLater);
+    proxy?.close();
+  }
+});
+
+test('a LISTEN opened while the database is unreachable connects when it comes up', async () => {
+  const port = await freePort();
+  const real = new URL(t.url!);
+  const delayed = new URL(t.url!);
+  delayed.host = `127.0.0.1:${port}`;
+  const db = openPostgres({ connectionString: delayed.toString() });
+  let proxy: Server | undefined;
+  try {
+    const heard: string[] = [];
+    let reconnected = false;
+    // The port refuses: listening must not fail the caller (workers poll as well).
+    const stop = await db.listen('aiq_startup_test', (payload) => heard.push(payload), () => (reconnected = true));
+    proxy = forwardTo(port, real);
+    const deadline = Date.now() + 15_000;
+    while (heard.length === 0 && Date.now() < deadline) {
+      await t.db.query(`select pg_notify('aiq_startup_test', 'hello')`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.ok(reconnected, 'it told the caller it (re)connected, so a worker polls for missed work');
+    assert.equal(heard[0], 'hello');
+    await stop();
+  } finally {
+    await db.close();
     proxy?.close();
   }
 });

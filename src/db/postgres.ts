@@ -108,9 +108,18 @@ async function listenWithReconnect(
       scheduleReconnect();
     });
     next.on('end', () => scheduleReconnect());
-    await next.connect();
-    // Channel names are identifiers, not values: quote them as such.
-    await next.query(`listen ${pg.escapeIdentifier(channel)}`);
+    try {
+      await next.connect();
+      // Channel names are identifiers, not values: quote them as such.
+      await next.query(`listen ${pg.escapeIdentifier(channel)}`);
+    } catch (err) {
+      // A client that never connected must not later tear down the one that replaces it;
+      // its late 'error' events are swallowed rather than left unhandled (fatal).
+      next.removeAllListeners();
+      next.on('error', () => {});
+      next.end().catch(() => {});
+      throw err;
+    }
     client = next;
     failures = 0;
   };
@@ -136,7 +145,12 @@ async function listenWithReconnect(
     retryTimer.unref();
   };
 
-  await connect();
+  // LISTEN only hints at new work (workers poll too), so a database that is not reachable
+  // at start-up (restarting) must not fail the caller: keep trying in the background.
+  await connect().catch((err: Error) => {
+    options.onError?.(err);
+    scheduleReconnect();
+  });
   return async () => {
     stopped = true;
     if (retryTimer) clearTimeout(retryTimer);
