@@ -203,7 +203,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await this.safely(() => jobRelease(this.db, this.id, waiting));
 
     const deadline = Date.now() + this.shutdownGraceMs;
-    while (this.running.size > 0 && Date.now() < deadline) {
+    // A claim still under way hands its jobs back itself when it sees `stopping`: wait for
+    // it too, or the caller could close the database first and leave them processing.
+    while ((this.running.size > 0 || this.claimsInFlight > 0) && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, Math.min(50, Math.max(1, deadline - Date.now()))));
     }
     const interrupted = [...this.running.values()];
@@ -239,8 +241,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
         if (this.stopping || free <= 0 || (!slotIdle && free < capacity / 2)) return;
         const want = Math.min(free, this.maxClaimBatch);
         const claimStarted = performance.now();
+        // Counted as asked for until they are in the buffer (in the same synchronous step),
+        // so a concurrent fill never sees room that is already spoken for.
         this.claimsAsked += want;
-        const jobs = await jobClaim(this.db, want, this.id, this.leaseSeconds).finally(() => (this.claimsAsked -= want));
+        let jobs: ClaimedJob[];
+        try {
+          jobs = await jobClaim(this.db, want, this.id, this.leaseSeconds);
+        } finally {
+          this.claimsAsked -= want;
+        }
         this.claimMsAverage = movingAverage(this.claimMsAverage, performance.now() - claimStarted);
         this.dbFailures = 0;
         if (this.stopping) {
