@@ -88,15 +88,17 @@ for (const backend of BACKENDS) {
       await jobReclaimExpired(t.db);
       assert.deepEqual((await jobClaim(t.db, 3, 'w', 30)).map((j) => j.attempts), [2, 2]);
 
-      // One batch: a's stale attempt 1, b's current attempt 2, c's attempt 1.
+      // One batch: a's stale attempt 1, b's current attempt 2 and its stale attempt 1 (last,
+      // so a result map keyed by id alone would keep the stale result), c's attempt 1.
       const completed = await jobCompleteMany(t.db, 'w', [
         { id: a!, attempt: 1, result: { from: 'attempt 1' } },
         { id: b!, attempt: 2, result: { tokens: 12 } },
+        { id: b!, attempt: 1, result: { from: 'stale attempt 1' } },
         { id: c!, attempt: 1 },
       ]);
       assert.deepEqual(completed.map((d) => d.id).sort(), [b, c].sort(), 'the stale attempt 1 of a must not complete its attempt 2');
       assert.equal((await jobGet(t.db, a!))!.status, 'processing');
-      assert.deepEqual((await jobGet(t.db, b!))!.result, { tokens: 12 });
+      assert.deepEqual((await jobGet(t.db, b!))!.result, { tokens: 12 }, 'the result of the attempt that completed');
       assert.equal((await jobGet(t.db, c!))!.result, null);
 
       assert.equal((await jobCompleteMany(t.db, 'w', [{ id: a!, attempt: 2, result: { from: 'attempt 2' } }])).length, 1);

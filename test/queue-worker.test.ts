@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { openPostgres } from '../src/db/postgres.ts';
+import type { Database } from '../src/db/types.ts';
 import { createLogger } from '../src/logger.ts';
 import {
   jobEnqueue,
@@ -219,6 +220,49 @@ for (const backend of BACKENDS) {
       const { rows } = await t.db.query<{ n: number }>(`select count(*)::int as n from ai_jobs where type = 'parked' and status = 'processing'`);
       assert.equal(rows[0]!.n, 0, 'the claim under way handed its jobs back before stop() returned');
       await t.db.query(`delete from ai_jobs where type = 'parked'`);
+    });
+
+    test('with two claims in flight, new work announced during them is not lost', { skip: backend.name === 'pglite' && 'one session: claims do not overlap' }, async () => {
+      // Claims run at once, but their results are handed back in the order the test picks.
+      const held: Array<{ rows: number; release: () => void }> = [];
+      const db: Database = Object.create(t.db);
+      db.query = async (text: string, values?: unknown[]) => {
+        const result = await t.db.query(text, values);
+        if (text.includes('claim_ai_jobs')) await new Promise<void>((release) => held.push({ rows: result.rows.length, release }));
+        return result as never;
+      };
+      let finishFirst!: () => void;
+      const firstMayFinish = new Promise<void>((resolve) => (finishFirst = resolve));
+      const worker = new Worker({
+        db, logger, concurrency: 2, prefetch: 0, maxClaimBatch: 1, pollIntervalMs: 60_000,
+        handlers: [handler('announced', async ({ payload }) => { if (payload.n === 1) await firstMayFinish; })],
+      });
+      workers.push(worker);
+      try {
+        await jobEnqueue(t.db, { type: 'announced', payload: { n: 1 } });
+        await worker.start(); // claim A takes job 1
+        await waitFor(() => held.length === 1, 'claim A');
+        worker.wake(); // claim B finds nothing
+        await waitFor(() => held.length === 2, 'claim B');
+        assert.deepEqual(held.map((h) => h.rows), [1, 0]);
+        const second = await jobEnqueue(t.db, { type: 'announced', payload: { n: 2 } }); // its NOTIFY arrives now
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        held[0]!.release(); // A: job 1 starts; no room left for another claim
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        held[1]!.release(); // B: short, but job 2 was announced after it was sent
+        finishFirst();
+        // The poll is a minute away: only the announcement can get job 2 claimed.
+        const deadline = Date.now() + 5000;
+        while ((await jobGet(t.db, second))!.status !== 'done' && Date.now() < deadline) {
+          for (const h of held.splice(0)) h.release();
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        assert.equal((await jobGet(t.db, second))!.status, 'done');
+      } finally {
+        for (const h of held.splice(0)) h.release();
+        await worker.stop();
+        await t.db.query(`delete from ai_jobs where type = 'announced'`);
+      }
     });
 
     test('jobs of one ordering key never overlap and run in insertion order; other keys run alongside', async () => {

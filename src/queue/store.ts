@@ -151,12 +151,13 @@ export interface Completion {
 //   * The (id, attempt) pairs are matched as one hashed `= any` test, not by joining an
 //     unnest: with a stale row estimate the join became a nested loop over the whole
 //     batch for every row (O(n²): 90 ms for 500 rows).
-//   * Results ride along as one JSON object keyed by job id (null when no job returned
-//     anything, which is the common case).
+//   * Results ride along as one JSON object keyed by the same id/attempt (null when no
+//     job returned anything, the common case), so a stale attempt's result can never be
+//     written to the attempt that completes.
 const COMPLETE_MANY_SQL = `
   update ai_jobs j
   set status = 'done',
-      result = $3::jsonb -> j.id::text,
+      result = $3::jsonb -> (j.id::text || '/' || j.attempts),
       locked_until = null,
       finished_at = now(),
       updated_at = now()
@@ -173,11 +174,12 @@ export async function jobCompleteMany(
   completions: Completion[],
 ): Promise<Array<{ id: string; orderingKey: string | null }>> {
   if (completions.length === 0) return [];
+  const key = (c: Completion) => `${c.id}/${c.attempt}`;
   const results = completions.filter((c) => c.result !== undefined);
   const result = await db.query<{ id: string; ordering_key: string | null }>(COMPLETE_MANY_SQL, [
     completions.map((c) => c.id),
-    completions.map((c) => `${c.id}/${c.attempt}`),
-    results.length > 0 ? JSON.stringify(Object.fromEntries(results.map((c) => [c.id, c.result]))) : null,
+    completions.map(key),
+    results.length > 0 ? JSON.stringify(Object.fromEntries(results.map((c) => [key(c), c.result]))) : null,
     workerId,
   ]);
   return result.rows.map((r) => ({ id: r.id, orderingKey: r.ordering_key }));

@@ -127,13 +127,17 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private claimsAsked = 0;
   /** Completion statements under way. */
   private readonly flushes = new Set<Promise<void>>();
-  /** Set when a wake-up arrives during a claim: claim again right after. */
-  private wakePending = false;
   /**
-   * The last claim came back short: nothing more was due. A finished job then starts the
-   * next buffered one but does not claim; new work announces itself (NOTIFY, poll, due
-   * timer). Otherwise every finished job would send an empty claim when idle, and a NOTIFY
-   * arriving meanwhile would wait for it.
+   * Counts announcements of new work (NOTIFY, poll, due timer, reconnect, an unblocked
+   * ordering key). A claim that comes back short concludes "nothing more is due" only if
+   * none arrived since it was sent: with two claims in flight, a single "wake pending" flag
+   * could be consumed by the other claim's loop and the new job left for the next poll.
+   */
+  private announcements = 0;
+  /**
+   * The last claim came back short and nothing was announced since: nothing more is due.
+   * A finished job then starts the next buffered one but does not claim; new work
+   * announces itself. Otherwise every finished job would send an empty claim when idle.
    */
   private drained = false;
   private stopping = false;
@@ -217,13 +221,17 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.logger.info({}, 'worker stopped');
   }
 
-  /** Ask for work now (a NOTIFY, a poll, a freed slot). Coalesces into the claims under way. */
+  /** New work may be due (a NOTIFY, a poll, a due time): claim now, or after the claims under way. */
   wake(): void {
     if (this.stopping || !this.started) return;
-    if (this.claimsInFlight >= MAX_CLAIMS_IN_FLIGHT) {
-      this.wakePending = true;
-      return;
-    }
+    this.announcements += 1;
+    this.drained = false;
+    this.fillSoon();
+  }
+
+  /** Claims if there is room and no more claims are under way than allowed; they re-check room when they return. */
+  private fillSoon(): void {
+    if (this.stopping || !this.started || this.claimsInFlight >= MAX_CLAIMS_IN_FLIGHT) return;
     void this.fill();
   }
 
@@ -231,7 +239,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.claimsInFlight += 1;
     try {
       for (;;) {
-        this.wakePending = false;
+        const announcedBefore = this.announcements;
         this.startBuffered();
         const capacity = this.concurrency + this.prefetchNow();
         const free = capacity - this.running.size - this.buffer.length - this.claimsAsked;
@@ -256,14 +264,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
           await jobRelease(this.db, this.id, jobs.map((j) => j.id));
           return;
         }
-        this.drained = jobs.length < want;
+        this.drained = jobs.length < want && this.announcements === announcedBefore;
         this.buffer.push(...jobs);
         this.startBuffered();
         if (jobs.length < want) {
           // The queue has nothing more due now: find when it next will, then sleep.
           if (jobs.length === 0 && this.running.size === 0) this.emit('idle');
           await this.scheduleNextDue();
-          if (!this.wakePending) return;
+          if (this.announcements === announcedBefore) return;
         }
       }
     } catch (err) {
@@ -364,7 +372,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.reportIfSlow(entry.job, durationMs);
     this.flushSoon();
     if (this.drained) this.startBuffered();
-    else this.wake();
+    else this.fillSoon();
   }
 
   /**
@@ -463,7 +471,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     abortRun(entry, new Error('lease lost: the job was reclaimed'));
     this.logger.warn({ jobId: entry.job.id, type: entry.job.type }, 'lease lost; abandoning job');
     this.emit('lease:lost', entry.job);
-    this.wake();
+    this.fillSoon();
   }
 
   private async extendLeases(): Promise<void> {
