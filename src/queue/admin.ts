@@ -41,13 +41,11 @@ export interface JobPage {
   nextCursor: string | null;
 }
 
-// The cursor's created_at is read back from its row: created_at has microseconds, the
-// cursor (a JavaScript date) only milliseconds, and a bulk enqueue gives a whole batch one
-// created_at, so comparing with the cursor's own value skipped the rest of such a batch.
-// Its value is only the fallback for a cursor row deleted meanwhile (retention).
+// The cursor carries created_at to the microsecond, as Postgres keeps it (a JavaScript date
+// keeps milliseconds): a bulk enqueue gives a whole batch one created_at, and a cursor cut
+// to the millisecond skipped the rest of such a batch after the first page.
 const PAGE_WHERE = `${FILTER_WHERE}
-  and ($7::uuid is null
-       or (created_at, id) < (coalesce((select c.created_at from ai_jobs c where c.id = $7::uuid), $6::timestamptz), $7::uuid))`;
+  and ($6::timestamptz is null or (created_at, id) < ($6, $7::uuid))`;
 
 // The listing index is (status, created_at, id), so newest first over all statuses is one
 // top-N scan per status, merged (Merge Append) and cut: ~N index entries per status at any
@@ -62,7 +60,8 @@ const listBranch = (status: JobStatus) => `
    order by created_at desc, id desc limit $8)`;
 
 const LIST_SQL = `
-  select j.* from (
+  select j.*, to_char(page.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as cursor_created_at
+  from (
     select created_at, id from (${JOB_STATUSES.map(listBranch).join(' union all ')}) keys
     order by created_at desc, id desc
     limit $8
@@ -74,21 +73,30 @@ const LIST_SQL = `
 export async function jobList(db: Queryable, filter: JobFilter, options: { limit?: number; after?: string } = {}): Promise<JobPage> {
   const limit = Math.min(Math.max(options.limit ?? 50, 1), 500);
   const cursor = decodeCursor(options.after);
-  const result = await db.query(LIST_SQL, [...filterValues(filter), cursor?.createdAt ?? null, cursor?.id ?? null, limit + 1]);
+  const result = await db.query<Record<string, unknown> & { id: string; cursor_created_at: string }>(LIST_SQL, [
+    ...filterValues(filter),
+    cursor?.createdAt ?? null,
+    cursor?.id ?? null,
+    limit + 1,
+  ]);
   const jobs = result.rows.slice(0, limit).map((row) => jobFromRow(row as never));
-  const last = jobs[jobs.length - 1];
-  return { jobs, nextCursor: result.rows.length > limit && last ? encodeCursor(last) : null };
+  const last = result.rows[limit - 1];
+  return { jobs, nextCursor: result.rows.length > limit && last ? encodeCursor(last.cursor_created_at, last.id) : null };
 }
 
-function encodeCursor(job: Job): string {
-  return Buffer.from(`${job.createdAt.toISOString()}|${job.id}`).toString('base64url');
+function encodeCursor(createdAt: string, id: string): string {
+  return Buffer.from(`${createdAt}|${id}`).toString('base64url');
 }
 
-function decodeCursor(cursor: string | undefined): { createdAt: Date; id: string } | null {
+// The timestamp goes to Postgres as text, microseconds intact; checked here only for shape.
+const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$/;
+
+function decodeCursor(cursor: string | undefined): { createdAt: string; id: string } | null {
   if (!cursor) return null;
-  const [iso, id] = Buffer.from(cursor, 'base64url').toString().split('|');
-  const createdAt = new Date(iso ?? '');
-  if (Number.isNaN(createdAt.getTime()) || !id || !isUuid(id)) throw new RangeError('invalid page cursor');
+  const [createdAt, id] = Buffer.from(cursor, 'base64url').toString().split('|');
+  if (!createdAt || !CURSOR_TIME.test(createdAt) || Number.isNaN(Date.parse(createdAt)) || !id || !isUuid(id)) {
+    throw new RangeError('invalid page cursor');
+  }
   return { createdAt, id };
 }
 
