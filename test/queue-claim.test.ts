@@ -106,6 +106,22 @@ for (const backend of BACKENDS) {
       await t.db.query(`delete from ai_jobs`);
     });
 
+    test('a result or error with text Postgres cannot store does not hold up the batch', async () => {
+      const [poisoned, plain, failing] = await jobEnqueueMany(t.db, ['p', 'q', 'r'].map((name) => ({ type: 'f', payload: { name } })));
+      assert.equal((await jobClaim(t.db, 3, 'w', 30)).length, 3);
+      const completed = await jobCompleteMany(t.db, 'w', [
+        { id: poisoned!, attempt: 1, result: { text: 'nul \u0000 and a lone \ud800 surrogate' } },
+        { id: plain!, attempt: 1, result: { ok: true } },
+      ]);
+      assert.equal(completed.length, 2);
+      assert.deepEqual((await jobGet(t.db, poisoned!))!.result, { text: 'nul \ufffd and a lone \ufffd surrogate' });
+      assert.deepEqual((await jobGet(t.db, plain!))!.result, { ok: true });
+      const failed = await jobFail(t.db, { id: failing!, attempt: 1, workerId: 'w', error: 'bad \u0000 byte', durationMs: 1, permanent: true, delaySeconds: 0, refund: false });
+      assert.equal(failed?.status, 'failed');
+      assert.equal((await jobGet(t.db, failing!))!.lastError, 'bad \ufffd byte');
+      await t.db.query(`delete from ai_jobs`);
+    });
+
     test('an expired lease on the last attempt fails the job with the reason', async () => {
       const id = await jobEnqueue(t.db, { type: 'f', payload: {}, maxAttempts: 1 });
       await jobClaim(t.db, 1, 'w-dead', 30);

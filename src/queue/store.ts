@@ -167,6 +167,21 @@ const COMPLETE_MANY_SQL = `
     and j.locked_until is not null
   returning j.id, j.ordering_key`;
 
+/**
+ * jsonb and text columns refuse NUL characters and lone surrogates. One such string in a
+ * handler's result failed the whole completion batch, which was then retried forever and
+ * held up every later completion; they are replaced (U+FFFD) instead.
+ */
+function storableText(_key: string, value: unknown): unknown {
+  return typeof value === 'string' ? storable(value) : value;
+}
+
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+function storable(text: string): string {
+  return text.replace(UNSTORABLE, '\uFFFD');
+}
+
 /** Marks jobs done; returns the ids it completed (those missing had lost their lease). */
 export async function jobCompleteMany(
   db: Queryable,
@@ -179,7 +194,7 @@ export async function jobCompleteMany(
   const result = await db.query<{ id: string; ordering_key: string | null }>(COMPLETE_MANY_SQL, [
     completions.map((c) => c.id),
     completions.map(key),
-    results.length > 0 ? JSON.stringify(Object.fromEntries(results.map((c) => [key(c), c.result]))) : null,
+    results.length > 0 ? JSON.stringify(Object.fromEntries(results.map((c) => [key(c), c.result])), storableText) : null,
     workerId,
   ]);
   return result.rows.map((r) => ({ id: r.id, orderingKey: r.ordering_key }));
@@ -231,7 +246,7 @@ export async function jobFail(
   const result = await db.query<{ status: JobStatus; next_run_at: Date; ordering_key: string | null }>(FAIL_SQL, [
     input.id,
     input.attempt,
-    input.error,
+    storable(input.error),
     Math.round(input.durationMs),
     input.permanent,
     input.delaySeconds,
