@@ -135,9 +135,11 @@ describe('dashboard in a browser', () => {
     await page.getByRole('button', { name: 'Send as this contact' }).click();
     await page.waitForURL(/\/admin\/conversations\/[0-9a-f-]{36}/);
     await page.locator('.msg.inbound', { hasText: 'Wat zijn de openingstijden?' }).waitFor();
-    // The page refreshes itself: the autoreply job runs and its reply shows up, logged.
+    // The page refreshes itself: the autoreply job runs and its reply shows up, first as
+    // pending (written to the outbox before the send), then logged.
     const reply = page.locator('.msg.ai');
     await reply.waitFor({ timeout: 15_000 });
+    await reply.locator('.meta', { hasText: 'logged' }).waitFor({ timeout: 15_000 });
     assert.match((await reply.locator('.meta').textContent())!, /logged/);
     await page.screenshot({ path: `${SCREENSHOTS}/conversation.png`, fullPage: true });
   });
