@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { openPostgres } from '../src/db/postgres.ts';
-import { jobClaim, jobCompleteMany, jobEnqueue, jobEnqueueMany, jobFail, jobGet, jobReclaimExpired } from '../src/queue/index.ts';
+import { jobClaim, jobCompleteMany, jobEnqueue, jobEnqueueMany, jobFail, jobGet, jobHeartbeat, jobReclaimExpired } from '../src/queue/index.ts';
 import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 
 for (const backend of BACKENDS) {
@@ -119,6 +119,26 @@ for (const backend of BACKENDS) {
       const failed = await jobFail(t.db, { id: failing!, attempt: 1, workerId: 'w', error: 'bad \u0000 byte', durationMs: 1, permanent: true, delaySeconds: 0, refund: false });
       assert.equal(failed?.status, 'failed');
       assert.equal((await jobGet(t.db, failing!))!.lastError, 'bad \ufffd byte');
+      await t.db.query(`delete from ai_jobs`);
+    });
+
+    test('a heartbeat extends only its own leases, and skips a row another statement holds', async () => {
+      const [a, b] = await jobEnqueueMany(t.db, ['a', 'b'].map((name) => ({ type: 'f', payload: { name } })));
+      assert.equal((await jobClaim(t.db, 2, 'w', 5)).length, 2);
+      const leaseOf = async (id: string) => (await jobGet(t.db, id))!.lockedUntil!.getTime();
+      const before = await leaseOf(a!);
+      assert.deepEqual([...(await jobHeartbeat(t.db, 'w', [a!, b!], 600))].sort(), [a, b].sort());
+      assert.ok((await leaseOf(a!)) - before > 500_000, 'extended to ten minutes');
+      assert.equal((await jobHeartbeat(t.db, 'someone-else', [a!], 600)).size, 0);
+      if (backend.name !== 'pglite') {
+        // A completion of this worker is writing row b: the heartbeat neither waits for it
+        // (that wait deadlocked against completions) nor reports b as lost.
+        const other = await t.db.transaction(async (tx) => {
+          await tx.query(`select 1 from ai_jobs where id = $1 for update`, [b]);
+          return jobHeartbeat(t.db, 'w', [a!, b!], 900);
+        });
+        assert.deepEqual([...other].sort(), [a, b].sort());
+      }
       await t.db.query(`delete from ai_jobs`);
     });
 
