@@ -25,16 +25,25 @@ interface JobRow {
   finished_at: Date | null;
 }
 
-export function jobFromRow(row: JobRow): Job {
+type ClaimedJobRow = Pick<JobRow, 'id' | 'type' | 'payload' | 'priority' | 'ordering_key' | 'attempts' | 'max_attempts' | 'created_at'>;
+
+function claimedJobFromRow(row: ClaimedJobRow): ClaimedJob {
   return {
     id: row.id,
     type: row.type,
     payload: row.payload,
-    status: row.status,
     priority: row.priority,
     orderingKey: row.ordering_key,
     attempts: row.attempts,
     maxAttempts: row.max_attempts,
+    createdAt: row.created_at,
+  };
+}
+
+export function jobFromRow(row: JobRow): Job {
+  return {
+    ...claimedJobFromRow(row),
+    status: row.status,
     nextRunAt: row.next_run_at,
     lastError: row.last_error,
     errors: row.errors ?? [],
@@ -42,7 +51,6 @@ export function jobFromRow(row: JobRow): Job {
     lockedBy: row.locked_by,
     lockedUntil: row.locked_until,
     attemptedAt: row.attempted_at,
-    createdAt: row.created_at,
     updatedAt: row.updated_at,
     finishedAt: row.finished_at,
   };
@@ -116,20 +124,8 @@ const CLAIM_SQL = `
 
 /** Claims up to `batchSize` due jobs for `workerId`, leased for `leaseSeconds`. */
 export async function jobClaim(db: Queryable, batchSize: number, workerId: string, leaseSeconds: number): Promise<ClaimedJob[]> {
-  const result = await db.query<Pick<JobRow, 'id' | 'type' | 'payload' | 'priority' | 'ordering_key' | 'attempts' | 'max_attempts' | 'created_at'>>(
-    CLAIM_SQL,
-    [batchSize, workerId, leaseSeconds],
-  );
-  return result.rows.map((row) => ({
-    id: row.id,
-    type: row.type,
-    payload: row.payload,
-    priority: row.priority,
-    orderingKey: row.ordering_key,
-    attempts: row.attempts,
-    maxAttempts: row.max_attempts,
-    createdAt: row.created_at,
-  }));
+  const result = await db.query<ClaimedJobRow>(CLAIM_SQL, [batchSize, workerId, leaseSeconds]);
+  return result.rows.map(claimedJobFromRow);
 }
 
 export interface Completion {
