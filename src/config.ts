@@ -32,6 +32,11 @@ const schema = z.object({
   PUBLIC_URL: optionalUrl,
   ADMIN_TOKEN: optionalText.pipe(z.string().min(12, 'must be at least 12 characters').optional()),
   WEBHOOK_BODY_LIMIT_BYTES: int(1024, 10 * 1024 * 1024).default(64 * 1024),
+  // Off by default: X-Forwarded-* is believed only from the proxies named here (see trustProxyOf).
+  TRUST_PROXY: optionalText,
+  METRICS_TOKEN: optionalText.pipe(z.string().min(12, 'must be at least 12 characters').optional()),
+  AUTH_FAILURE_LIMIT: int(1, 10_000).default(10),
+  AUTH_FAILURE_WINDOW_SECONDS: int(1, 86_400).default(900),
 
   WORKER_CONCURRENCY: int(1, 1000).default(10),
   WORKER_POLL_INTERVAL_MS: int(50, 600_000).default(2000),
@@ -76,7 +81,7 @@ export class ConfigError extends Error {
 }
 
 /** The secrets, so that error messages and logs never print their values. */
-const SECRET_NAMES = new Set(['ADMIN_TOKEN', 'TWILIO_AUTH_TOKEN', 'OPENAI_API_KEY', 'AZURE_OPENAI_API_KEY', 'DATABASE_URL']);
+const SECRET_NAMES = new Set(['ADMIN_TOKEN', 'METRICS_TOKEN', 'TWILIO_AUTH_TOKEN', 'OPENAI_API_KEY', 'AZURE_OPENAI_API_KEY', 'DATABASE_URL']);
 
 /**
  * Validates an environment (process.env by default) and returns the typed configuration.
@@ -95,6 +100,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Env {
   }
   const config = parsed.data;
   const problems: string[] = [];
+  try {
+    trustProxyOf(config);
+  } catch (err) {
+    problems.push(`TRUST_PROXY: ${(err as Error).message} (got "${config.TRUST_PROXY}")`);
+  }
   if (config.TWILIO_SKIP_SIGNATURE && config.NODE_ENV === 'production') {
     problems.push('TWILIO_SKIP_SIGNATURE: refused when NODE_ENV=production (webhooks must be verified)');
   }
@@ -121,6 +131,29 @@ export function aiProviderOf(config: Env): 'local' | 'openai' | 'azure' {
   if (config.AZURE_OPENAI_ENDPOINT) return 'azure';
   if (config.OPENAI_API_KEY || config.OPENAI_BASE_URL) return 'openai';
   return 'local';
+}
+
+/**
+ * TRUST_PROXY as fastify's `trustProxy` takes it: unset or `false` → false (X-Forwarded-*
+ * ignored); `true` → every hop (only when nothing but the proxy can reach the port); a
+ * whole number → that many hops; else a comma-separated list of proxy addresses or CIDRs.
+ */
+export function trustProxyOf(config: Pick<Env, 'TRUST_PROXY'>): boolean | string[] | ((address: string, hop: number) => boolean) {
+  const value = config.TRUST_PROXY;
+  if (value === undefined || value === 'false') return false;
+  if (value === 'true') return true;
+  if (/^\d+$/.test(value)) {
+    // A hop count, as a function: fastify's types take no number, its runtime does the same.
+    const hops = Number(value);
+    return (_address, hop) => hop < hops;
+  }
+  const entries = value.split(',').map((entry) => entry.trim()).filter(Boolean);
+  const address = /^(\d{1,3}(\.\d{1,3}){3}|[0-9a-fA-F:]*:[0-9a-fA-F:.]*)(\/\d{1,3})?$|^(loopback|linklocal|uniquelocal)$/;
+  const bad = entries.find((entry) => !address.test(entry));
+  if (entries.length === 0 || bad !== undefined) {
+    throw new Error(`must be true, false, a hop count, or a comma-separated list of proxy addresses/CIDRs${bad ? `; "${bad}" is none of these` : ''}`);
+  }
+  return entries;
 }
 
 /** True when the address only accepts connections from this machine. */

@@ -120,6 +120,7 @@ export async function run(config: Env, role: Role): Promise<void> {
   try {
     if (role !== 'worker') {
       checkAdminExposure(config, logger);
+      if (!config.METRICS_TOKEN && !isLoopback(config.HOST)) logger.info({ host: config.HOST }, 'METRICS_TOKEN is not set: /metrics answers clients on this machine only');
       if (config.TWILIO_SKIP_SIGNATURE) logger.warn({}, 'TWILIO_SKIP_SIGNATURE=true: webhook signatures are NOT checked; never use this in production');
       if (!config.TWILIO_AUTH_TOKEN && !config.TWILIO_SKIP_SIGNATURE) logger.info({ dataDir: config.DATA_DIR }, 'no TWILIO_AUTH_TOKEN: webhooks are checked against the development secret in DATA_DIR, which `aiq simulate` signs with');
       app = await buildApp(runtime);

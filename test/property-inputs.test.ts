@@ -16,7 +16,7 @@ const STATUS = '/webhooks/twilio/status';
 
 let h: AdminApp;
 before(async () => {
-  h = await startAdminApp({ PUBLIC_URL, TWILIO_AUTH_TOKEN: AUTH_TOKEN, TWILIO_ACCOUNT_SID: ACCOUNT_SID, TWILIO_WHATSAPP_FROM: 'whatsapp:+14155238886', TWILIO_API_BASE_URL: 'http://127.0.0.1:9' });
+  h = await startAdminApp({ PUBLIC_URL, TWILIO_AUTH_TOKEN: AUTH_TOKEN, TWILIO_ACCOUNT_SID: ACCOUNT_SID, TWILIO_WHATSAPP_FROM: 'whatsapp:+14155238886', TWILIO_API_BASE_URL: 'http://127.0.0.1:9', AUTH_FAILURE_LIMIT: '10000' });
 });
 after(() => h.close());
 

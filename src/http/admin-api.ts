@@ -1,6 +1,7 @@
 // The admin JSON API under /api: what the dashboard does, for scripts. Bearer ADMIN_TOKEN
-// (open on loopback without one), zod-validated input, 4xx with a message that says what
-// was wrong. The conversation and knowledge groups are registered here, behind the same check.
+// (open on loopback without one), never for another site's pages, zod-validated input, 4xx
+// with a message that says what was wrong. The conversation and knowledge groups are
+// registered here, behind the same check.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { jobCancel, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats } from '../queue/index.ts';
@@ -8,7 +9,9 @@ import type { Runtime } from '../runtime.ts';
 import { conversationApi } from './admin-api-conversations.ts';
 import { knowledgeApi } from './admin-api-knowledge.ts';
 import { parseOr400 } from './api-input.ts';
+import type { AuthFailureLimiter } from './auth-failures.ts';
 import { bearerToken, loopbackHost, type AdminAuth } from './auth.ts';
+import { crossSiteRefusal, isStateChanging } from './cross-site.ts';
 import { OPEN_ELSEWHERE } from './dashboard/access.ts';
 import { JobFilterQuery, toJobFilter } from './dashboard/queue-pages.ts';
 import { jobMinuteStats, jobSlowList } from './dashboard/queue-queries.ts';
@@ -27,12 +30,31 @@ const RetryFailedBody = z
   })
   .strict();
 
-export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth }> = async (app, { runtime, auth }) => {
+export const OPEN_MODE_NEEDS_HEADER =
+  'Refused: a state-changing API request needs an "Authorization: Bearer …" header, also without ADMIN_TOKEN (any value then, e.g. "Bearer local"). ' +
+  'A page on another site cannot send that header, so it cannot use the API through your browser.';
+
+export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth; limiter: AuthFailureLimiter }> = async (app, { runtime, auth, limiter }) => {
   const { db } = runtime;
 
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     if (auth.open && !loopbackHost(request)) return reply.status(403).send({ error: OPEN_ELSEWHERE });
-    if (auth.checkToken(bearerToken(request))) return;
+    const crossSite = crossSiteRefusal(request, runtime.config.PUBLIC_URL);
+    if (crossSite) return reply.status(403).send({ error: crossSite });
+    const token = bearerToken(request);
+    if (auth.open) {
+      // No secret to check, so the header itself is the proof: a cross-site page can send it
+      // only after a CORS preflight, which this server never grants.
+      if (isStateChanging(request) && token === undefined) return reply.status(403).send({ error: OPEN_MODE_NEEDS_HEADER });
+      return;
+    }
+    if (await limiter.refuseIfBlocked(request, reply)) return reply;
+    if (auth.checkToken(token)) return;
+    // A request without any token is no guess at it; only wrong tokens count.
+    if (token !== undefined) {
+      await limiter.recordFailure(request);
+      request.log.warn({ ip: request.ip, url: request.url }, 'admin API refused: wrong bearer token');
+    }
     await reply
       .status(401)
       .header('www-authenticate', 'Bearer realm="aiq"')

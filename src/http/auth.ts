@@ -87,7 +87,7 @@ export function readCookie(request: FastifyRequest, name: string): string | unde
 /**
  * Sets the session cookie: HttpOnly (scripts cannot read it), SameSite=Lax (other sites'
  * forms do not carry it), Path=/admin, and Secure whenever the request came over HTTPS
- * (directly or through a proxy that says so). Plain http is only usable on loopback.
+ * (directly, or through a proxy that says so and is trusted by TRUST_PROXY).
  */
 export function setSessionCookie(request: FastifyRequest, reply: FastifyReply, value: string, maxAgeSeconds = SESSION_SECONDS): void {
   const secure = request.protocol === 'https' ? '; Secure' : '';
@@ -101,24 +101,10 @@ export function bearerToken(request: FastifyRequest): string | undefined {
 }
 
 /**
- * A cross-site form post carries our cookie only if SameSite fails; the CSRF token stops it
- * anyway. The Origin check is a second line: browsers send Origin on every POST.
- */
-export function sameOrigin(request: FastifyRequest): boolean {
-  const origin = request.headers.origin;
-  if (!origin || origin === 'null') return origin === undefined;
-  try {
-    // Through URL on both sides, so default ports compare equal (`host:80` and `host`).
-    return new URL(origin).host === new URL(`${request.protocol}://${request.host}`).host;
-  } catch {
-    return false;
-  }
-}
-
-/**
  * Open mode trusts "this machine" only. A page on another site can still reach a loopback
  * port by DNS rebinding (its own name resolving to 127.0.0.1), but its requests then carry
- * its own name as Host: so open mode answers loopback host names only.
+ * its own name as Host: so open mode answers loopback host names only. `request.host` is
+ * the Host header unless TRUST_PROXY lets a named proxy's X-Forwarded-Host replace it.
  */
 export function loopbackHost(request: FastifyRequest): boolean {
   try {

@@ -2,11 +2,14 @@
 // from jobStats at scrape time, job timings fed by the worker's events (the queue itself
 // never imports prom-client), webhook latency from a request hook, and the Twilio/LLM call
 // timings app code reports through `runtime.metrics`.
-import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import { timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { isLoopback, trustProxyOf, type Env } from '../config.ts';
 import type { Queryable } from '../db/types.ts';
 import { jobStats, type Worker } from '../queue/index.ts';
 import type { AppMetrics, CallOutcome } from '../runtime.ts';
+import { bearerToken } from './auth.ts';
 
 // Job and outside-call latencies: from a fast local handler (5 ms) to a slow LLM (2 min).
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -158,11 +161,31 @@ export function instrumentWebhooks(app: FastifyInstance, metrics: AppMetrics): v
 }
 
 /**
- * GET /metrics. Not behind ADMIN_TOKEN: it holds counts and timings, never user text, and
- * a Prometheus scraper should not need the admin's key. Keep it off the public internet.
+ * Who may scrape: with METRICS_TOKEN, whoever sends it as a bearer token; without one, only
+ * clients on this machine. A request a proxy relayed (X-Forwarded-For) is not a local client
+ * unless TRUST_PROXY lets request.ip name the real one: behind a local proxy every socket
+ * is loopback. Returns the refusal, or null to serve.
  */
-export const metricsRoutes: FastifyPluginAsync<{ metrics: AppMetrics }> = async (app, { metrics }) => {
-  app.get('/metrics', async (_request, reply) => {
+export function metricsRefusal(request: FastifyRequest, config: Pick<Env, 'METRICS_TOKEN' | 'TRUST_PROXY'>): { status: number; error: string } | null {
+  if (config.METRICS_TOKEN) {
+    const given = Buffer.from(bearerToken(request) ?? '');
+    const wanted = Buffer.from(config.METRICS_TOKEN);
+    if (given.length === wanted.length && timingSafeEqual(given, wanted)) return null;
+    return { status: 401, error: 'metrics need "Authorization: Bearer <METRICS_TOKEN>"' };
+  }
+  const relayed = request.headers['x-forwarded-for'] !== undefined && trustProxyOf(config) === false;
+  if (!relayed && isLoopback(request.ip.replace(/^::ffff:/, ''))) return null;
+  return { status: 403, error: 'metrics are served to this machine only: set METRICS_TOKEN to scrape from elsewhere' };
+}
+
+/**
+ * GET /metrics. Not behind ADMIN_TOKEN: it holds counts and timings, never user text, and
+ * a Prometheus scraper should not need the admin's key; it has its own (metricsRefusal).
+ */
+export const metricsRoutes: FastifyPluginAsync<{ metrics: AppMetrics; config: Env }> = async (app, { metrics, config }) => {
+  app.get('/metrics', async (request, reply) => {
+    const refusal = metricsRefusal(request, config);
+    if (refusal) return reply.status(refusal.status).send({ error: refusal.error });
     const { contentType, body } = await metrics.scrape();
     return reply.type(contentType).send(body);
   });

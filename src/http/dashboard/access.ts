@@ -1,8 +1,10 @@
-// The dashboard's gate: a hook that finds the session cookie (or, in open mode, issues
-// one), sends the browser to the login form otherwise, checks CSRF token and Origin on
-// every POST, and leaves the page context for the handlers to render with.
+// The dashboard's gate: a hook that refuses other sites' requests, finds the session cookie
+// (or, in open mode, issues one), sends the browser to the login form otherwise, checks that
+// every POST comes from our own page with its CSRF token, and leaves the page context for
+// the handlers to render with.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { SESSION_COOKIE, loopbackHost, readCookie, sameOrigin, setSessionCookie, type AdminAuth, type Session } from '../auth.ts';
+import { SESSION_COOKIE, loopbackHost, readCookie, setSessionCookie, type AdminAuth, type Session } from '../auth.ts';
+import { crossSiteRefusal, requestOrigin } from '../cross-site.ts';
 import type { PageContext } from './layout.ts';
 
 const contexts = new WeakMap<FastifyRequest, PageContext & { session: Session }>();
@@ -26,11 +28,16 @@ export const OPEN_ELSEWHERE =
 const PUBLIC = new Set(['/admin/login', '/admin/assets/app.js']);
 
 /** Builds the onRequest/preHandler pair for the dashboard plugin. */
-export function dashboardAccess(auth: AdminAuth, logTransport: boolean) {
+export function dashboardAccess(auth: AdminAuth, logTransport: boolean, publicUrl: string | undefined) {
   return {
     async onRequest(request: FastifyRequest, reply: FastifyReply): Promise<void> {
       if (auth.open && !loopbackHost(request)) {
         await reply.status(403).type('text/plain').send(OPEN_ELSEWHERE);
+        return;
+      }
+      const crossSite = crossSiteRefusal(request, publicUrl);
+      if (crossSite) {
+        await reply.status(403).type('text/plain').send(crossSite);
         return;
       }
       const path = request.url.split('?')[0]!;
@@ -62,8 +69,11 @@ export function dashboardAccess(auth: AdminAuth, logTransport: boolean) {
       if (!ctx) return;
       const body = request.body as { _csrf?: unknown } | undefined;
       const token = request.headers['x-csrf-token'] ?? body?._csrf;
-      if (!sameOrigin(request) || !auth.checkCsrf(ctx.session, token)) {
-        await reply.status(403).type('text/plain').send('Refused: this form was not sent from the dashboard (missing or wrong CSRF token). Reload the page and try again.');
+      // Two locks: the browser must say the form is ours (Origin, or Sec-Fetch-Site where a
+      // browser leaves Origin out), and the form must carry this session's CSRF token.
+      // Scripts without either use the API with a bearer token instead.
+      if (requestOrigin(request, publicUrl) !== 'ours' || !auth.checkCsrf(ctx.session, token)) {
+        await reply.status(403).type('text/plain').send('Refused: this form was not sent from the dashboard (missing or wrong CSRF token, or not from this site). Reload the page and try again.');
       }
     },
   };

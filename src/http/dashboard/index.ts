@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import formbody from '@fastify/formbody';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Runtime } from '../../runtime.ts';
+import type { AuthFailureLimiter } from '../auth-failures.ts';
 import type { AdminAuth } from '../auth.ts';
 import { dashboardAccess } from './access.ts';
 import { conversationPages } from './conversation-pages.ts';
@@ -17,15 +18,17 @@ const SCRIPT = readFileSync(new URL('./app.js', import.meta.url), 'utf8');
 export interface DashboardOptions {
   runtime: Runtime;
   auth: AdminAuth;
+  /** Counts failed logins per client address. */
+  limiter: AuthFailureLimiter;
   /** True when replies are logged instead of sent: the simulate form is shown. */
   logTransport: boolean;
 }
 
-export const dashboard: FastifyPluginAsync<DashboardOptions> = async (app, { runtime, auth, logTransport }) => {
+export const dashboard: FastifyPluginAsync<DashboardOptions> = async (app, { runtime, auth, limiter, logTransport }) => {
   // The webhook plugin may already parse forms at the root; a second parser would throw.
   if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) await app.register(formbody);
 
-  const access = dashboardAccess(auth, logTransport);
+  const access = dashboardAccess(auth, logTransport, runtime.config.PUBLIC_URL);
   app.addHook('onRequest', access.onRequest);
   app.addHook('preHandler', access.preHandler);
   app.addHook('onSend', async (_request, reply, payload) => {
@@ -40,7 +43,7 @@ export const dashboard: FastifyPluginAsync<DashboardOptions> = async (app, { run
     reply.type('text/javascript; charset=utf-8').header('cache-control', 'no-cache').send(SCRIPT),
   );
 
-  await app.register(loginPages, { auth });
+  await app.register(loginPages, { auth, limiter });
   await app.register(queuePages, { runtime });
   await app.register(conversationPages, { runtime });
   await app.register(knowledgePages, { runtime });

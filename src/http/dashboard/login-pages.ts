@@ -2,6 +2,7 @@
 // cookie cannot be revoked one by one: changing ADMIN_TOKEN logs every session out.
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
+import type { AuthFailureLimiter } from '../auth-failures.ts';
 import { setSessionCookie, type AdminAuth } from '../auth.ts';
 import { html } from './html.ts';
 import { page, type PageContext } from './layout.ts';
@@ -29,7 +30,7 @@ function loginPage(next: string, failed: boolean) {
   );
 }
 
-export const loginPages: FastifyPluginAsync<{ auth: AdminAuth }> = async (app, { auth }) => {
+export const loginPages: FastifyPluginAsync<{ auth: AdminAuth; limiter: AuthFailureLimiter }> = async (app, { auth, limiter }) => {
   app.get('/admin/login', async (request, reply) => {
     const next = safeNext((request.query as { next?: string }).next);
     if (auth.open) return reply.redirect(next, 303);
@@ -39,7 +40,9 @@ export const loginPages: FastifyPluginAsync<{ auth: AdminAuth }> = async (app, {
   app.post('/admin/login', async (request, reply) => {
     const parsed = LoginBody.safeParse(request.body ?? {});
     const next = safeNext(parsed.success ? parsed.data.next : undefined);
+    if (await limiter.refuseIfBlocked(request, reply)) return reply;
     if (!parsed.success || !auth.checkToken(parsed.data.token)) {
+      await limiter.recordFailure(request);
       request.log.warn({ ip: request.ip }, 'dashboard login refused: wrong token');
       return reply.status(401).type('text/html').send(String(loginPage(next, true)));
     }

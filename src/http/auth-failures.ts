@@ -1,0 +1,36 @@
+// Brute force slowed: failed logins and failed bearer tokens are counted per client address
+// (@fastify/rate-limit's store); past the limit every attempt from that address gets 429
+// with Retry-After until the window ends, right or wrong, or guessing would go on unslowed.
+// Successful requests are never counted. The client address is request.ip: TRUST_PROXY decides.
+import rateLimit from '@fastify/rate-limit';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+
+export interface AuthFailureLimiter {
+  /** Answers 429 and returns true when this client used up its failures; else false. */
+  refuseIfBlocked(request: FastifyRequest, reply: FastifyReply): Promise<boolean>;
+  /** Counts one failed attempt of this client. */
+  recordFailure(request: FastifyRequest): Promise<void>;
+}
+
+/** Registers the rate-limit store on `app` (no route is limited by it) and returns the limiter. */
+export async function authFailureLimiter(app: FastifyInstance, options: { maxFailures: number; windowSeconds: number }): Promise<AuthFailureLimiter> {
+  await app.register(rateLimit, { global: false });
+  const limit = app.createRateLimit({ max: options.maxFailures, timeWindow: options.windowSeconds * 1000, keyGenerator: (request) => request.ip });
+  return {
+    async refuseIfBlocked(request, reply) {
+      const state = await limit(request, { increment: false });
+      if (state.isAllowed || state.remaining > 0) return false;
+      const retryAfter = Math.max(1, state.ttlInSeconds);
+      request.log.warn({ ip: request.ip, retryAfter }, 'admin authentication refused: too many failed attempts from this address');
+      await reply
+        .status(429)
+        .header('retry-after', String(retryAfter))
+        .type('application/json')
+        .send({ error: `too many failed attempts from this address: try again in ${retryAfter} s` });
+      return true;
+    },
+    async recordFailure(request) {
+      await limit(request);
+    },
+  };
+}

@@ -1,0 +1,265 @@
+// The HTTP edge as an attacker meets it, over real HTTP (inject) on a real PostgreSQL
+// database: other sites' requests through the admin's browser, forged X-Forwarded-*
+// headers, guessing the admin token, and scraping metrics from elsewhere.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { FastifyInstance } from 'fastify';
+import { jobEnqueue } from '../src/queue/index.ts';
+import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
+
+const EVIL = 'https://evil.example';
+
+/** Every (method, path) the app serves, read from fastify's own route tree. */
+async function routeTable(app: FastifyInstance): Promise<Array<{ method: string; path: string }>> {
+  await app.ready();
+  const routes: Array<{ method: string; path: string }> = [];
+  const stack: string[] = [];
+  for (const line of app.printRoutes({ commonPrefix: false }).split('\n')) {
+    const match = /^((?:│ {3}| {4})*)[├└]── (\S+) \(([A-Z, ]+)\)$/.exec(line);
+    if (!match) continue;
+    const depth = match[1]!.length / 4;
+    stack.length = depth;
+    const path = (stack[depth - 1] ?? '') + match[2]!;
+    stack[depth] = path;
+    for (const method of match[3]!.split(', ')) routes.push({ method, path });
+  }
+  return routes;
+}
+
+/** What a state-changing request could have changed, as one comparable value. */
+async function snapshot(t: AdminApp): Promise<string> {
+  const result = await t.runtime.db.query(
+    `select (select json_agg(json_build_object('id', id, 'status', status, 'updated', updated_at) order by id) from ai_jobs) as jobs,
+            (select json_agg(json_build_object('id', id, 'paused', ai_paused) order by id) from conversations) as conversations,
+            (select count(*) from messages) as messages,
+            (select count(*) from documents) as documents,
+            (select count(*) from imports) as imports,
+            (select count(*) from suggestions) as suggestions`,
+  );
+  return JSON.stringify(result.rows[0]);
+}
+
+/** A failed job and a conversation, so that a refused retry or pause would show. */
+async function seed(t: AdminApp): Promise<{ jobId: string; conversationId: string }> {
+  const jobId = await jobEnqueue(t.runtime.db, { type: 'edge_probe', payload: {} });
+  await t.runtime.db.query(`update ai_jobs set status = 'failed', finished_at = now(), last_error = 'x' where id = $1`, [jobId]);
+  const simulated = await t.app.inject({
+    method: 'POST',
+    url: '/api/simulate',
+    headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` },
+    payload: { from: '+31611122233', body: 'hello from the edge test' },
+  });
+  assert.equal(simulated.statusCode, 201, simulated.body);
+  const conversation = await t.runtime.db.query<{ id: string }>('select id from conversations limit 1');
+  return { jobId, conversationId: conversation.rows[0]!.id };
+}
+
+/** A browser page on another site, in each way it can address us. */
+const FOREIGN_REQUESTS: Array<{ name: string; headers: Record<string, string>; payload?: string }> = [
+  { name: 'foreign Origin, no body', headers: { origin: EVIL } },
+  { name: 'Origin: null', headers: { origin: 'null' } },
+  { name: 'foreign Origin, text/plain body', headers: { origin: EVIL, 'content-type': 'text/plain' }, payload: '{"dryRun":false}' },
+  { name: 'form post from another port of localhost', headers: { origin: 'http://localhost:8080', 'content-type': 'application/x-www-form-urlencoded' }, payload: 'paused=true' },
+  { name: 'Sec-Fetch-Site: cross-site without Origin', headers: { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'no-cors' } },
+];
+
+for (const mode of ['open', 'token'] as const) {
+  describe(`cross-site requests are refused (${mode} mode)`, () => {
+    let t: AdminApp;
+    let ids: { jobId: string; conversationId: string };
+    // What our own page or script carries in this mode; refused anyway from another site.
+    let credentials: Record<string, string>;
+    before(async () => {
+      t = await startAdminApp(mode === 'open' ? { ADMIN_TOKEN: '' } : {});
+      ids = await seed(t);
+      const page = await t.app.inject({ url: '/admin', headers: mode === 'open' ? {} : { authorization: `Bearer ${TEST_ADMIN_TOKEN}` } });
+      const cookie = mode === 'open' ? String(page.headers['set-cookie']).split(';')[0]! : '';
+      credentials = mode === 'open' ? { cookie, 'x-csrf-token': /name="csrf-token" content="([^"]+)"/.exec(page.body)?.[1] ?? '' } : { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+    });
+    after(() => t.close());
+
+    test('every state-changing /api and /admin route: 403 and nothing changed', async () => {
+      const routes = (await routeTable(t.app)).filter((r) => !['GET', 'HEAD', 'OPTIONS'].includes(r.method) && /^\/(api|admin)\//.test(r.path));
+      assert.ok(routes.length >= 20, `found only ${routes.length} state-changing routes`);
+      const before = await snapshot(t);
+      for (const route of routes) {
+        const url = route.path.replace(/\/jobs\/:id/, `/jobs/${ids.jobId}`).replace(/\/conversations\/:id/, `/conversations/${ids.conversationId}`).replace(':id', ids.jobId);
+        for (const attack of FOREIGN_REQUESTS) {
+          for (const extra of [{}, credentials]) {
+            const response = await t.app.inject({ method: route.method as 'POST', url, headers: { ...extra, ...attack.headers }, payload: attack.payload });
+            assert.equal(response.statusCode, 403, `${route.method} ${url}, ${attack.name}${extra === credentials ? ', with credentials' : ''}: ${response.body}`);
+          }
+        }
+      }
+      assert.equal(await snapshot(t), before);
+    });
+
+    test('reads of personal data are refused to other sites; a link still opens the dashboard', async () => {
+      for (const url of ['/api/conversations', `/api/conversations/${ids.conversationId}`, '/api/people', '/api/jobs']) {
+        for (const headers of [{ origin: EVIL }, { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'cors' }, { 'sec-fetch-site': 'same-site', 'sec-fetch-mode': 'no-cors' }]) {
+          const response = await t.app.inject({ url, headers: { ...credentials, ...headers } });
+          assert.equal(response.statusCode, 403, `${url} ${JSON.stringify(headers)}`);
+        }
+      }
+      const link = await t.app.inject({ url: '/admin', headers: { ...credentials, 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate' } });
+      assert.notEqual(link.statusCode, 403);
+    });
+
+    test('our own requests still work', async () => {
+      const own = mode === 'open' ? { ...credentials, origin: 'http://localhost', 'sec-fetch-site': 'same-origin' } : credentials;
+      const url = mode === 'open' ? `/admin/conversations/${ids.conversationId}/pause` : `/api/conversations/${ids.conversationId}/pause`;
+      const payload = mode === 'open' ? { paused: 'true', _csrf: credentials['x-csrf-token'] } : { paused: true };
+      const response = await t.app.inject({ method: 'POST', url, headers: own, payload });
+      assert.ok(response.statusCode < 400, `${response.statusCode} ${response.body}`);
+      const paused = await t.runtime.db.query<{ ai_paused: boolean }>('select ai_paused from conversations where id = $1', [ids.conversationId]);
+      assert.equal(paused.rows[0]!.ai_paused, true);
+    });
+  });
+}
+
+describe('open mode: the API needs a header no cross-site page can send', () => {
+  let t: AdminApp;
+  before(async () => {
+    t = await startAdminApp({ ADMIN_TOKEN: '' });
+  });
+  after(() => t.close());
+
+  test('a bodyless POST without Authorization is 403; with any bearer it works', async () => {
+    const bare = await t.app.inject({ method: 'POST', url: '/api/jobs/retry-failed' });
+    assert.equal(bare.statusCode, 403);
+    assert.match(bare.json().error, /Authorization: Bearer/);
+    const scripted = await t.app.inject({ method: 'POST', url: '/api/jobs/retry-failed', headers: { authorization: 'Bearer local' }, payload: {} });
+    assert.equal(scripted.statusCode, 200, scripted.body);
+    assert.equal(scripted.json().retried, true);
+    // Reads stay open on loopback.
+    assert.equal((await t.app.inject({ url: '/api/stats' })).statusCode, 200);
+  });
+
+  test('a dashboard form without Origin or Sec-Fetch-Site is refused even with the CSRF token', async () => {
+    const page = await t.app.inject({ url: '/admin' });
+    const cookie = String(page.headers['set-cookie']).split(';')[0]!;
+    const csrf = /name="csrf-token" content="([^"]+)"/.exec(page.body)![1]!;
+    const scripted = await t.app.inject({ method: 'POST', url: '/admin/jobs/retry-failed', headers: { cookie }, payload: { _csrf: csrf } });
+    assert.equal(scripted.statusCode, 403);
+    const fromPage = await t.app.inject({ method: 'POST', url: '/admin/jobs/retry-failed', headers: { cookie, 'sec-fetch-site': 'same-origin' }, payload: { _csrf: csrf } });
+    assert.equal(fromPage.statusCode, 303);
+  });
+});
+
+describe('proxy trust is opt-in (TRUST_PROXY)', () => {
+  let plain: AdminApp;
+  let proxied: AdminApp;
+  before(async () => {
+    plain = await startAdminApp({ ADMIN_TOKEN: '' });
+    // inject() connects from 127.0.0.1: that is the proxy here.
+    proxied = await startAdminApp({ ADMIN_TOKEN: '', TRUST_PROXY: '127.0.0.1' }, plain.database);
+  });
+  after(async () => {
+    await proxied.close();
+    await plain.close();
+  });
+
+  test('X-Forwarded-Host does not get a rebinding host past the loopback check without TRUST_PROXY', async () => {
+    for (const url of ['/api/conversations', '/admin']) {
+      const forged = await plain.app.inject({ url, headers: { host: 'evil.example', 'x-forwarded-host': 'localhost' } });
+      assert.equal(forged.statusCode, 403, url);
+      // With the proxy trusted, its word on the host counts (and a rebinding host still fails).
+      const relayed = await proxied.app.inject({ url, headers: { host: '127.0.0.1:8080', 'x-forwarded-host': 'localhost' } });
+      assert.equal(relayed.statusCode, 200, url);
+      const rebound = await proxied.app.inject({ url, headers: { host: 'localhost', 'x-forwarded-host': 'evil.example' } });
+      assert.equal(rebound.statusCode, 403, url);
+    }
+  });
+
+  test('X-Forwarded-Proto sets the Secure cookie flag only from a trusted proxy', async () => {
+    const headers = { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'localhost' };
+    const untrusted = await plain.app.inject({ url: '/admin', headers });
+    assert.doesNotMatch(String(untrusted.headers['set-cookie']), /Secure/);
+    const trusted = await proxied.app.inject({ url: '/admin', headers });
+    assert.match(String(trusted.headers['set-cookie']), /; Secure/);
+  });
+});
+
+describe('failed admin authentication is rate-limited per client address', () => {
+  let t: AdminApp;
+  const LIMIT = 3;
+  before(async () => {
+    t = await startAdminApp({ AUTH_FAILURE_LIMIT: String(LIMIT), AUTH_FAILURE_WINDOW_SECONDS: '600' });
+  });
+  after(() => t.close());
+
+  const wrong = { authorization: 'Bearer wrong-token-guess' };
+  const right = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+  const api = (remoteAddress: string, headers: Record<string, string>) => t.app.inject({ url: '/api/stats', headers, remoteAddress });
+
+  test('bearer tokens: N failures get 401, the next attempt 429 with Retry-After; successes never count', async () => {
+    for (let i = 0; i < 2 * LIMIT; i++) assert.equal((await api('192.0.2.1', right)).statusCode, 200);
+    assert.equal((await api('192.0.2.1', {})).statusCode, 401, 'no token at all is not a guess');
+    for (let i = 0; i < LIMIT; i++) assert.equal((await api('192.0.2.1', wrong)).statusCode, 401, `failure ${i + 1}`);
+    const limited = await api('192.0.2.1', wrong);
+    assert.equal(limited.statusCode, 429);
+    const retryAfter = Number(limited.headers['retry-after']);
+    assert.ok(retryAfter > 0 && retryAfter <= 600, `Retry-After ${limited.headers['retry-after']}`);
+    // Blocked means blocked: a guess that happens to be right must not tell the guesser so.
+    assert.equal((await api('192.0.2.1', right)).statusCode, 429);
+    // Another address is not affected, and a forged X-Forwarded-For does not make a new one.
+    assert.equal((await api('192.0.2.2', right)).statusCode, 200);
+    assert.equal((await api('192.0.2.1', { ...right, 'x-forwarded-for': '198.51.100.7' })).statusCode, 429);
+  });
+
+  test('dashboard logins: the N+1st failure within the window is 429', async () => {
+    const login = (token: string) =>
+      t.app.inject({ method: 'POST', url: '/admin/login', remoteAddress: '192.0.2.10', payload: { token, next: '/admin' } });
+    for (let i = 0; i < LIMIT; i++) assert.equal((await login('not-the-token')).statusCode, 401);
+    const limited = await login('not-the-token');
+    assert.equal(limited.statusCode, 429);
+    assert.ok(Number(limited.headers['retry-after']) > 0);
+    assert.equal((await login(TEST_ADMIN_TOKEN)).statusCode, 429);
+  });
+
+  test('webhooks are not rate-limited by it', async () => {
+    for (let i = 0; i <= LIMIT; i++) await api('192.0.2.20', wrong);
+    const webhook = await t.app.inject({ method: 'POST', url: '/webhooks/twilio/whatsapp', remoteAddress: '192.0.2.20', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'Body=x' });
+    assert.equal(webhook.statusCode, 403, 'unsigned webhook: 403 from the signature check, not 429');
+  });
+});
+
+describe('/metrics is not public by accident', () => {
+  test('without METRICS_TOKEN: clients on this machine only, not relayed ones', async () => {
+    const t = await startAdminApp({ HOST: '0.0.0.0' });
+    try {
+      assert.equal((await t.app.inject({ url: '/metrics', remoteAddress: '127.0.0.1' })).statusCode, 200);
+      assert.equal((await t.app.inject({ url: '/metrics', remoteAddress: '::ffff:127.0.0.1' })).statusCode, 200);
+      const remote = await t.app.inject({ url: '/metrics', remoteAddress: '203.0.113.9' });
+      assert.equal(remote.statusCode, 403);
+      assert.match(remote.json().error, /METRICS_TOKEN/);
+      const relayed = await t.app.inject({ url: '/metrics', remoteAddress: '127.0.0.1', headers: { 'x-forwarded-for': '203.0.113.9' } });
+      assert.equal(relayed.statusCode, 403, 'a local proxy relaying an outside client');
+    } finally {
+      await t.close();
+    }
+  });
+
+  test('with TRUST_PROXY the real client decides', async () => {
+    const t = await startAdminApp({ TRUST_PROXY: '127.0.0.1' });
+    try {
+      assert.equal((await t.app.inject({ url: '/metrics', remoteAddress: '127.0.0.1', headers: { 'x-forwarded-for': '127.0.0.1' } })).statusCode, 200);
+      assert.equal((await t.app.inject({ url: '/metrics', remoteAddress: '127.0.0.1', headers: { 'x-forwarded-for': '203.0.113.9' } })).statusCode, 403);
+    } finally {
+      await t.close();
+    }
+  });
+
+  test('with METRICS_TOKEN: the bearer token from anywhere, nothing without it', async () => {
+    const t = await startAdminApp({ METRICS_TOKEN: 'metrics-token-0123456789' });
+    try {
+      assert.equal((await t.app.inject({ url: '/metrics', remoteAddress: '127.0.0.1' })).statusCode, 401);
+      assert.equal((await t.app.inject({ url: '/metrics', remoteAddress: '203.0.113.9', headers: { authorization: 'Bearer wrong' } })).statusCode, 401);
+      const scraped = await t.app.inject({ url: '/metrics', remoteAddress: '203.0.113.9', headers: { authorization: 'Bearer metrics-token-0123456789' } });
+      assert.equal(scraped.statusCode, 200);
+      assert.match(scraped.body, /aiq_jobs/);
+    } finally {
+      await t.close();
+    }
+  });
+});
