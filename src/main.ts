@@ -8,7 +8,8 @@ import { aiProviderCreate } from './ai/providers.ts';
 import { buildApp } from './http/app.ts';
 import { PromMetrics } from './http/metrics.ts';
 import { buildHandlers } from './jobs/registry.ts';
-import { vectorStoreEnsure } from './knowledge/vectors.ts';
+import { embeddingSpaceOf } from './ai/types.ts';
+import { vectorSpaceOpen } from './knowledge/vectors.ts';
 import { createLogger } from './logger.ts';
 import { createTransport } from './messaging/transport.ts';
 import { Worker } from './queue/index.ts';
@@ -68,11 +69,10 @@ export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runt
   const metrics = new PromMetrics(db, aiProviderOf(config));
   const ai = aiProviderCreate(config, (operation, durationMs, outcome) => metrics.observeLlmCall(operation, durationMs, outcome));
   try {
-    // Embedding columns fit this provider's vectors; a change of provider/model/dimension is found here.
-    const vectors = await whenReachable(logger, () => vectorStoreEnsure(db, { provider: ai.name, model: ai.embeddingModel, dimensions: ai.dimensions }));
-    if (vectors.rebuilt && vectors.previous) {
-      logger.warn({ previous: vectors.previous, now: { provider: ai.name, model: ai.embeddingModel, dimensions: ai.dimensions } }, 'embedding provider, model or dimension changed: old embeddings were dropped; run `aiq reembed`');
-    }
+    // Never drops embeddings: another provider, model or dimension than the stored one only
+    // pauses retrieval and embedding (with this reason) until `aiq reembed --switch`.
+    const vectors = await whenReachable(logger, () => vectorSpaceOpen(db, embeddingSpaceOf(ai)));
+    if (vectors.status === 'mismatch') logger.warn({ stored: vectors.stored, configured: vectors.configured }, vectors.reason);
   } catch (err) {
     await db.close();
     throw err;

@@ -70,6 +70,9 @@ test('add-document chunks and queues the embedding; reembed embeds what is stale
   // Two people from the first test and the handbook.
   assert.match(reembed.out, /reembed with local local-hashing-v1 \(256 dimensions\): 3 embedded/);
   assert.match((await aiq(['reembed'])).out, /: 0 embedded/);
-  // A new dimension drops the old vectors; reembed rebuilds them all.
-  assert.match((await aiq(['reembed'], { EMBEDDING_DIMENSIONS: '64' })).out, /\(64 dimensions\): 3 embedded/);
+  // A new dimension is refused until the switch is asked for; then every record is rebuilt.
+  const refusedSpace = await aiq(['reembed'], { EMBEDDING_DIMENSIONS: '64' });
+  assert.equal(refusedSpace.code, 1);
+  assert.match(refusedSpace.out, /embedding space mismatch.*aiq reembed --switch/s);
+  assert.match((await aiq(['reembed', '--switch', '--yes'], { EMBEDDING_DIMENSIONS: '64' })).out, /\(64 dimensions\): 3 embedded/);
 });

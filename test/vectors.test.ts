@@ -1,6 +1,7 @@
 // Vector storage on both paths: pgvector (embedded PGlite) and real[] with the SQL cosine
 // operator (server PostgreSQL without pgvector). The same documents embedded the same way
-// give the same nearest neighbours on both; a change of dimension is detected and rebuilt.
+// give the same nearest neighbours on both; another dimension is refused, and rebuilt only
+// when the switch is asked for.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { localProviderCreate } from '../src/ai/local-provider.ts';
@@ -8,7 +9,7 @@ import type { Database } from '../src/db/types.ts';
 import { embedRecord } from '../src/jobs/embed-record.ts';
 import { documentChunk, documentSave, CHUNK_MAX_CHARS } from '../src/knowledge/documents.ts';
 import { personUpsertMany } from '../src/knowledge/people.ts';
-import { chunkNearest, vectorStaleCount, vectorStoreEnsure, type VectorStorage } from '../src/knowledge/vectors.ts';
+import { chunkNearest, vectorSpaceCheck, vectorSpaceOpen, vectorSpaceSwitch, vectorStaleCount, VectorSpaceMismatchError, type VectorStorage } from '../src/knowledge/vectors.ts';
 import { freshPgliteDatabase, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 
 const DOCS = [
@@ -51,8 +52,10 @@ const stores: Record<string, { t: TestDatabase; storage: VectorStorage }> = {};
 before(async () => {
   for (const [name, fresh] of [['pglite', freshPgliteDatabase], ['postgres', freshServerDatabase]] as const) {
     const t = await fresh();
-    const state = await vectorStoreEnsure(t.db, space);
-    stores[name] = { t, storage: state.storage };
+    const state = await vectorSpaceOpen(t.db, space);
+    assert.equal(state.status, 'ready');
+    assert.ok(state.status === 'ready' && state.created, 'a fresh database gets its columns at first start');
+    stores[name] = { t, storage: state.space.storage };
     await seed(t.db);
   }
 });
@@ -96,22 +99,36 @@ for (const name of ['pglite', 'postgres']) {
       assert.equal((await embedRecord(db, ai, { table: 'people', id: '00000000-0000-4000-8000-000000000000' })).status, 'missing');
     });
 
-    test('ensuring the same space again changes nothing; a new dimension rebuilds and marks all stale', async () => {
+    test('opening another space changes nothing and refuses to embed; only the switch rebuilds', async () => {
       const { db } = stores[name]!.t;
-      assert.equal((await vectorStoreEnsure(db, space)).rebuilt, false);
+      const again = await vectorSpaceOpen(db, space);
+      assert.ok(again.status === 'ready' && !again.created);
       assert.equal(await vectorStaleCount(db), 0);
       const wider = localProviderCreate({ dimensions: 384 });
-      const state = await vectorStoreEnsure(db, { ...space, dimensions: 384 });
-      assert.equal(state.rebuilt, true);
-      assert.deepEqual(state.previous, { storage: stores[name]!.storage, ...space });
-      assert.equal(await vectorStaleCount(db), DOCS.length + 2);
+      const embeddedBefore = await db.query<{ n: number }>('select count(embedding)::int as n from document_chunks');
+      const mismatch = await vectorSpaceOpen(db, { ...space, dimensions: 384 });
+      assert.equal(mismatch.status, 'mismatch');
+      assert.match(mismatch.status === 'mismatch' ? mismatch.reason : '', /aiq reembed --switch/);
+      // Nothing was dropped, nothing marked stale.
+      assert.equal(await vectorStaleCount(db), 0);
+      assert.deepEqual(await db.query<{ n: number }>('select count(embedding)::int as n from document_chunks').then((r) => r.rows), embeddedBefore.rows);
       const docs = await db.query<{ id: string }>('select id from documents');
+      await db.query('update documents set embedded_hash = null where id = $1', [docs.rows[0]!.id]);
+      await assert.rejects(embedRecord(db, wider, { table: 'documents', id: docs.rows[0]!.id }), VectorSpaceMismatchError);
+      await assert.rejects(vectorSpaceCheck(db, { ...space, dimensions: 384 }), /embedding space mismatch/);
+
+      const switched = await vectorSpaceSwitch(db, { ...space, dimensions: 384 });
+      assert.equal(switched.switched, true);
+      assert.deepEqual(switched.previous, { storage: stores[name]!.storage, ...space });
+      assert.equal(await vectorStaleCount(db), DOCS.length + 2);
       for (const { id } of docs.rows) await embedRecord(db, wider, { table: 'documents', id });
       const [vector] = (await wider.embed(['holiday days'])).vectors;
       assert.equal((await chunkNearest(db, vector!, 1))[0]!.title, 'Leave policy');
       // Back to the original space for the other tests in this file.
-      await vectorStoreEnsure(db, space);
+      await vectorSpaceSwitch(db, space);
       for (const { id } of docs.rows) await embedRecord(db, ai, { table: 'documents', id });
+      const people = await db.query<{ id: string }>('select id from people');
+      for (const { id } of people.rows) await embedRecord(db, ai, { table: 'people', id });
     });
   });
 }

@@ -3,10 +3,10 @@
 // conversation history is the caller's: it owns the messages.
 import type { Queryable } from '../db/types.ts';
 import { personGetByPhone, personText } from '../knowledge/people.ts';
-import { chunkNearest } from '../knowledge/vectors.ts';
+import { chunkNearest, vectorSpaceCheck } from '../knowledge/vectors.ts';
 import { pendingQuestions, type HistoryMessage } from './prompts.ts';
 import type { AiProvider, CallOptions, KnowledgeItem, TokenUsage } from './types.ts';
-import { NO_USAGE } from './types.ts';
+import { NO_USAGE, embeddingSpaceOf } from './types.ts';
 
 export interface RagInput {
   /** The sender's phone, in any form (whatsapp:+31…, +31…). */
@@ -37,6 +37,8 @@ export async function ragRetrieve(db: Queryable, ai: AiProvider, input: RagInput
   const query = (questions.length > 0 ? questions : lastUser).join('\n').trim();
   if (!query || input.topK <= 0) return { person: person ? personText(person) : null, personId: person?.id ?? null, knowledge: [], usage: NO_USAGE };
 
+  // Vectors of another space would be compared as if they meant the same: refuse instead.
+  await vectorSpaceCheck(db, embeddingSpaceOf(ai));
   const embedded = await ai.embed([query], options);
   const chunks = await chunkNearest(db, embedded.vectors[0]!, input.topK);
   const knowledge: KnowledgeItem[] = chunks.map((c) => ({ id: c.id, title: c.title, content: c.content, distance: c.distance }));

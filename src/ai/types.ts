@@ -79,3 +79,8 @@ export function usageAdd(a: TokenUsage, b: TokenUsage): TokenUsage {
     totalTokens: a.totalTokens + b.totalTokens,
   };
 }
+
+/** The vector space a provider's embeddings live in: stored vectors of another are never compared. */
+export function embeddingSpaceOf(ai: Pick<AiProvider, 'name' | 'embeddingModel' | 'dimensions'>): { provider: string; model: string; dimensions: number } {
+  return { provider: ai.name, model: ai.embeddingModel, dimensions: ai.dimensions };
+}

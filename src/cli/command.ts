@@ -1,5 +1,8 @@
 // What a CLI command is, and the small helpers the commands share.
 import type { Env } from '../config.ts';
+import { pendingMigrations } from '../db/migrate.ts';
+import { openDatabase } from '../db/open.ts';
+import type { Database } from '../db/types.ts';
 import { openRuntime } from '../main.ts';
 import type { Runtime } from '../runtime.ts';
 
@@ -23,6 +26,22 @@ export async function withRuntime<T>(config: Env, work: (runtime: Runtime) => Pr
     return await work(runtime);
   } finally {
     await runtime.db.close();
+  }
+}
+
+/**
+ * Opens the database for a command that only reads (stats, jobs): no migrations, no
+ * embedding columns, no AI provider or transport, so a shell with other settings than the
+ * servers' changes nothing. A schema that is not current is reported, not upgraded.
+ */
+export async function withDatabaseReadOnly<T>(config: Env, work: (db: Database) => Promise<T>): Promise<T> {
+  const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolSize: 2, applicationName: 'aiq-cli' });
+  try {
+    const pending = await pendingMigrations(db);
+    if (pending.length > 0) throw new Error(`the database schema is not current (pending: ${pending.join(', ')}): run \`aiq migrate\` or start aiq first`);
+    return await work(db);
+  } finally {
+    await db.close();
   }
 }
 

@@ -1,16 +1,18 @@
 // Commands that fill the knowledge base: add-document, import-people (a CSV, run here with
-// progress) and reembed (after a provider, model or dimension change). Progress is drawn
-// on a terminal only; every command ends with a plain summary.
+// progress) and reembed (stale records; with --switch, a new provider, model or dimension
+// after a confirmation). Progress is drawn on a terminal only; every command ends with a
+// plain summary.
 import { readFileSync, statSync, openSync, readSync, closeSync } from 'node:fs';
 import { basename, extname, resolve } from 'node:path';
+import { createInterface } from 'node:readline/promises';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { Database } from '../db/types.ts';
-import type { AiProvider } from '../ai/types.ts';
+import { embeddingSpaceOf, type AiProvider } from '../ai/types.ts';
 import { embedRecord, embedRecordEnqueue } from '../jobs/embed-record.ts';
 import { importPeopleExecute } from '../jobs/import-people.ts';
 import { importCreate, importGet, type PersonField } from '../knowledge/csv-import.ts';
 import { documentSave } from '../knowledge/documents.ts';
-import { vectorMarkAllStale, vectorStaleCount, vectorStaleList } from '../knowledge/vectors.ts';
+import { describeSpace, vectorMarkAllStale, vectorSpaceCheck, vectorSpaceSwitch, vectorStaleCount, vectorStaleList, vectorSwitchPlan } from '../knowledge/vectors.ts';
 import { RetryLaterError } from '../queue/index.ts';
 import { UsageError, withRuntime, type Command } from './command.ts';
 
@@ -88,6 +90,35 @@ function headerMapOf(values: string[] | undefined): Record<string, PersonField> 
     map[header] = field;
   }
   return map;
+}
+
+/**
+ * Says what `reembed --switch` drops and redoes, and asks on a terminal; elsewhere only
+ * --yes goes ahead. `current`: the stored space is the configured one already.
+ */
+async function confirmSwitch(db: Database, ai: AiProvider, yes: boolean): Promise<'go' | 'current' | 'declined'> {
+  const plan = await vectorSwitchPlan(db);
+  const target = embeddingSpaceOf(ai);
+  if (plan.stored && describeSpace(plan.stored) === describeSpace({ ...target, storage: plan.stored.storage })) {
+    console.log(`the stored embedding space is ${describeSpace(plan.stored)} already: nothing to switch; embedding what is stale`);
+    return 'current';
+  }
+  console.log(
+    `This drops ${plan.embedded} stored embedding${plan.embedded === 1 ? '' : 's'}` +
+      `${plan.stored ? ` (${describeSpace(plan.stored)})` : ''} and re-embeds all ${plan.records} record${plan.records === 1 ? '' : 's'} ` +
+      `(people and documents) with ${describeSpace(target)}. Retrieval answers from fewer records until it is done.`,
+  );
+  if (yes) return 'go';
+  if (!process.stdin.isTTY) throw new UsageError('reembed --switch drops every embedding: pass --yes to confirm when not at a terminal');
+  const prompt = createInterface({ input: process.stdin, output: process.stdout });
+  try {
+    const answer = await prompt.question('Type "yes" to switch: ');
+    if (answer.trim().toLowerCase() === 'yes') return 'go';
+  } finally {
+    prompt.close();
+  }
+  console.log('not switched: nothing was changed');
+  return 'declined';
 }
 
 async function reembedAll(db: Database, ai: AiProvider, all: boolean): Promise<number> {
@@ -199,11 +230,22 @@ export const knowledgeCommands: Command[] = [
   },
   {
     name: 'reembed',
-    usage: 'reembed [--all]',
-    summary: 'embed every record whose embedding is missing or stale (--all: every record)',
+    usage: 'reembed [--all] [--switch [--yes]]',
+    summary: 'embed records whose embedding is missing or stale (--all: every record; --switch: move to the configured provider/model/dimension)',
     async run(args, config) {
-      const { values } = parse(args, { all: { type: 'boolean' } });
-      return withRuntime(config, (rt) => reembedAll(rt.db, rt.ai, values.all === true));
+      const { values } = parse(args, { all: { type: 'boolean' }, switch: { type: 'boolean' }, yes: { type: 'boolean' } });
+      if (values.yes && !values.switch) throw new UsageError('--yes only confirms --switch');
+      return withRuntime(config, async (rt) => {
+        if (values.switch) {
+          const confirmed = await confirmSwitch(rt.db, rt.ai, values.yes === true);
+          if (confirmed !== 'go') return confirmed === 'current' ? reembedAll(rt.db, rt.ai, false) : 1;
+          const { previous } = await vectorSpaceSwitch(rt.db, embeddingSpaceOf(rt.ai));
+          console.log(`switched the embedding space${previous ? ` from ${describeSpace(previous)}` : ''} to ${describeSpace(embeddingSpaceOf(rt.ai))}`);
+        } else {
+          await vectorSpaceCheck(rt.db, embeddingSpaceOf(rt.ai));
+        }
+        return reembedAll(rt.db, rt.ai, values.all === true);
+      });
     },
   },
 ];

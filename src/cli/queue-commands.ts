@@ -1,7 +1,7 @@
 // Commands that look at and act on the queue: enqueue, stats, jobs, retry, cancel, cleanup.
 import { parseArgs } from 'node:util';
 import { JOB_STATUSES, jobCancel, jobCleanup, jobEnqueue, jobList, jobRetry, jobRetryMany, jobStats, type JobStatus } from '../queue/index.ts';
-import { printTable, UsageError, withRuntime, type Command } from './command.ts';
+import { printTable, UsageError, withDatabaseReadOnly, withRuntime, type Command } from './command.ts';
 
 type Options = Record<string, { type: 'string' | 'boolean' }>;
 
@@ -69,7 +69,7 @@ export const queueCommands: Command[] = [
     usage: 'stats',
     summary: 'job counts by type and status, and the age of the oldest due job',
     async run(_args, config) {
-      const stats = await withRuntime(config, (rt) => jobStats(rt.db));
+      const stats = await withDatabaseReadOnly(config, (db) => jobStats(db));
       const rows = Object.entries(stats.counts).map(([type, counts]) => ({ type, ...counts }));
       printTable([...rows, { type: 'total', ...stats.totals }], ['type', ...JOB_STATUSES]);
       console.log(`oldest due job waiting: ${stats.oldestDueAgeSeconds.toFixed(1)} s`);
@@ -81,8 +81,8 @@ export const queueCommands: Command[] = [
     summary: 'list jobs, newest first',
     async run(args, config) {
       const { values } = parse(args, { status: { type: 'string' }, type: { type: 'string' }, search: { type: 'string' }, limit: { type: 'string' } });
-      const page = await withRuntime(config, (rt) =>
-        jobList(rt.db, { status: statusOf(values.status), type: values.type as string | undefined, search: values.search as string | undefined }, { limit: intOf('limit', values.limit) ?? 20 }),
+      const page = await withDatabaseReadOnly(config, (db) =>
+        jobList(db, { status: statusOf(values.status), type: values.type as string | undefined, search: values.search as string | undefined }, { limit: intOf('limit', values.limit) ?? 20 }),
       );
       printTable(
         page.jobs.map((j) => ({ id: j.id, type: j.type, status: j.status, attempts: `${j.attempts}/${j.maxAttempts}`, created: j.createdAt, next_run: j.nextRunAt, last_error: j.lastError })),

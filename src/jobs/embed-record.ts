@@ -4,11 +4,11 @@
 import { z } from 'zod';
 import type { Database, Queryable } from '../db/types.ts';
 import type { AiProvider, CallOptions, TokenUsage } from '../ai/types.ts';
-import { NO_USAGE, usageAdd } from '../ai/types.ts';
+import { NO_USAGE, embeddingSpaceOf, usageAdd } from '../ai/types.ts';
 import { aiWithUsageRecorded } from '../ai/usage.ts';
 import { chunkEmbeddingText, documentGetForEmbedding } from '../knowledge/documents.ts';
 import { personGet, personText } from '../knowledge/people.ts';
-import { documentEmbeddingSet, personEmbeddingSet } from '../knowledge/vectors.ts';
+import { documentEmbeddingSet, personEmbeddingSet, vectorSpaceCheck } from '../knowledge/vectors.ts';
 import { jobEnqueueMany, type JobHandler } from '../queue/index.ts';
 
 export const EMBED_RECORD = 'embed_record';
@@ -44,6 +44,7 @@ export async function embedRecord(
   options: CallOptions & { purpose?: 'embed_record' | 'reembed' } = {},
 ): Promise<EmbedOutcome> {
   const { table, id } = payload;
+  await vectorSpaceCheck(db, embeddingSpaceOf(provider));
   const ai = aiWithUsageRecorded(provider, db, options.purpose ?? 'embed_record', id);
   if (table === 'people') {
     const person = await personGet(db, id);

@@ -1,6 +1,7 @@
 // The app's job handlers, one per type, handed to the queue's worker. The only place that
 // joins the queue core to the domain: dispatch is by type through this list, never if-else.
-import type { JobHandler } from '../queue/index.ts';
+import { VectorSpaceMismatchError } from '../knowledge/vectors.ts';
+import { RetryLaterError, type JobHandler } from '../queue/index.ts';
 import type { Runtime } from '../runtime.ts';
 import { autoreplyHandler } from './autoreply.ts';
 import { embedRecordHandler } from './embed-record.ts';
@@ -8,12 +9,34 @@ import { importPeopleHandler } from './import-people.ts';
 import { replyDepsOf } from './reply-context.ts';
 import { suggestHandler } from './suggest.ts';
 
+// An embedding-space mismatch waits for an operator (fix the AI settings or run `aiq reembed
+// --switch`), not for backoff: look again each minute, and give the attempt back within the
+// throttle window, so a quick fix loses no message and a forgotten one still fails visibly.
+const SPACE_MISMATCH_RETRY_MS = 60_000;
+
+function waitingForVectorSpace<P>(handler: JobHandler<P>): JobHandler<P> {
+  return {
+    ...handler,
+    async run(context) {
+      try {
+        return await handler.run(context);
+      } catch (err) {
+        if (err instanceof VectorSpaceMismatchError) {
+          throw new RetryLaterError(err.message, { delayMs: SPACE_MISMATCH_RETRY_MS, countsAsAttempt: false, cause: err });
+        }
+        throw err;
+      }
+    },
+  };
+}
+
 export function buildHandlers(runtime: Runtime): JobHandler<any>[] {
   const reply = replyDepsOf(runtime);
-  return [
+  const handlers: JobHandler<any>[] = [
     autoreplyHandler(runtime),
     suggestHandler(reply),
     embedRecordHandler({ db: runtime.db, ai: runtime.ai }),
     importPeopleHandler({ db: runtime.db }),
   ];
+  return handlers.map(waitingForVectorSpace);
 }

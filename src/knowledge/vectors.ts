@@ -1,8 +1,9 @@
 // Embedding storage: pgvector (`vector(N)`, HNSW, `<=>`) where the extension exists, else
-// `real[]` with the `<=>` operator from 0003_knowledge.sql. Builds the columns at start for
-// the configured provider/model/dimension, detects a change, and runs the nearest-neighbour
-// queries. Every query text is the same on both storages: `aiq_vector()` converts a
-// real[] parameter to whatever the column holds. Knows nothing of providers or jobs.
+// `real[]` with the `<=>` operator from 0003_knowledge.sql. Builds the columns once for a
+// fresh database, refuses to mix vectors of another provider/model/dimension, rebuilds only
+// when asked (`aiq reembed --switch`), and runs the nearest-neighbour queries. Every query
+// text is the same on both storages: `aiq_vector()` converts a real[] parameter to whatever
+// the column holds. Knows nothing of providers or jobs.
 import type { Database, Queryable } from '../db/types.ts';
 
 export type VectorStorage = 'pgvector' | 'real[]';
@@ -14,60 +15,119 @@ export interface VectorSpace {
   dimensions: number;
 }
 
-export interface VectorStoreState extends VectorSpace {
-  storage: VectorStorage;
-  /** True when this start (re)built the columns: every record needs embedding again. */
-  rebuilt: boolean;
-  /** The space the old embeddings were made in, when `rebuilt` replaced one. */
-  previous?: VectorSpace & { storage: VectorStorage };
-}
+export type StoredVectorSpace = VectorSpace & { storage: VectorStorage };
+
+/** The stored space against the configured one, as a process finds it at start. */
+export type VectorSpaceState =
+  | { status: 'ready'; space: StoredVectorSpace; created: boolean }
+  | { status: 'mismatch'; stored: StoredVectorSpace; configured: VectorSpace; reason: string };
 
 /** pgvector's HNSW index takes at most 2000 dimensions; beyond that queries scan. */
 const HNSW_MAX_DIMENSIONS = 2000;
 // Any constant will do; this one is ours alone ('aiq:vectors').
 const VECTOR_LOCK_KEY = 727_003;
 
-/**
- * Makes sure the embedding columns fit `space`, idempotently. Run at every start, under an
- * advisory lock so processes starting together do not race. A different provider, model
- * or dimension drops the old embeddings (derived data) and marks every record stale; `aiq
- * reembed` then rebuilds them.
- */
-export async function vectorStoreEnsure(db: Database, space: VectorSpace): Promise<VectorStoreState> {
+/** Retrieval or embedding refused: the stored embeddings were made in another space. */
+export class VectorSpaceMismatchError extends Error {
+  override name = 'VectorSpaceMismatchError';
+}
+
+export function describeSpace(space: VectorSpace & { storage?: VectorStorage }): string {
+  return `${space.provider}/${space.model}/${space.dimensions}${space.storage ? ` (${space.storage})` : ''}`;
+}
+
+function mismatchReason(stored: StoredVectorSpace, configured: VectorSpace): string {
+  return (
+    `embedding space mismatch: the stored embeddings are ${describeSpace(stored)}, this process is configured for ` +
+    `${describeSpace(configured)}. Retrieval and embedding are paused; fix the AI settings, or switch the knowledge base ` +
+    'to the new space with `aiq reembed --switch` (drops and rebuilds every embedding).'
+  );
+}
+
+function sameSpace(stored: StoredVectorSpace, configured: VectorSpace): boolean {
+  return stored.provider === configured.provider && stored.model === configured.model && stored.dimensions === configured.dimensions;
+}
+
+function checkDimensions(space: VectorSpace): void {
   if (!Number.isInteger(space.dimensions) || space.dimensions < 1 || space.dimensions > 16_000) {
     throw new Error(`embedding dimension must be a whole number from 1 to 16000, got ${space.dimensions}`);
   }
+}
+
+/**
+ * What every process does at start: compares the stored space with the configured one and
+ * never changes existing embeddings. Only a database that has no space yet (nothing
+ * embedded, no columns) gets its columns built here — there is nothing to lose — under an
+ * advisory lock, so processes starting together build them once.
+ */
+export async function vectorSpaceOpen(db: Database, configured: VectorSpace): Promise<VectorSpaceState> {
+  checkDimensions(configured);
+  const stored = await vectorSettingsGet(db);
+  if (stored) return stateOf(stored, configured);
   const storage = await vectorStorageDetect(db);
   return db.transaction(async (tx) => {
     await tx.query('select pg_advisory_xact_lock($1)', [VECTOR_LOCK_KEY]);
-    const current = await vectorSettingsGet(tx);
-    const columns = await tx.query<{ table_name: string }>(
-      `select table_name from information_schema.columns
-       where table_schema = current_schema() and column_name = 'embedding'
-         and table_name in ('people', 'document_chunks')`,
-    );
-    const same =
-      current !== null &&
-      current.storage === storage &&
-      current.provider === space.provider &&
-      current.model === space.model &&
-      current.dimensions === space.dimensions &&
-      columns.rowCount === 2;
-    if (same) return { storage, ...space, rebuilt: false };
+    const raced = await vectorSettingsGet(tx);
+    if (raced) return stateOf(raced, configured);
+    await vectorColumnsBuild(tx, storage, configured);
+    return { status: 'ready' as const, space: { storage, ...configured }, created: true };
+  });
+}
 
-    await tx.exec(columnsDdl(storage, space.dimensions));
+function stateOf(stored: StoredVectorSpace, configured: VectorSpace): VectorSpaceState {
+  if (sameSpace(stored, configured)) return { status: 'ready', space: stored, created: false };
+  return { status: 'mismatch', stored, configured, reason: mismatchReason(stored, configured) };
+}
+
+/**
+ * Throws VectorSpaceMismatchError unless the stored space is `configured`. Read on every use
+ * (one primary-key row), so a process notices `aiq reembed --switch` run elsewhere.
+ */
+export async function vectorSpaceCheck(db: Queryable, configured: VectorSpace): Promise<void> {
+  const stored = await vectorSettingsGet(db);
+  if (!stored) throw new VectorSpaceMismatchError('no embedding space yet: start aiq once (`aiq start`, `serve` or `worker`) to create it');
+  if (!sameSpace(stored, configured)) throw new VectorSpaceMismatchError(mismatchReason(stored, configured));
+}
+
+/** What `aiq reembed --switch` will drop and redo, for its confirmation prompt. */
+export async function vectorSwitchPlan(db: Queryable): Promise<{ stored: StoredVectorSpace | null; embedded: number; records: number }> {
+  const counts = await db.query<{ embedded: number; records: number }>(
+    `select ((select count(*) from people where embedded_hash is not null)
+           + (select count(*) from documents where embedded_hash is not null))::int as embedded,
+            ((select count(*) from people) + (select count(*) from documents))::int as records`,
+  );
+  return { stored: await vectorSettingsGet(db), ...counts.rows[0]! };
+}
+
+/**
+ * The explicit switch (`aiq reembed --switch`, confirmed by the operator): drops every
+ * embedding, rebuilds the columns for `space` and marks every record stale. Destroys
+ * derived data only; the records themselves stay. A no-op when the space is current.
+ */
+export async function vectorSpaceSwitch(db: Database, space: VectorSpace): Promise<{ switched: boolean; previous: StoredVectorSpace | null }> {
+  checkDimensions(space);
+  const storage = await vectorStorageDetect(db);
+  return db.transaction(async (tx) => {
+    await tx.query('select pg_advisory_xact_lock($1)', [VECTOR_LOCK_KEY]);
+    const previous = await vectorSettingsGet(tx);
+    if (previous && previous.storage === storage && sameSpace(previous, space)) return { switched: false, previous };
+    await vectorColumnsBuild(tx, storage, space);
     await tx.query('update people set embedded_hash = null, embedded_at = null where embedded_hash is not null');
     await tx.query('update documents set embedded_hash = null, embedded_at = null where embedded_hash is not null');
-    await tx.query(
-      `insert into knowledge_vector_settings (id, storage, provider, model, dimensions)
-       values (1, $1, $2, $3, $4)
-       on conflict (id) do update
-       set storage = excluded.storage, provider = excluded.provider, model = excluded.model,
-           dimensions = excluded.dimensions, updated_at = now()`,
-      [storage, space.provider, space.model, space.dimensions],
-    );
-    return { storage, ...space, rebuilt: true, previous: current ?? undefined };
+    return { switched: true, previous };
   });
+}
+
+async function vectorColumnsBuild(tx: Queryable, storage: VectorStorage, space: VectorSpace): Promise<void> {
+  await tx.exec(columnsDdl(storage, space.dimensions));
+  await tx.query(
+    `insert into knowledge_vector_settings (id, storage, provider, model, dimensions)
+     values (1, $1, $2, $3, $4)
+     on conflict (id) do update
+     set storage = excluded.storage, provider = excluded.provider, model = excluded.model,
+         dimensions = excluded.dimensions, updated_at = now()`,
+    [storage, space.provider, space.model, space.dimensions],
+  );
 }
 
 /**
@@ -91,7 +151,7 @@ export async function vectorStorageDetect(db: Database): Promise<VectorStorage> 
 }
 
 /** What the embedding columns were last built for, or null before the first start. */
-export async function vectorSettingsGet(db: Queryable): Promise<(VectorSpace & { storage: VectorStorage }) | null> {
+export async function vectorSettingsGet(db: Queryable): Promise<StoredVectorSpace | null> {
   const result = await db.query<{ storage: VectorStorage; provider: string; model: string; dimensions: number }>(
     'select storage, provider, model, dimensions from knowledge_vector_settings where id = 1',
   );

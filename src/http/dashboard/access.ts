@@ -28,7 +28,16 @@ export const OPEN_ELSEWHERE =
 const PUBLIC = new Set(['/admin/login', '/admin/assets/app.js']);
 
 /** Builds the onRequest/preHandler pair for the dashboard plugin. */
-export function dashboardAccess(auth: AdminAuth, logTransport: boolean, publicUrl: string | undefined) {
+export interface AccessOptions {
+  auth: AdminAuth;
+  /** Transport `log`: the simulate form is offered. */
+  logTransport: boolean;
+  publicUrl: string | undefined;
+  /** A standing problem to show on every page (read per page view), or null. */
+  alert: () => Promise<string | null>;
+}
+
+export function dashboardAccess({ auth, logTransport, publicUrl, alert }: AccessOptions) {
   return {
     async onRequest(request: FastifyRequest, reply: FastifyReply): Promise<void> {
       if (auth.open && !loopbackHost(request)) {
@@ -57,7 +66,8 @@ export function dashboardAccess(auth: AdminAuth, logTransport: boolean, publicUr
         }
         return;
       }
-      contexts.set(request, { open: auth.open, csrf: auth.csrfToken(session), logTransport, session });
+      const shown = request.method === 'GET' ? ((await alert()) ?? undefined) : undefined;
+      contexts.set(request, { open: auth.open, csrf: auth.csrfToken(session), logTransport, session, alert: shown });
     },
 
     // After body parsing, so the `_csrf` form field is readable.

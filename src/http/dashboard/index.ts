@@ -6,6 +6,7 @@ import formbody from '@fastify/formbody';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Runtime } from '../../runtime.ts';
 import type { AuthFailureLimiter } from '../auth-failures.ts';
+import { embeddingsProblem } from '../health.ts';
 import type { AdminAuth } from '../auth.ts';
 import { dashboardAccess } from './access.ts';
 import { conversationPages } from './conversation-pages.ts';
@@ -28,7 +29,7 @@ export const dashboard: FastifyPluginAsync<DashboardOptions> = async (app, { run
   // The webhook plugin may already parse forms at the root; a second parser would throw.
   if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) await app.register(formbody);
 
-  const access = dashboardAccess(auth, logTransport, runtime.config.PUBLIC_URL);
+  const access = dashboardAccess({ auth, logTransport, publicUrl: runtime.config.PUBLIC_URL, alert: () => embeddingsProblem(runtime) });
   app.addHook('onRequest', access.onRequest);
   app.addHook('preHandler', access.preHandler);
   app.addHook('onSend', async (_request, reply, payload) => {

@@ -13,6 +13,8 @@ export interface PageContext {
   notice?: string;
   /** An error message after an action (from `?problem=`). */
   problem?: string;
+  /** A standing problem an operator must fix (an embedding-space mismatch), on every page. */
+  alert?: string;
 }
 
 const NAV = [
@@ -37,6 +39,7 @@ header .brand { font-weight:700; color:#fff; margin-right:8px; } header form { m
 main { max-width:1200px; margin:0 auto; padding:20px 24px 60px; }
 h1 { font-size:22px; margin:0 0 16px; } h2 { font-size:16px; margin:24px 0 8px; }
 .banner { padding:8px 24px; background:#fffaeb; color:#93370d; border-bottom:1px solid #fedf89; }
+.banner.alert { background:#fef3f2; color:#b42318; border-bottom-color:#fecdca; }
 .notice, .problem { padding:10px 14px; border-radius:6px; margin-bottom:16px; }
 .notice { background:#ecfdf3; color:#05603a; border:1px solid #abefc6; } .problem { background:#fef3f2; color:#b42318; border:1px solid #fecdca; }
 .card { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:16px; margin-bottom:16px; }
@@ -80,6 +83,7 @@ export function page(ctx: PageContext, section: Section, title: string, content:
 <title>${title} · aiq</title><style>${STYLE}</style><script src="/admin/assets/app.js" defer></script></head>
 <body>
 ${section === 'login' ? '' : nav(ctx, section)}
+${ctx.alert ? html`<div class="banner alert" role="alert">${ctx.alert}</div>` : ''}
 ${ctx.open ? html`<div class="banner">Open access: <b>ADMIN_TOKEN</b> is not set, so no login is asked. The server only listens on this machine (loopback).</div>` : ''}
 <main>
 ${ctx.notice ? html`<div class="notice" role="status">${ctx.notice}</div>` : ''}
