@@ -27,6 +27,11 @@ const { values: args } = parseArgs({
     'keep-database': { type: 'boolean', default: false },
     'settle-timeout-s': { type: 'string', default: '300' },
     seed: { type: 'string', default: '7' },
+    // The timings a deployment runs with (60 s leases, 5 s backoff base …) instead of the
+    // shortened ones that let a run settle in about a minute.
+    'production-timings': { type: 'boolean', default: false },
+    // Small, so that the bursts (3 messages) are longer than the prompt's window.
+    'history-messages': { type: 'string', default: '2' },
   },
 });
 
@@ -40,6 +45,11 @@ const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0
 const DATABASE = `aiq_chaos_${process.pid}`;
 const DATABASE_URL = Object.assign(new URL(ADMIN_URL), { pathname: `/${DATABASE}` }).toString();
 const FROM_NUMBER = 'whatsapp:+14155238886';
+// Short leases and backoff let a run settle in a minute or two; the mechanisms are the same.
+// --production-timings runs with the defaults a deployment has (src/config.ts).
+const TIMINGS = args['production-timings']
+  ? { JOB_LEASE_SECONDS: '60', BACKOFF_BASE_SECONDS: '5', BACKOFF_CAP_SECONDS: '300', REPLY_CONFIRM_TIMEOUT_SECONDS: '300', AI_REQUEST_TIMEOUT_MS: '30000' }
+  : { JOB_LEASE_SECONDS: '4', BACKOFF_BASE_SECONDS: '0.5', BACKOFF_CAP_SECONDS: '5', REPLY_CONFIRM_TIMEOUT_SECONDS: '15', AI_REQUEST_TIMEOUT_MS: '1500' };
 
 /** The run's dice, so a failing run can be replayed with --seed. */
 const random = seededRandom(Number(args.seed));
@@ -61,6 +71,9 @@ async function adminQuery(sql: string): Promise<void> {
 
 // ---- the system under test -------------------------------------------------------------
 
+// Every user message any successful chat request carried: "acknowledged ⇒ read by the model
+// or visibly failed" is checked against it (the fake keeps only its last 100 requests).
+const prompted = new Set<string>();
 const fakeOpenAi = await startFakeOpenAi({
   seed: Number(args.seed),
   latencyMs: 20,
@@ -70,7 +83,10 @@ const fakeOpenAi = await startFakeOpenAi({
     { probability: 0.1, fault: { kind: 'status', status: 500, message: 'The server had an error' } },
     { probability: 0.05, fault: { kind: 'hang' } },
   ],
-  reply: (_body, n) => `Answer ${n} from the assistant.`,
+  reply: (body, n) => {
+    for (const message of body.messages as Array<{ role: string; content: string }>) if (message.role === 'user') prompted.add(message.content);
+    return `Answer ${n} from the assistant.`;
+  },
 });
 const fakeTwilio = await startFakeTwilio({ seed: Number(args.seed), statusCallbacks: true, rates: { serverError: 0.1 } });
 
@@ -94,12 +110,8 @@ const env: NodeJS.ProcessEnv = {
   AI_PROVIDER: 'openai',
   OPENAI_API_KEY: 'sk-chaos',
   OPENAI_BASE_URL: fakeOpenAi.openaiBaseUrl,
-  AI_REQUEST_TIMEOUT_MS: '1500',
-  // Short leases and backoff so that a run settles in minutes; the mechanisms are the same.
-  JOB_LEASE_SECONDS: '4',
-  BACKOFF_BASE_SECONDS: '0.5',
-  BACKOFF_CAP_SECONDS: '5',
-  REPLY_CONFIRM_TIMEOUT_SECONDS: '15',
+  ...TIMINGS,
+  HISTORY_MESSAGES: args['history-messages'],
   WORKER_CONCURRENCY: '20',
   WORKER_POLL_INTERVAL_MS: '500',
 };
@@ -321,20 +333,25 @@ const replies = await one<{ replies: number; doubled: number; confirmed: number;
           count(*) filter (where status in ('failed', 'undelivered'))::int as refused
    from messages where source = 'ai'`,
 );
-// A message is answered when an AI reply in its conversation took it into account
-// (context_until): one reply may answer a burst. Otherwise its job must have failed visibly.
-// context_until passes through a JavaScript Date, so it has millisecond precision.
-const unanswered = await one<{ lost: number; answered: number }>(
-  `select count(*) filter (where not answered and not failed)::int as lost,
-          count(*) filter (where answered)::int as answered
-   from (
-     select exists (select 1 from messages r
-                    where r.conversation_id = m.conversation_id and r.source = 'ai'
-                      and r.context_until >= date_trunc('milliseconds', m.created_at)) as answered,
-            exists (select 1 from ai_jobs j
-                    where j.type = 'autoreply' and j.payload->>'messageId' = m.id::text and j.status = 'failed') as failed
-     from messages m where m.source = 'inbound') s`,
+// A message is answered when a reply of its conversation covered its position (the reply's
+// context_until_seq): one reply may answer a burst. Otherwise its job must have failed visibly.
+const perMessage = await db.query<{ body: string; answered: boolean; failed: boolean }>(
+  `select m.body,
+          exists (select 1 from messages r
+                  where r.conversation_id = m.conversation_id and r.source <> 'inbound'
+                    and r.status not in ('failed', 'send_failed') and r.context_until_seq >= m.seq) as answered,
+          exists (select 1 from ai_jobs j
+                  where j.type = 'autoreply' and j.payload->>'messageId' = m.id::text and j.status = 'failed') as failed
+   from messages m where m.source = 'inbound'`,
 );
+const unanswered = {
+  lost: perMessage.rows.filter((m) => !m.answered && !m.failed).length,
+  answered: perMessage.rows.filter((m) => m.answered).length,
+  // Marked answered although no prompt the model answered contained it.
+  answeredUnread: perMessage.rows.filter((m) => m.answered && !prompted.has(m.body)).length,
+  // Acknowledged, never read by the model, and no failure to show for it.
+  neverRead: perMessage.rows.filter((m) => !prompted.has(m.body) && !m.failed).length,
+};
 const jobs = await one<{ processing: number; failed: number; history_incomplete: number; reclaims: number; retries: number }>(
   `select count(*) filter (where status = 'processing')::int as processing,
           count(*) filter (where status = 'failed')::int as failed,
@@ -351,6 +368,8 @@ const duplicateSends = twilioStats.duplicates.length;
 
 const report = {
   seed: Number(args.seed),
+  timings: Object.entries(TIMINGS).map(([name, value]) => `${name}=${value}`).join(' '),
+  historyMessages: Number(args['history-messages']),
   messages: count,
   redeliveries,
   acknowledged: acknowledged.size,
@@ -363,6 +382,8 @@ const report = {
   settleSeconds: Number(settleSeconds.toFixed(1)),
   stored: stored.stored,
   answered: unanswered.answered,
+  answeredUnread: unanswered.answeredUnread,
+  neverRead: unanswered.neverRead,
   jobsDone: jobsPerMessage.done,
   jobsFailed: jobsPerMessage.failed,
   replies: replies.replies,
@@ -390,6 +411,8 @@ if (duplicateSends > 0) violations.push(`the fake Twilio API received ${duplicat
 if (jobs.processing > 0) violations.push(`${jobs.processing} jobs left processing`);
 if (jobs.history_incomplete > 0) violations.push(`${jobs.history_incomplete} failed jobs lack a history entry per attempt`);
 if (unanswered.lost > 0) violations.push(`${unanswered.lost} messages were neither answered nor visibly failed`);
+if (unanswered.answeredUnread > 0) violations.push(`${unanswered.answeredUnread} messages count as answered but were in no prompt`);
+if (unanswered.neverRead > 0) violations.push(`${unanswered.neverRead} acknowledged messages were in no prompt and did not fail visibly`);
 
 console.log('\nchaos report');
 for (const [key, value] of Object.entries(report)) console.log(`  ${key.padEnd(24)} ${value}`);

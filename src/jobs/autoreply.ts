@@ -33,6 +33,8 @@ export function autoreplyEnqueue(tx: Queryable, payload: AutoreplyPayload): Prom
 // transaction: upsert the contact and conversation, insert the message, enqueue its job
 // (quietly: the caller wakes workers after). A redelivered MessageSid inserts no message,
 // hence no job, and returns no row; its contact and conversation are left untouched too.
+// The conversation upsert takes the next inbound position under the conversation row's
+// lock, held until commit: positions become visible in order (0006_inbound_sequence.sql).
 // The job insert relies on ai_jobs' defaults like any other enqueue.
 const INBOUND_STORE_AND_ENQUEUE_SQL = `
   with known as (
@@ -45,13 +47,14 @@ const INBOUND_STORE_AND_ENQUEUE_SQL = `
           updated_at = now()
     returning id
   ), conversation as (
-    insert into conversations (contact_id)
-    select id from contact
-    on conflict (contact_id) do update set last_message_at = now()
-    returning id
+    insert into conversations (contact_id, inbound_seq)
+    select id, 1 from contact
+    on conflict (contact_id) do update
+      set last_message_at = now(), inbound_seq = conversations.inbound_seq + 1
+    returning id, inbound_seq
   ), message as (
-    insert into messages (conversation_id, source, body, media_urls, twilio_sid, status)
-    select id, 'inbound', $3, $4::text[], $5, 'received' from conversation
+    insert into messages (conversation_id, source, body, media_urls, twilio_sid, status, seq)
+    select id, 'inbound', $3, $4::text[], $5, 'received', inbound_seq from conversation
     on conflict (twilio_sid) do nothing
     returning id, conversation_id
   )
@@ -137,11 +140,11 @@ export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload>
         outcome = await replyResume(deps, existing, to);
       } else {
         // The seed's done-is-noop guard: a reply already covered this message.
-        const answeredBy = await messageAnsweredBy(runtime.db, conversation.id, inbound.createdAt);
+        const answeredBy = await messageAnsweredBy(runtime.db, conversation.id, inbound.seq!);
         if (answeredBy) return { skipped: 'already_answered', by: answeredBy };
         const composed = await composeReply(runtime, conversation, inbound, signal);
         meta = composed.meta;
-        outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, body: composed.body, contextUntil: composed.contextUntil }, to);
+        outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, body: composed.body, contextUntilSeq: composed.contextUntilSeq }, to);
       }
       // Waiting with no attempt left would leave the reply unconfirmed and unflagged: flag now.
       // Harmless if Twilio's callback still comes: it outranks `flagged` and confirms it.

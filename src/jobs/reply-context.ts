@@ -1,5 +1,5 @@
-// Drafts the AI's reply to a conversation: history up to now (so one reply answers a
-// burst), retrieval, prompt, model call. Shared by autoreply (which sends the draft through
+// Drafts the AI's reply to a conversation: the unanswered messages (so one reply answers a
+// burst) after the conversation before them, retrieval, prompt, model call. Shared by autoreply (which sends the draft through
 // the outbox) and suggest (which stores it for an admin). Sends and stores nothing itself.
 import { promptBuild, systemPromptLoad, type HistoryMessage } from '../ai/prompts.ts';
 import { ragRetrieve } from '../ai/rag.ts';
@@ -7,7 +7,7 @@ import type { AiProvider, KnowledgeItem, Prompt, TokenUsage } from '../ai/types.
 import { usageAdd } from '../ai/types.ts';
 import { aiWithUsageRecorded } from '../ai/usage.ts';
 import type { Queryable } from '../db/types.ts';
-import { messageListRecent, type Message } from '../messaging/conversations.ts';
+import { inboundAnsweredUpTo, inboundUnanswered, messageGet, messageListAnswered, type Message } from '../messaging/conversations.ts';
 import type { Runtime } from '../runtime.ts';
 
 export interface ReplyDeps {
@@ -16,7 +16,7 @@ export interface ReplyDeps {
   systemPrompt: string;
   /** RAG_TOP_K */
   topK: number;
-  /** HISTORY_MESSAGES */
+  /** HISTORY_MESSAGES: earlier messages for context, and at most this many unanswered ones. */
   historyLimit: number;
 }
 
@@ -26,8 +26,11 @@ export interface ReplyDraft {
   model: string;
   /** Embedding the question plus the chat call. */
   usage: TokenUsage;
-  /** The newest inbound message the draft read: the outbox's done-is-noop guard uses it. */
-  contextUntil: Date | null;
+  /**
+   * The highest inbound position in the prompt: a reply answers the inbound messages up to
+   * it, all of which the prompt contained (the done-is-noop guard). Null: none unanswered.
+   */
+  contextUntilSeq: number | null;
   /** The inbound messages it answers (the burst since the last reply). */
   answers: string[];
   personId: string | null;
@@ -61,7 +64,13 @@ export function historyOf(messages: Message[]): HistoryMessage[] {
     .filter((m) => m.body !== '');
 }
 
-/** Drafts a reply for the conversation as it stands now. */
+/**
+ * Drafts a reply for the conversation as it stands now. The prompt holds every unanswered
+ * inbound message (up to `historyLimit`, which always include `inboundMessageId`), after up
+ * to `historyLimit` earlier messages. A burst longer than that is answered in several
+ * replies, each answering exactly the messages it read, rather than one that claims to
+ * answer messages the model never saw; the later messages' own jobs answer the rest.
+ */
 export async function replyDraft(
   deps: ReplyDeps,
   input: { conversationId: string; senderPhone: string; purpose: 'autoreply' | 'suggest'; inboundMessageId: string },
@@ -69,10 +78,14 @@ export async function replyDraft(
 ): Promise<ReplyDraft> {
   // Every call's tokens go to ai_usage too: an attempt that fails after its calls still cost.
   const ai = aiWithUsageRecorded(deps.ai, deps.db, input.purpose, input.inboundMessageId);
-  const messages = await messageListRecent(deps.db, input.conversationId, deps.historyLimit);
-  const history = historyOf(messages);
-  const inbound = messages.filter((m) => m.source === 'inbound');
-  const contextUntil = inbound.length > 0 ? inbound[inbound.length - 1]!.createdAt : null;
+  const answeredUpTo = await inboundAnsweredUpTo(deps.db, input.conversationId);
+  const own = await messageGet(deps.db, input.inboundMessageId);
+  const [earlier, unanswered] = await Promise.all([
+    messageListAnswered(deps.db, input.conversationId, answeredUpTo, deps.historyLimit),
+    inboundUnanswered(deps.db, input.conversationId, answeredUpTo, deps.historyLimit, own?.seq ?? undefined),
+  ]);
+  const history = historyOf([...earlier, ...unanswered]);
+  const contextUntilSeq = unanswered.length > 0 ? unanswered[unanswered.length - 1]!.seq : null;
   const rag = await ragRetrieve(deps.db, ai, { senderPhone: input.senderPhone, history, topK: deps.topK }, { signal });
   const prompt = promptBuild(deps.systemPrompt, { person: rag.person, knowledge: rag.knowledge, history });
   const chat = await ai.chat(prompt, { signal });
@@ -81,7 +94,7 @@ export async function replyDraft(
     provider: deps.ai.name,
     model: chat.model,
     usage: usageAdd(rag.usage, chat.usage),
-    contextUntil,
+    contextUntilSeq,
     answers: prompt.grounding.questions,
     personId: rag.personId,
     knowledge: rag.knowledge.map(({ id, title, distance }) => ({ id, title, distance })),

@@ -8,10 +8,10 @@ import { replyDepsOf, replyDraft, type ReplyDeps } from './reply-context.ts';
 export interface ComposedReply {
   body: string;
   /**
-   * The newest inbound message time the text took into account. Later jobs of the same
-   * conversation whose message is not newer become no-ops (one reply answers a burst).
+   * The highest inbound position the text answered (all of them were in its prompt). Later
+   * jobs of the same conversation whose message is not past it become no-ops.
    */
-  contextUntil: Date | null;
+  contextUntilSeq: number | null;
   /** Small facts for the job's result (provider, model, token usage …). */
   meta?: Record<string, unknown>;
 }
@@ -27,7 +27,7 @@ export async function composeReply(runtime: Runtime, conversation: Conversation,
   const draft = await replyDraft(deps, { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'autoreply', inboundMessageId: inbound.id }, signal);
   return {
     body: draft.text,
-    contextUntil: draft.contextUntil,
+    contextUntilSeq: draft.contextUntilSeq,
     meta: {
       provider: draft.provider,
       model: draft.model,

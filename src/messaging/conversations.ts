@@ -38,7 +38,10 @@ export interface Message {
   errorCode: number | null;
   errorMessage: string | null;
   replyToMessageId: string | null;
-  contextUntil: Date | null;
+  /** Inbound: its position in the conversation, in the order messages became visible. */
+  seq: number | null;
+  /** Replies: the highest inbound position they answered (see 0006_inbound_sequence.sql). */
+  contextUntilSeq: number | null;
   sendStartedAt: Date | null;
   statusUpdatedAt: Date;
   createdAt: Date;
@@ -56,7 +59,8 @@ interface MessageRow {
   error_code: number | null;
   error_message: string | null;
   reply_to_message_id: string | null;
-  context_until: Date | null;
+  seq: string | null;
+  context_until_seq: string | null;
   send_started_at: Date | null;
   status_updated_at: Date;
   created_at: Date;
@@ -76,7 +80,9 @@ export function messageFromRow(row: MessageRow): Message {
     errorCode: row.error_code,
     errorMessage: row.error_message,
     replyToMessageId: row.reply_to_message_id,
-    contextUntil: row.context_until,
+    // bigint arrives as text from node-postgres; positions stay far below 2^53.
+    seq: row.seq === null ? null : Number(row.seq),
+    contextUntilSeq: row.context_until_seq === null ? null : Number(row.context_until_seq),
     sendStartedAt: row.send_started_at,
     statusUpdatedAt: row.status_updated_at,
     createdAt: row.created_at,
@@ -148,30 +154,80 @@ export async function messageListRecent(db: Queryable, conversationId: string, l
   return result.rows.map(messageFromRow);
 }
 
-/** When the newest inbound message of a conversation arrived (null: none yet). */
-export async function inboundLatestAt(db: Queryable, conversationId: string): Promise<Date | null> {
-  const result = await db.query<{ at: Date | null }>(
-    `select max(created_at) as at from messages where conversation_id = $1 and source = 'inbound'`,
-    [conversationId],
-  );
-  return result.rows[0]?.at ?? null;
+// Replies that count as answers: any that may have reached the contact. Replies Twilio
+// refused, or that never left (send_failed), answered nothing.
+const ANSWERED_UP_TO_SQL = `
+  select coalesce(max(context_until_seq), 0)::int8 as up_to from messages
+  where conversation_id = $1 and source <> 'inbound' and status not in ('failed', 'send_failed')`;
+
+/** The highest inbound position a reply of this conversation answered (0: none yet). */
+export async function inboundAnsweredUpTo(db: Queryable, conversationId: string): Promise<number> {
+  const result = await db.query<{ up_to: string }>(ANSWERED_UP_TO_SQL, [conversationId]);
+  return Number(result.rows[0]?.up_to ?? 0);
 }
 
-// The seed's done-is-noop guard, made exact: an AI reply whose context already included
-// this message (context_until), or any admin reply written after it, answers it. Replies
-// that Twilio refused do not count: nothing reached the contact.
+// The seed's done-is-noop guard, made exact: a reply whose context covered this message's
+// position answers it (an AI reply: it was in the prompt; an admin reply: it was visible
+// when the admin wrote). Positions, unlike created_at, follow commit order.
 const ANSWERED_SQL = `
   select id from messages
-  where conversation_id = $1
+  where conversation_id = $1 and source <> 'inbound'
     and status not in ('failed', 'send_failed')
-    and ((source = 'ai' and context_until >= $2) or (source = 'admin' and created_at > $2))
+    and context_until_seq >= $2
   order by created_at desc
   limit 1`;
 
-/** The reply that already answers an inbound message received at `receivedAt`, if any. */
-export async function messageAnsweredBy(db: Queryable, conversationId: string, receivedAt: Date): Promise<string | null> {
-  const result = await db.query<{ id: string }>(ANSWERED_SQL, [conversationId, receivedAt]);
+/** The reply that already answers the inbound message at position `seq`, if any. */
+export async function messageAnsweredBy(db: Queryable, conversationId: string, seq: number): Promise<string | null> {
+  const result = await db.query<{ id: string }>(ANSWERED_SQL, [conversationId, seq]);
   return result.rows[0]?.id ?? null;
+}
+
+// Unanswered inbound messages in position order, through messages_inbound_seq_idx. The
+// bounds select a window: positions after `after` up to `until` (null: no upper bound).
+const UNANSWERED_FIRST_SQL = `
+  select * from messages
+  where conversation_id = $1 and source = 'inbound' and seq > $2
+  order by seq
+  limit $3`;
+const UNANSWERED_ENDING_AT_SQL = `
+  select * from (
+    select * from messages
+    where conversation_id = $1 and source = 'inbound' and seq > $2 and seq <= $4
+    order by seq desc
+    limit $3
+  ) window_end
+  order by seq`;
+
+/**
+ * Up to `limit` unanswered inbound messages (positions after `answeredUpTo`), oldest first,
+ * always including the one at position `mustInclude` when given: normally the oldest
+ * `limit`, which contain it; after a backlog longer than `limit` (earlier jobs failed or
+ * were cancelled, and show it) the `limit` ending at it.
+ */
+export async function inboundUnanswered(db: Queryable, conversationId: string, answeredUpTo: number, limit: number, mustInclude?: number): Promise<Message[]> {
+  const first = await db.query<MessageRow>(UNANSWERED_FIRST_SQL, [conversationId, answeredUpTo, limit]);
+  const last = first.rows[first.rows.length - 1];
+  if (mustInclude === undefined || !last || Number(last.seq) >= mustInclude) return first.rows.map(messageFromRow);
+  const ending = await db.query<MessageRow>(UNANSWERED_ENDING_AT_SQL, [conversationId, answeredUpTo, limit, mustInclude]);
+  return ending.rows.map(messageFromRow);
+}
+
+// The conversation before the unanswered messages: replies, and inbound messages already
+// answered, newest `limit` of them, put back in order.
+const EARLIER_SQL = `
+  select * from (
+    select * from messages
+    where conversation_id = $1 and (source <> 'inbound' or seq <= $2)
+    order by created_at desc, id desc
+    limit $3
+  ) earlier
+  order by created_at, id`;
+
+/** The last `limit` messages that are not unanswered inbound ones, oldest first. */
+export async function messageListAnswered(db: Queryable, conversationId: string, answeredUpTo: number, limit: number): Promise<Message[]> {
+  const result = await db.query<MessageRow>(EARLIER_SQL, [conversationId, answeredUpTo, limit]);
+  return result.rows.map(messageFromRow);
 }
 
 /** One Twilio status callback. */

@@ -39,8 +39,11 @@ export interface NewReply {
   /** The inbound message answered. */
   replyToMessageId: string | null;
   body: string;
-  /** The newest inbound message time the reply's context included (the done-is-noop guard). */
-  contextUntil?: Date | null;
+  /**
+   * AI replies: the highest inbound position the reply's prompt contained (the done-is-noop
+   * guard). Admin replies take the conversation's current position when written.
+   */
+  contextUntilSeq?: number | null;
 }
 
 /** The AI reply to an inbound message, if one was ever written. */
@@ -51,11 +54,13 @@ export async function replyForInbound(db: Queryable, inboundMessageId: string): 
 
 // Written before sending, in `pending`, with the send's start time. For AI replies the
 // partial unique index makes the insert itself the claim: of two racing attempts only one
-// gets a row back.
+// gets a row back. An admin reply answers every inbound message visible as it is written.
 const REPLY_INSERT_SQL = `
   with reply as (
-    insert into messages (conversation_id, source, body, status, reply_to_message_id, context_until, send_started_at)
-    values ($1, $2, $3, 'pending', $4, $5, now())
+    insert into messages (conversation_id, source, body, status, reply_to_message_id, context_until_seq, send_started_at)
+    values ($1, $2, $3, 'pending', $4,
+            case when $2 = 'admin' then (select inbound_seq from conversations where id = $1) else $5::int8 end,
+            now())
     on conflict (reply_to_message_id) where source = 'ai' do nothing
     returning *
   ), touched as (
@@ -70,7 +75,7 @@ const REPLY_INSERT_SQL = `
  * that inbound message exists already. Send it with `replyDispatch` after commit.
  */
 export async function replyWrite(db: Queryable, input: NewReply): Promise<Message | null> {
-  const inserted = await db.query(REPLY_INSERT_SQL, [input.conversationId, input.source ?? 'ai', input.body, input.replyToMessageId, input.contextUntil ?? null]);
+  const inserted = await db.query(REPLY_INSERT_SQL, [input.conversationId, input.source ?? 'ai', input.body, input.replyToMessageId, input.contextUntilSeq ?? null]);
   return inserted.rows[0] ? messageFromRow(inserted.rows[0] as never) : null;
 }
 
