@@ -214,9 +214,17 @@ describe('reply delivery through the outbox', () => {
     assert.match(reply.error_message!, /Not resent, to avoid a duplicate/);
     assert.equal(fake.messages.length, 1);
 
-    // Twilio's late word still confirms it.
+    // Twilio's late word still confirms it, and takes the alarm back: the flag's text is
+    // gone from the reply, and the job's error says it was confirmed.
     assert.equal(await fake.deliverStatus(fake.messages[0]!.sid, 'delivered'), 200);
-    assert.equal((await replyTo(t, inbound))!.status, 'delivered');
+    const confirmed = (await replyTo(t, inbound))!;
+    assert.equal(confirmed.status, 'delivered');
+    assert.equal(confirmed.error_message, null);
+    const settled = await jobFor(t, inbound);
+    assert.equal(settled.status, 'failed');
+    assert.match(settled.lastError!, /^confirmed after all: reply .* was flagged for a human, then Twilio's status callback reported it delivered/);
+    const attention = await t.db.query(`select 1 from messages where id = $1 and status in ('pending', 'send_failed', 'unconfirmed', 'flagged')`, [confirmed.id]);
+    assert.equal(attention.rowCount, 0, 'no longer in the needs-attention view');
   });
 
   test('waiting on the last attempt flags at once, so nothing stays unconfirmed unseen', async () => {

@@ -5,7 +5,7 @@
 import formbody from '@fastify/formbody';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { autoreplyWake, inboundStoreAndEnqueue } from '../jobs/autoreply.ts';
+import { autoreplyConfirmedLate, autoreplyWake, inboundStoreAndEnqueue } from '../jobs/autoreply.ts';
 import { WakeNotifier } from '../queue/index.ts';
 import { TWILIO_STATUSES, messageStatusUpdate } from '../messaging/conversations.ts';
 import { SIGNATURE_HEADER, STATUS_CALLBACK_PATH, WHATSAPP_WEBHOOK_PATH, signatureValid, signedUrl, twilioErrorText, webhookSecret } from '../messaging/twilio.ts';
@@ -122,7 +122,10 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
       errorMessage: failed || code ? twilioErrorText(code || undefined, message) : undefined,
     });
     if (!updated) request.log.debug({ messageSid: parsed.data.MessageSid, status: status.data }, 'status callback changed nothing (unknown message, or not newer)');
-    else if (updated.source === 'ai' && updated.replyToMessageId) await autoreplyWake(db, updated.conversationId, updated.replyToMessageId);
+    else if (updated.source === 'ai' && updated.replyToMessageId) {
+      if (updated.wasFlagged && !failed) await autoreplyConfirmedLate(db, updated.conversationId, updated.replyToMessageId, updated.id, status.data);
+      else await autoreplyWake(db, updated.conversationId, updated.replyToMessageId);
+    }
     return twiml(reply);
   });
 };

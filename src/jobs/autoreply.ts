@@ -102,6 +102,21 @@ export async function autoreplyWake(db: Queryable, conversationId: string, inbou
   return result.rows.length > 0;
 }
 
+// A reply flagged for a human (its job failed saying so) that Twilio's status callback then
+// confirmed: the job's error says so instead, so nobody chases a reply that arrived. The
+// job stays failed (the queue's states are the queue's), and retrying it finds the reply
+// confirmed and does nothing.
+const AUTOREPLY_CONFIRMED_LATE_SQL = `
+  update ai_jobs set last_error = $3, updated_at = now()
+  where ordering_key = $1 and type = 'autoreply' and status = 'failed' and payload->>'messageId' = $2`;
+
+/** Rewrites the failed job of `inboundMessageId` after its flagged reply was confirmed. */
+export async function autoreplyConfirmedLate(db: Queryable, conversationId: string, inboundMessageId: string, replyId: string, status: string): Promise<boolean> {
+  const text = `confirmed after all: reply ${replyId} was flagged for a human, then Twilio's status callback reported it ${status} at ${new Date().toISOString()}; nothing to do`;
+  const result = await db.query(AUTOREPLY_CONFIRMED_LATE_SQL, [conversationId, inboundMessageId, text]);
+  return result.rowCount > 0;
+}
+
 // The next look comes just after the deadline, so that it decides (confirmed or flagged)
 // instead of waiting once more.
 const WAIT_SLACK_MS = 1000;

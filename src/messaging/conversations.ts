@@ -244,25 +244,28 @@ export interface StatusUpdate {
 // never learned, because its sender died right after Twilio took it, is confirmed here) or
 // by SID. Only forward: Twilio's callbacks may arrive out of order, and any word from Twilio
 // outranks our outbox states (message_status_rank). The SID, once known, never changes.
+// A reply flagged for a human that Twilio now reports loses the flag's text: it was no
+// alarm after all (`was_flagged` tells the caller, read from the row before the update).
 const STATUS_UPDATE_SQL = `
-  update messages
+  update messages m
   set status = $3,
       twilio_sid = $2,
-      error_code = coalesce($4, error_code),
-      error_message = coalesce($5, error_message),
+      error_code = coalesce($4, m.error_code),
+      error_message = coalesce($5, case when m.status = 'flagged' then null else m.error_message end),
       status_updated_at = now()
-  where (id = $1::uuid or twilio_sid = $2)
-    and source <> 'inbound'
-    and (twilio_sid is null or twilio_sid = $2)
-    and message_status_rank($3) > message_status_rank(status)
-  returning id, source, conversation_id, reply_to_message_id`;
+  from (select id, status = 'flagged' as was_flagged from messages
+        where (id = $1::uuid or twilio_sid = $2) and source <> 'inbound') before
+  where m.id = before.id
+    and (m.twilio_sid is null or m.twilio_sid = $2)
+    and message_status_rank($3) > message_status_rank(m.status)
+  returning m.id, m.source, m.conversation_id, m.reply_to_message_id, before.was_flagged`;
 
 /** Applies a delivery status. Returns the message it moved forward, or null when none moved. */
 export async function messageStatusUpdate(
   db: Queryable,
   update: StatusUpdate,
-): Promise<{ id: string; source: MessageSource; conversationId: string; replyToMessageId: string | null } | null> {
-  const result = await db.query<{ id: string; source: MessageSource; conversation_id: string; reply_to_message_id: string | null }>(STATUS_UPDATE_SQL, [
+): Promise<{ id: string; source: MessageSource; conversationId: string; replyToMessageId: string | null; wasFlagged: boolean } | null> {
+  const result = await db.query<{ id: string; source: MessageSource; conversation_id: string; reply_to_message_id: string | null; was_flagged: boolean }>(STATUS_UPDATE_SQL, [
     update.messageId ?? null,
     update.twilioSid,
     update.status,
@@ -270,5 +273,5 @@ export async function messageStatusUpdate(
     update.errorMessage ?? null,
   ]);
   const row = result.rows[0];
-  return row ? { id: row.id, source: row.source, conversationId: row.conversation_id, replyToMessageId: row.reply_to_message_id } : null;
+  return row ? { id: row.id, source: row.source, conversationId: row.conversation_id, replyToMessageId: row.reply_to_message_id, wasFlagged: row.was_flagged } : null;
 }
