@@ -131,6 +131,44 @@ for (const backend of BACKENDS) {
       await worker.stop();
     });
 
+    test('a handler that ignores its abort keeps its slot until it returns; no second run overlaps it', async () => {
+      let live = 0;
+      let mostLive = 0;
+      const runs: Array<{ id: string; start: number; end?: number }> = [];
+      const worker = await startWorker({
+        concurrency: 2,
+        jobTimeoutMs: 150,
+        leaseSeconds: 30,
+        backoff: { baseSeconds: 0, capSeconds: 0 },
+        handlers: [
+          handler('deaf', async ({ job }) => {
+            const run: { id: string; start: number; end?: number } = { id: job.id, start: performance.now() };
+            runs.push(run);
+            mostLive = Math.max(mostLive, ++live);
+            // Ignores the signal on purpose, as a careless handler (a sync loop, a client without abort) does.
+            await new Promise((resolve) => setTimeout(resolve, 600));
+            live--;
+            run.end = performance.now();
+            if (runs.filter((r) => r.id === job.id).length === 1) throw new Error('first run fails');
+          }),
+        ],
+      });
+      const ids = await jobEnqueueMany(t.db, Array.from({ length: 4 }, () => ({ type: 'deaf', payload: {}, maxAttempts: 3 })));
+      await waitFor(async () => {
+        const jobs = await Promise.all(ids.map((id) => jobGet(t.db, id)));
+        return jobs.every((j) => j!.status === 'done');
+      }, 'every job done on its second run', 30_000);
+      assert.ok(mostLive <= 2, `at most concurrency (2) handlers at once, saw ${mostLive}`);
+      for (const id of ids) {
+        const own = runs.filter((r) => r.id === id).sort((a, b) => a.start - b.start);
+        assert.equal(own.length, 2, 'failed once, then done');
+        assert.ok(own[1]!.start >= own[0]!.end!, 'the retry started only after the timed-out run returned');
+        const job = (await jobGet(t.db, id))!;
+        assert.match(job.errors[0]!.error, /timed out after 150 ms \(then: first run fails\)/);
+      }
+      await worker.stop();
+    });
+
     test('one slow job never holds back the others (a pool, not batches)', async () => {
       let release!: () => void;
       const slowGate = new Promise<void>((resolve) => (release = resolve));

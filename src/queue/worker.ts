@@ -83,6 +83,8 @@ export interface WorkerEvents {
   'job:done': [JobEvent];
   'job:failed': [JobFailedEvent];
   'job:slow': [JobEvent];
+  /** A run passed jobTimeoutMs and was aborted; its slot stays taken until it settles. */
+  'job:timeout': [ClaimedJob];
   'lease:reclaimed': [{ id: string; type: string; status: string }];
   'lease:lost': [ClaimedJob];
   idle: [];
@@ -97,6 +99,8 @@ interface Running {
   timeout: NodeJS.Timeout;
   slowTimer?: NodeJS.Timeout;
   settled: boolean;
+  /** Set when the run passed jobTimeoutMs: it was aborted, and its lease is no longer extended. */
+  timedOut?: Error;
 }
 
 export class Worker extends EventEmitter<WorkerEvents> {
@@ -120,6 +124,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly throttleWindowMs: number;
 
   private readonly running = new Map<string, Running>();
+  /**
+   * Runs that timed out and have not returned yet: out of `running` (the job may be reclaimed
+   * and even claimed here again once their lease lapses) but still holding their slots.
+   */
+  private readonly timedOutRuns = new Set<Running>();
   private readonly buffer: ClaimedJob[] = [];
   private completions: Completion[] = [];
   /** Claim statements under way, and the jobs they asked for (not yet in the buffer). */
@@ -173,9 +182,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.on('error', () => {});
   }
 
-  /** Jobs currently running (not counting prefetched ones). */
+  /** Handlers currently running (not counting prefetched jobs), timed-out ones included. */
   get inFlight(): number {
-    return this.running.size;
+    return this.running.size + this.timedOutRuns.size;
   }
 
   async start(): Promise<void> {
@@ -209,10 +218,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const deadline = Date.now() + this.shutdownGraceMs;
     // A claim still under way hands its jobs back itself when it sees `stopping`: wait for
     // it too, or the caller could close the database first and leave them processing.
-    while ((this.running.size > 0 || this.claimsInFlight > 0) && Date.now() < deadline) {
+    while ((this.inFlight > 0 || this.claimsInFlight > 0) && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, Math.min(50, Math.max(1, deadline - Date.now()))));
     }
-    const interrupted = [...this.running.values()];
+    const interrupted = [...this.running.values(), ...this.timedOutRuns];
     for (const run of interrupted) this.settle(run);
     for (const run of interrupted) abortRun(run, new Error('worker shutting down'));
     await this.flushCompletions();
@@ -242,10 +251,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
         const announcedBefore = this.announcements;
         this.startBuffered();
         const capacity = this.concurrency + this.prefetchNow();
-        const free = capacity - this.running.size - this.buffer.length - this.claimsAsked;
+        const free = capacity - this.inFlight - this.buffer.length - this.claimsAsked;
         // Claim when a slot would otherwise sit idle, or when half the buffer has drained.
         // Topping up after every finished job would mean one claim round trip per few jobs.
-        const slotIdle = this.running.size < this.concurrency;
+        const slotIdle = this.inFlight < this.concurrency;
         if (this.stopping || free <= 0 || (!slotIdle && free < capacity / 2)) return;
         const want = Math.min(free, this.maxClaimBatch);
         const claimStarted = performance.now();
@@ -269,7 +278,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.startBuffered();
         if (jobs.length < want) {
           // The queue has nothing more due now: find when it next will, then sleep.
-          if (jobs.length === 0 && this.running.size === 0) this.emit('idle');
+          if (jobs.length === 0 && this.inFlight === 0) this.emit('idle');
           await this.scheduleNextDue();
           if (this.announcements === announcedBefore) return;
         }
@@ -292,7 +301,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private startBuffered(): void {
-    while (this.running.size < this.concurrency && this.buffer.length > 0 && !this.stopping) {
+    while (this.inFlight < this.concurrency && this.buffer.length > 0 && !this.stopping) {
       this.run(this.buffer.shift()!);
     }
   }
@@ -302,11 +311,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       job,
       startedAt: performance.now(),
       settled: false,
-      timeout: setTimeout(() => {
-        const error = new Error(`timed out after ${this.jobTimeoutMs} ms`);
-        abortRun(entry, error);
-        void this.onFailure(entry, error);
-      }, this.jobTimeoutMs),
+      timeout: setTimeout(() => this.onTimeout(entry), this.jobTimeoutMs),
     };
     if (this.slowJobThresholdMs < this.jobTimeoutMs) {
       entry.slowTimer = setTimeout(() => {
@@ -347,19 +352,42 @@ export class Worker extends EventEmitter<WorkerEvents> {
         return (logger ??= worker.logger.child({ jobId: entry.job.id, type: entry.job.type }));
       },
       async heartbeat() {
+        // A timed-out run must not keep its lease alive: that would block its retry forever.
+        if (entry.timedOut) return;
         const held = await jobHeartbeat(worker.db, worker.id, [entry.job.id], worker.leaseSeconds);
         if (!held.has(entry.job.id)) worker.onLeaseLost(entry);
       },
     };
   }
 
-  /** Frees the slot once; later outcomes of the same run (after a time-out) are ignored. */
+  /**
+   * A run past its time: abort it, and stop extending its lease. It keeps its slot until the
+   * handler really settles, so a handler that ignores its signal can never push the worker
+   * past `concurrency`. Its outcome is recorded then (a failure as the time-out). If it does
+   * not settle within the lease, the lease runs out and the job is reclaimed and retried:
+   * either way no second run starts while this one still holds the lease.
+   */
+  private onTimeout(entry: Running): void {
+    if (entry.settled) return;
+    entry.timedOut = new Error(`timed out after ${this.jobTimeoutMs} ms`);
+    this.running.delete(entry.job.id);
+    this.timedOutRuns.add(entry);
+    abortRun(entry, entry.timedOut);
+    this.logger.warn(
+      { jobId: entry.job.id, type: entry.job.type, timeoutMs: this.jobTimeoutMs, leaseSeconds: this.leaseSeconds },
+      'job timed out: aborted; its slot stays taken until the handler returns, and its lease is no longer extended',
+    );
+    this.emit('job:timeout', entry.job);
+  }
+
+  /** Frees the slot once, when the run settles (or its lease is lost). */
   private settle(entry: Running): boolean {
     if (entry.settled) return false;
     entry.settled = true;
     clearTimeout(entry.timeout);
     clearTimeout(entry.slowTimer);
-    this.running.delete(entry.job.id);
+    if (this.running.get(entry.job.id) === entry) this.running.delete(entry.job.id);
+    this.timedOutRuns.delete(entry);
     return true;
   }
 
@@ -426,9 +454,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
   }
 
-  private async onFailure(entry: Running, error: Error): Promise<void> {
+  private async onFailure(entry: Running, thrown: Error): Promise<void> {
     if (!this.settle(entry)) return;
     const { job } = entry;
+    // After a time-out the handler's own error is mostly the abort it was given.
+    const error = entry.timedOut && thrown !== entry.timedOut ? new Error(`${entry.timedOut.message} (then: ${describeError(thrown)})`) : (entry.timedOut ?? thrown);
     const durationMs = performance.now() - entry.startedAt;
     this.jobMsAverage = movingAverage(this.jobMsAverage, durationMs);
     this.reportIfSlow(job, durationMs);
@@ -475,6 +505,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private async extendLeases(): Promise<void> {
+    // Timed-out runs are not in `running`: their leases lapse on purpose (onTimeout).
     const ids = [...this.running.keys(), ...this.buffer.map((j) => j.id)];
     if (ids.length === 0) return;
     try {
