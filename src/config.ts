@@ -54,6 +54,9 @@ const schema = z.object({
   TWILIO_API_BASE_URL: optionalUrl,
   TWILIO_SKIP_SIGNATURE: bool.default(false),
   REPLY_CONFIRM_TIMEOUT_SECONDS: int(1, 86_400).default(300),
+  // Twilio refuses WhatsApp bodies over 1,600 characters (error 21617).
+  REPLY_MAX_CHARS: int(100, 1600).default(1600),
+  REPLY_OVERFLOW: z.enum(['split', 'truncate']).default('split'),
 
   AI_PROVIDER: z.enum(['local', 'openai', 'azure']).optional(),
   OPENAI_API_KEY: optionalText,
@@ -67,6 +70,7 @@ const schema = z.object({
   AZURE_OPENAI_EMBEDDING_DEPLOYMENT: optionalText,
   EMBEDDING_DIMENSIONS: int(8, 4096).default(256),
   AI_REQUEST_TIMEOUT_MS: int(100, 600_000).default(30_000),
+  AI_MAX_OUTPUT_TOKENS: int(16, 32_000).default(800),
   AI_THROTTLE_WINDOW_SECONDS: int(1, 86_400).default(900),
   SYSTEM_PROMPT_FILE: optionalText,
   RAG_TOP_K: int(0, 50).default(4),

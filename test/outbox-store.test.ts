@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { messageAnsweredBy, messageGet, messageListRecent, messageStatusUpdate } from '../src/messaging/conversations.ts';
-import { replyForInbound, replyResume, replySend, type OutboxDeps } from '../src/messaging/outbox.ts';
+import { replyPartsForInbound, replyResume, replySend, type OutboxDeps } from '../src/messaging/outbox.ts';
 import { TwilioTransport } from '../src/messaging/transport.ts';
 import { BACKENDS, type TestDatabase } from './helpers/db.ts';
 import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
@@ -40,15 +40,15 @@ for (const backend of BACKENDS) {
     test('sent once and confirmed; sending again for the same inbound message resumes, never resends', async () => {
       fake.reset();
       const m = await inbound('eerste');
-      const first = await replySend(deps, { conversationId: m.conversationId, replyToMessageId: m.messageId, body: 'antwoord', contextUntilSeq: 1 }, TO);
+      const first = await replySend(deps, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['antwoord'], contextUntilSeq: 1 }, TO);
       assert.equal(first.kind, 'sent');
       assert.equal(first.reply.twilioSid, fake.messages[0]!.sid);
-      const again = await replySend(deps, { conversationId: m.conversationId, replyToMessageId: m.messageId, body: 'antwoord (opnieuw)', contextUntilSeq: 1 }, TO);
+      const again = await replySend(deps, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['antwoord (opnieuw)'], contextUntilSeq: 1 }, TO);
       assert.equal(again.kind, 'already-sent');
       assert.equal(fake.messages.length, 1);
       // Racing attempts: still one row, one send.
       const m2 = await inbound('tweede');
-      const raced = await Promise.all([1, 2, 3].map(() => replySend(deps, { conversationId: m2.conversationId, replyToMessageId: m2.messageId, body: 'race', contextUntilSeq: null }, TO)));
+      const raced = await Promise.all([1, 2, 3].map(() => replySend(deps, { conversationId: m2.conversationId, replyToMessageId: m2.messageId, parts: ['race'], contextUntilSeq: null }, TO)));
       assert.equal(raced.filter((o) => o.kind === 'sent').length, 1);
       assert.equal(fake.sendCount({ body: 'race' }), 1);
       assert.equal((await t.db.query(`select 1 from messages where reply_to_message_id = $1`, [m2.messageId])).rowCount, 1);
@@ -58,16 +58,16 @@ for (const backend of BACKENDS) {
       fake.reset();
       const a = await inbound('storing');
       fake.fault({ kind: 'http', status: 503, code: 20503 });
-      const failed = await replySend(deps, { conversationId: a.conversationId, replyToMessageId: a.messageId, body: 'na storing', contextUntilSeq: null }, TO);
+      const failed = await replySend(deps, { conversationId: a.conversationId, replyToMessageId: a.messageId, parts: ['na storing'], contextUntilSeq: null }, TO);
       assert.equal(failed.kind, 'retry');
       assert.equal(failed.reply.status, 'send_failed');
-      const resent = await replyResume(deps, (await replyForInbound(t.db, a.messageId))!, TO);
+      const resent = await replyResume(deps, (await replyPartsForInbound(t.db, a.messageId))[0]!, TO);
       assert.equal(resent.kind, 'sent');
       assert.equal(fake.sendCount({ body: 'na storing' }), 1);
 
       const b = await inbound('onzeker');
       fake.fault({ kind: 'accept-then-drop' });
-      const uncertain = await replySend(deps, { conversationId: b.conversationId, replyToMessageId: b.messageId, body: 'misschien', contextUntilSeq: null }, TO);
+      const uncertain = await replySend(deps, { conversationId: b.conversationId, replyToMessageId: b.messageId, parts: ['misschien'], contextUntilSeq: null }, TO);
       assert.equal(uncertain.kind, 'waiting');
       assert.equal(uncertain.reply.status, 'unconfirmed');
       assert.ok(uncertain.kind === 'waiting' && uncertain.retryInMs > 290_000 && uncertain.retryInMs <= 300_000);
@@ -80,7 +80,7 @@ for (const backend of BACKENDS) {
 
       const c = await inbound('stil');
       fake.fault({ kind: 'accept-then-drop' });
-      const silent = await replySend(deps, { conversationId: c.conversationId, replyToMessageId: c.messageId, body: 'niemand hoort', contextUntilSeq: null }, TO);
+      const silent = await replySend(deps, { conversationId: c.conversationId, replyToMessageId: c.messageId, parts: ['niemand hoort'], contextUntilSeq: null }, TO);
       assert.equal(silent.kind, 'waiting');
       await t.db.query(`update messages set send_started_at = now() - interval '301 seconds' where id = $1`, [silent.reply.id]);
       const flagged = await replyResume(deps, (await messageGet(t.db, silent.reply.id))!, TO);
@@ -95,7 +95,7 @@ for (const backend of BACKENDS) {
       const blind: OutboxDeps = { ...deps, statusCallbackUrl: () => undefined };
       const a = await inbound('zonder callback');
       fake.fault({ kind: 'accept-then-drop' });
-      const outcome = await replySend(blind, { conversationId: a.conversationId, replyToMessageId: a.messageId, body: 'blind', contextUntilSeq: null }, TO);
+      const outcome = await replySend(blind, { conversationId: a.conversationId, replyToMessageId: a.messageId, parts: ['blind'], contextUntilSeq: null }, TO);
       assert.equal(outcome.kind, 'flagged');
       assert.equal(outcome.reply.status, 'flagged');
       assert.match(outcome.kind === 'flagged' ? outcome.reason : '', /PUBLIC_URL is not set/);
@@ -105,7 +105,7 @@ for (const backend of BACKENDS) {
     test('status updates only move forward; the guard sees replies by the positions their context covered, not their creation time', async () => {
       fake.reset();
       const a = await inbound('vraag 1');
-      const sent = await replySend(deps, { conversationId: a.conversationId, replyToMessageId: a.messageId, body: 'antwoord 1', contextUntilSeq: (await messageGet(t.db, a.messageId))!.seq }, TO);
+      const sent = await replySend(deps, { conversationId: a.conversationId, replyToMessageId: a.messageId, parts: ['antwoord 1'], contextUntilSeq: (await messageGet(t.db, a.messageId))!.seq }, TO);
       const sid = sent.reply.twilioSid!;
       assert.ok(await messageStatusUpdate(t.db, { twilioSid: sid, status: 'delivered' }));
       assert.equal(await messageStatusUpdate(t.db, { twilioSid: sid, status: 'sent' }), null, 'backwards: ignored');

@@ -215,14 +215,16 @@ describe('reply delivery through the outbox', () => {
     assert.equal(fake.messages.length, 1);
 
     // Twilio's late word still confirms it, and takes the alarm back: the flag's text is
-    // gone from the reply, and the job's error says it was confirmed.
+    // gone from the reply, the job's error says it was confirmed, and the job ends done
+    // without sending anything again.
     assert.equal(await fake.deliverStatus(fake.messages[0]!.sid, 'delivered'), 200);
     const confirmed = (await replyTo(t, inbound))!;
     assert.equal(confirmed.status, 'delivered');
     assert.equal(confirmed.error_message, null);
-    const settled = await jobFor(t, inbound);
-    assert.equal(settled.status, 'failed');
+    const settled = await untilJob(t, inbound, 'job done after the late confirmation', (j) => j.status === 'done');
     assert.match(settled.lastError!, /^confirmed after all: reply .* was flagged for a human, then Twilio's status callback reported it delivered/);
+    assert.equal((settled.result as { resumed?: boolean }).resumed, true);
+    assert.equal(fake.messages.length, 1, 'nothing was sent again');
     const attention = await t.db.query(`select 1 from messages where id = $1 and status in ('pending', 'send_failed', 'unconfirmed', 'flagged')`, [confirmed.id]);
     assert.equal(attention.rowCount, 0, 'no longer in the needs-attention view');
   });

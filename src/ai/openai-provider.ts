@@ -14,6 +14,8 @@ export interface OpenAiProviderOptions {
   embeddingModel: string;
   dimensions: number;
   timeoutMs: number;
+  /** Cap on the tokens a chat answer may use (AI_MAX_OUTPUT_TOKENS). */
+  maxOutputTokens: number;
   observe?: CallObserver;
 }
 
@@ -25,6 +27,7 @@ export interface AzureProviderOptions {
   embeddingDeployment: string;
   dimensions: number;
   timeoutMs: number;
+  maxOutputTokens: number;
   observe?: CallObserver;
 }
 
@@ -41,7 +44,9 @@ export function openAiProviderCreate(options: OpenAiProviderOptions): AiProvider
     maxRetries: 0,
     timeout: options.timeoutMs,
   });
-  return sdkProvider('openai', client, options);
+  // OpenAI's own API takes max_completion_tokens (reasoning models refuse max_tokens);
+  // OpenAI-compatible servers (Ollama, vLLM, llama.cpp) know max_tokens.
+  return sdkProvider('openai', client, { ...options, limitField: options.baseUrl ? 'max_tokens' : 'max_completion_tokens' });
 }
 
 /**
@@ -64,6 +69,8 @@ export function azureProviderCreate(options: AzureProviderOptions): AiProvider {
     chatModel: options.chatDeployment,
     embeddingModel: options.embeddingDeployment,
     dimensions: options.dimensions,
+    maxOutputTokens: options.maxOutputTokens,
+    limitField: 'max_completion_tokens',
     observe: options.observe,
   });
 }
@@ -71,7 +78,14 @@ export function azureProviderCreate(options: AzureProviderOptions): AiProvider {
 function sdkProvider(
   name: 'openai' | 'azure',
   client: OpenAI,
-  options: { chatModel: string; embeddingModel: string; dimensions: number; observe?: CallObserver },
+  options: {
+    chatModel: string;
+    embeddingModel: string;
+    dimensions: number;
+    maxOutputTokens: number;
+    limitField: 'max_tokens' | 'max_completion_tokens';
+    observe?: CallObserver;
+  },
 ): AiProvider {
   const observe = options.observe ?? (() => {});
   /** Times the call, reports it, and maps its error for the queue. */
@@ -96,7 +110,10 @@ function sdkProvider(
 
     async chat(prompt: Prompt, callOptions: CallOptions = {}): Promise<ChatResult> {
       const completion = await call('chat', `${name} chat ${options.chatModel}`, () =>
-        client.chat.completions.create({ model: options.chatModel, messages: prompt.messages }, { signal: callOptions.signal }),
+        client.chat.completions.create(
+          { model: options.chatModel, messages: prompt.messages, [options.limitField]: options.maxOutputTokens },
+          { signal: callOptions.signal },
+        ),
       );
       const text = completion.choices[0]?.message?.content?.trim();
       if (!text) throw new Error(`${name} chat ${options.chatModel}: the model returned no text (finish_reason ${completion.choices[0]?.finish_reason ?? 'none'})`);

@@ -8,7 +8,7 @@ import type { AiProvider, CallObserver } from './types.ts';
 /** Builds the configured provider; `observe` receives every outside call (metrics). */
 export function aiProviderCreate(config: Env, observe?: CallObserver): AiProvider {
   const provider = aiProviderOf(config);
-  const common = { dimensions: config.EMBEDDING_DIMENSIONS, timeoutMs: config.AI_REQUEST_TIMEOUT_MS, observe };
+  const common = { dimensions: config.EMBEDDING_DIMENSIONS, timeoutMs: config.AI_REQUEST_TIMEOUT_MS, maxOutputTokens: config.AI_MAX_OUTPUT_TOKENS, observe };
   if (provider === 'openai') {
     return openAiProviderCreate({
       ...common,

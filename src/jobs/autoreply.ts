@@ -4,9 +4,10 @@
 import { z } from 'zod';
 import type { Queryable } from '../db/types.ts';
 import { conversationGet, messageAnsweredBy, messageGet, type InboundMessageInput } from '../messaging/conversations.ts';
-import { replyFlag, replyForInbound, replyResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
+import { replyFlag, replyPartsForInbound, replyPartsResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
+import { replyParts } from '../messaging/reply-parts.ts';
 import { statusCallbackUrl } from '../messaging/twilio.ts';
-import { jobEnqueue, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
+import { jobEnqueue, jobRetry, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
 import type { Runtime } from '../runtime.ts';
 import { composeReply } from './reply-text.ts';
 
@@ -103,18 +104,20 @@ export async function autoreplyWake(db: Queryable, conversationId: string, inbou
 }
 
 // A reply flagged for a human (its job failed saying so) that Twilio's status callback then
-// confirmed: the job's error says so instead, so nobody chases a reply that arrived. The
-// job stays failed (the queue's states are the queue's), and retrying it finds the reply
-// confirmed and does nothing.
+// confirmed was no alarm: the job's error says so, and the job runs once more. That run
+// finds the reply confirmed and ends done, resending nothing; for a reply split into parts
+// it sends the parts that were waiting behind the flagged one.
 const AUTOREPLY_CONFIRMED_LATE_SQL = `
   update ai_jobs set last_error = $3, updated_at = now()
-  where ordering_key = $1 and type = 'autoreply' and status = 'failed' and payload->>'messageId' = $2`;
+  where ordering_key = $1 and type = 'autoreply' and status = 'failed' and payload->>'messageId' = $2
+  returning id`;
 
-/** Rewrites the failed job of `inboundMessageId` after its flagged reply was confirmed. */
+/** Takes back the alarm on the failed job of `inboundMessageId` after its flagged reply was confirmed. */
 export async function autoreplyConfirmedLate(db: Queryable, conversationId: string, inboundMessageId: string, replyId: string, status: string): Promise<boolean> {
-  const text = `confirmed after all: reply ${replyId} was flagged for a human, then Twilio's status callback reported it ${status} at ${new Date().toISOString()}; nothing to do`;
-  const result = await db.query(AUTOREPLY_CONFIRMED_LATE_SQL, [conversationId, inboundMessageId, text]);
-  return result.rowCount > 0;
+  const text = `confirmed after all: reply ${replyId} was flagged for a human, then Twilio's status callback reported it ${status} at ${new Date().toISOString()}; finishing the job (nothing is resent)`;
+  const result = await db.query<{ id: string }>(AUTOREPLY_CONFIRMED_LATE_SQL, [conversationId, inboundMessageId, text]);
+  const id = result.rows[0]?.id;
+  return id !== undefined && (await jobRetry(db, id));
 }
 
 // The next look comes just after the deadline, so that it decides (confirmed or flagged)
@@ -149,17 +152,19 @@ export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload>
 
       let outcome: ReplyOutcome;
       let meta: Record<string, unknown> | undefined;
-      const existing = await replyForInbound(runtime.db, inbound.id);
-      if (existing) {
-        // A retry: this message's reply was written by an earlier attempt.
-        outcome = await replyResume(deps, existing, to);
+      const existing = await replyPartsForInbound(runtime.db, inbound.id);
+      if (existing.length > 0) {
+        // A retry: this message's reply was written by an earlier attempt; go on from there.
+        outcome = await replyPartsResume(deps, existing, to);
       } else {
         // The seed's done-is-noop guard: a reply already covered this message.
         const answeredBy = await messageAnsweredBy(runtime.db, conversation.id, inbound.seq!);
         if (answeredBy) return { skipped: 'already_answered', by: answeredBy };
         const composed = await composeReply(runtime, conversation, inbound, signal);
         meta = composed.meta;
-        outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, body: composed.body, contextUntilSeq: composed.contextUntilSeq }, to);
+        const parts = replyParts(composed.body, runtime.config.REPLY_MAX_CHARS, runtime.config.REPLY_OVERFLOW);
+        meta = { ...meta, ...(parts.length > 1 ? { parts: parts.length } : {}) };
+        outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts, contextUntilSeq: composed.contextUntilSeq }, to);
       }
       // Waiting with no attempt left would leave the reply unconfirmed and unflagged: flag now.
       // Harmless if Twilio's callback still comes: it outranks `flagged` and confirms it.

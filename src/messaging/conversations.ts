@@ -10,8 +10,8 @@ export type MessageSource = 'inbound' | 'ai' | 'admin';
 export const TWILIO_STATUSES = ['accepted', 'scheduled', 'queued', 'sending', 'sent', 'delivered', 'read', 'undelivered', 'failed', 'canceled'] as const;
 export type TwilioStatus = (typeof TWILIO_STATUSES)[number];
 
-/** Our outbox states (see 0002_messaging.sql), plus `received` for inbound messages. */
-export type MessageStatus = 'received' | 'pending' | 'send_failed' | 'unconfirmed' | 'flagged' | 'logged' | TwilioStatus;
+/** Our outbox states (see 0002_messaging.sql, 0008_reply_parts.sql), plus `received` for inbound messages. */
+export type MessageStatus = 'received' | 'unsent' | 'pending' | 'send_failed' | 'unconfirmed' | 'flagged' | 'logged' | TwilioStatus;
 
 /** A contact's WhatsApp thread, with the contact's number and name. */
 export interface Conversation {
@@ -42,6 +42,9 @@ export interface Message {
   seq: number | null;
   /** Replies: the highest inbound position they answered (see 0006_inbound_sequence.sql). */
   contextUntilSeq: number | null;
+  /** A reply split to fit the channel: this is part `part` of `parts` (1 of 1 otherwise). */
+  part: number;
+  parts: number;
   sendStartedAt: Date | null;
   statusUpdatedAt: Date;
   createdAt: Date;
@@ -61,6 +64,8 @@ interface MessageRow {
   reply_to_message_id: string | null;
   seq: string | null;
   context_until_seq: string | null;
+  part: number;
+  parts: number;
   send_started_at: Date | null;
   status_updated_at: Date;
   created_at: Date;
@@ -83,6 +88,8 @@ export function messageFromRow(row: MessageRow): Message {
     // bigint arrives as text from node-postgres; positions stay far below 2^53.
     seq: row.seq === null ? null : Number(row.seq),
     contextUntilSeq: row.context_until_seq === null ? null : Number(row.context_until_seq),
+    part: row.part,
+    parts: row.parts,
     sendStartedAt: row.send_started_at,
     statusUpdatedAt: row.status_updated_at,
     createdAt: row.created_at,

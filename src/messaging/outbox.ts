@@ -1,6 +1,7 @@
 // The reply outbox: a reply goes out exactly once, or visibly not at all. Written before the
-// send (unique per answered inbound message), confirmed with Twilio's SID after; a retry never
-// resends one that may be out, it waits for the status callback and then flags it for a human.
+// send (unique per answered inbound message and part), confirmed with Twilio's SID after; a
+// retry never resends one that may be out, it waits for the status callback and then flags
+// it for a human. A reply split into parts sends them in order, each the same way.
 // Knows the transport and the database, not the queue: callers map outcomes to job errors.
 import type { Queryable } from '../db/types.ts';
 import { messageFromRow, messageGet, type Message } from './conversations.ts';
@@ -46,10 +47,10 @@ export interface NewReply {
   contextUntilSeq?: number | null;
 }
 
-/** The AI reply to an inbound message, if one was ever written. */
-export async function replyForInbound(db: Queryable, inboundMessageId: string): Promise<Message | null> {
-  const result = await db.query(`select * from messages where reply_to_message_id = $1 and source = 'ai'`, [inboundMessageId]);
-  return result.rows[0] ? messageFromRow(result.rows[0] as never) : null;
+/** The AI reply to an inbound message, its parts in order; empty if none was ever written. */
+export async function replyPartsForInbound(db: Queryable, inboundMessageId: string): Promise<Message[]> {
+  const result = await db.query(`select * from messages where reply_to_message_id = $1 and source = 'ai' order by part`, [inboundMessageId]);
+  return result.rows.map((row) => messageFromRow(row as never));
 }
 
 // Written before sending, in `pending`, with the send's start time. For AI replies the
@@ -61,13 +62,36 @@ const REPLY_INSERT_SQL = `
     values ($1, $2, $3, 'pending', $4,
             case when $2 = 'admin' then (select inbound_seq from conversations where id = $1) else $5::int8 end,
             now())
-    on conflict (reply_to_message_id) where source = 'ai' do nothing
+    on conflict (reply_to_message_id, part) where source = 'ai' do nothing
     returning *
   ), touched as (
     update conversations set last_message_at = now()
     where id = $1 and exists (select 1 from reply)
   )
   select * from reply`;
+
+// An AI reply's parts, all written in one statement as `unsent` before the first is sent:
+// a retry finds the same parts, and racing attempts cannot both write them (the unique
+// index on (reply_to_message_id, part) makes the insert the claim, as for one part).
+const REPLY_PARTS_INSERT_SQL = `
+  with reply as (
+    insert into messages (conversation_id, source, body, status, reply_to_message_id, context_until_seq, part, parts)
+    select $1, 'ai', p.body, 'unsent', $2, $3, p.part::int, $5
+    from unnest($4::text[]) with ordinality as p(body, part)
+    on conflict (reply_to_message_id, part) where source = 'ai' do nothing
+    returning *
+  ), touched as (
+    update conversations set last_message_at = now()
+    where id = $1 and exists (select 1 from reply)
+  )
+  select * from reply order by part`;
+
+// A part's turn: from `unsent` to `pending`, with the send's start time. Conditional, so of
+// two attempts only one sends it.
+const REPLY_PART_CLAIM_SQL = `
+  update messages set status = 'pending', send_started_at = now(), status_updated_at = now()
+  where id = $1 and status = 'unsent'
+  returning *`;
 
 /**
  * Writes a reply in `pending`, before anything is sent; pass a transaction to write it
@@ -79,17 +103,51 @@ export async function replyWrite(db: Queryable, input: NewReply): Promise<Messag
   return inserted.rows[0] ? messageFromRow(inserted.rows[0] as never) : null;
 }
 
+/** An AI reply to write and send: its text as the parts to send, in order (one when it fits). */
+export interface NewAiReply {
+  conversationId: string;
+  /** The inbound message answered: at most one AI reply (set of parts) per message. */
+  replyToMessageId: string;
+  parts: string[];
+  /** The highest inbound position the reply's prompt contained (the done-is-noop guard). */
+  contextUntilSeq?: number | null;
+}
+
 /**
- * Writes a new reply and sends it to `to` (`whatsapp:+…`). When an AI reply to the same
- * inbound message exists already (a racing attempt), continues with that one instead: it
- * is never sent twice.
+ * Writes an AI reply's parts and sends them to `to` (`whatsapp:+…`) in order. When a racing
+ * attempt wrote them already, continues with those instead: no part is ever sent twice.
  */
-export async function replySend(deps: OutboxDeps, input: NewReply, to: string): Promise<ReplyOutcome> {
-  const written = await replyWrite(deps.db, input);
-  if (written) return replyDispatch(deps, written, to);
-  const existing = input.replyToMessageId ? await replyForInbound(deps.db, input.replyToMessageId) : null;
-  if (!existing) throw new Error(`reply to ${input.replyToMessageId} neither written nor found`);
-  return replyResume(deps, existing, to);
+export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string): Promise<ReplyOutcome> {
+  if (input.parts.length === 0) throw new Error('a reply needs at least one part');
+  const written = await deps.db.query(REPLY_PARTS_INSERT_SQL, [input.conversationId, input.replyToMessageId, input.contextUntilSeq ?? null, input.parts, input.parts.length]);
+  const parts = written.rows.length > 0 ? written.rows.map((row) => messageFromRow(row as never)) : await replyPartsForInbound(deps.db, input.replyToMessageId);
+  if (parts.length === 0) throw new Error(`reply to ${input.replyToMessageId} neither written nor found`);
+  return replyPartsResume(deps, parts, to);
+}
+
+/**
+ * Continues with a reply's parts, in order: confirmed parts are passed, an `unsent` part is
+ * claimed and sent, any other goes through `replyResume` (wait for the callback, flag, or
+ * resend what provably did not go out). Stops at the first part not confirmed: a later part
+ * never goes out before an earlier one, and the retry picks up from there.
+ */
+export async function replyPartsResume(deps: OutboxDeps, parts: Message[], to: string): Promise<ReplyOutcome> {
+  let last: Message | undefined;
+  let sentNow = false;
+  for (const part of parts) {
+    let outcome: ReplyOutcome;
+    if (part.status === 'unsent') {
+      const claimed = await deps.db.query(REPLY_PART_CLAIM_SQL, [part.id]);
+      if (claimed.rows[0]) outcome = await replyDispatch(deps, messageFromRow(claimed.rows[0] as never), to);
+      else outcome = await replyResume(deps, (await messageGet(deps.db, part.id)) ?? part, to);
+    } else {
+      outcome = await replyResume(deps, part, to);
+    }
+    if (outcome.kind === 'sent') sentNow = true;
+    else if (outcome.kind !== 'already-sent') return outcome;
+    last = outcome.reply;
+  }
+  return { kind: sentNow ? 'sent' : 'already-sent', reply: last! };
 }
 
 // Takes a reply that is known not to have gone out (send_failed, or failed without a SID:

@@ -263,6 +263,8 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
     if (!/^(whatsapp:)?\+[1-9]\d{5,14}$/.test(params.To)) return this.invalid(record, res, 21211, `The 'To' number ${params.To} is not a valid phone number.`);
     if (!params.From) return this.invalid(record, res, 21603, "A 'From' phone number is required.");
     if (!params.Body && !params.MediaUrl) return this.invalid(record, res, 21602, 'Message body is required.');
+    // Twilio's limit for a WhatsApp body.
+    if ((params.Body ?? '').length > 1600) return this.invalid(record, res, 21617, 'The concatenated message body exceeds the 1600 character limit.');
 
     const fault = this.nextFault();
     if (fault?.kind === 'http') {

@@ -33,7 +33,7 @@ function outboxOf(runtime: Runtime): OutboxDeps {
 
 async function latestInboundId(db: Queryable, conversationId: string): Promise<string | null> {
   const result = await db.query<{ id: string }>(
-    `select id from messages where conversation_id = $1 and source = 'inbound' order by created_at desc, id desc limit 1`,
+    `select id from messages where conversation_id = $1 and source = 'inbound' order by seq desc limit 1`,
     [conversationId],
   );
   return result.rows[0]?.id ?? null;
@@ -56,6 +56,14 @@ export function outcomeText(outcome: ReplyOutcome): string {
   }
 }
 
+/** A human's reply is one WhatsApp message: over the limit it is refused before anything is stored. */
+function checkReplyLength(runtime: Runtime, body: string): void {
+  const max = runtime.config.REPLY_MAX_CHARS;
+  if (body.length > max) {
+    throw new ActionError(400, `the reply is ${body.length} characters; one WhatsApp message takes at most ${max} (REPLY_MAX_CHARS): shorten it`);
+  }
+}
+
 /**
  * Sends an admin's own reply now (written to the outbox first, then handed to the
  * transport), answering the newest inbound message.
@@ -63,6 +71,7 @@ export function outcomeText(outcome: ReplyOutcome): string {
 export async function adminReplySend(runtime: Runtime, conversationId: string, body: string): Promise<{ message: Message; outcome: ReplyOutcome }> {
   const conversation = await conversationGet(runtime.db, conversationId);
   if (!conversation) throw new ActionError(404, 'no conversation with this id');
+  checkReplyLength(runtime, body);
   const reply = await replyWrite(runtime.db, {
     conversationId,
     source: 'admin',
@@ -82,6 +91,7 @@ export async function suggestionSend(runtime: Runtime, suggestionId: string, edi
   const suggestion = await suggestionGet(runtime.db, suggestionId);
   if (!suggestion) throw new ActionError(404, 'no suggestion with this id');
   if (suggestion.status !== 'pending') throw new ActionError(409, `this suggestion was ${suggestion.status} already`);
+  checkReplyLength(runtime, editedBody ?? suggestion.body);
   const conversation = await conversationGet(runtime.db, suggestion.conversationId);
   if (!conversation) throw new ActionError(404, 'the conversation of this suggestion is gone');
   const reply = await runtime.db.transaction(async (tx) => {

@@ -16,7 +16,8 @@ import { queryString } from './queue-pages.ts';
 /** How many messages a thread shows (the newest). */
 const THREAD_MESSAGES = 200;
 
-export const ReplyBody = z.object({ body: z.string().trim().min(1, 'write a message first').max(4096, 'WhatsApp allows at most 4096 characters') });
+// A sanity cap only: the channel's limit (REPLY_MAX_CHARS) is checked where the reply is sent.
+export const ReplyBody = z.object({ body: z.string().trim().min(1, 'write a message first').max(20_000, 'at most 20000 characters') });
 export const SimulateBody = z.object({
   from: z.string().trim().regex(/^\+[1-9][0-9]{5,14}$/, 'the number must look like +31612345678'),
   name: z.string().trim().max(100).optional(),
@@ -73,7 +74,7 @@ function suggestionCard(ctx: PageContext, s: Suggestion): Html {
 ${actionButton(ctx, `/admin/suggestions/${s.id}/discard`, 'Discard', { className: 'danger' })}</div>`;
 }
 
-function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[]): Html {
+function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number): Html {
   const pending = suggestions.filter((s) => s.status === 'pending');
   return page(
     ctx,
@@ -93,7 +94,7 @@ ${actionButton(ctx, `/admin/conversations/${conversation.id}/suggest`, 'Draft a 
 ${pending.map((s) => suggestionCard(ctx, s))}
 </div>
 <div class="card"><form method="post" action="/admin/conversations/${conversation.id}/reply">${csrfField(ctx)}
-<label>Reply as admin<textarea name="body" required maxlength="4096"></textarea></label>
+<label>Reply as admin<textarea name="body" required maxlength="${maxChars}"></textarea></label>
 <p><button class="primary" type="submit">Send reply</button></p></form></div>`,
   );
 }
@@ -145,7 +146,7 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const conversation = params.success ? await conversationGet(db, params.data.id) : null;
     if (!conversation) return sendPage(reply.status(404), page({ ...ctx, problem: 'No such conversation.' }, 'conversations', 'Not found', html`<p><a href="/admin/conversations">« conversations</a></p>`));
     const [messages, suggestions] = await Promise.all([messageListRecent(db, conversation.id, THREAD_MESSAGES), suggestionList(db, conversation.id)]);
-    return sendPage(reply, threadPage(ctx, conversation, messages, suggestions));
+    return sendPage(reply, threadPage(ctx, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS));
   });
 
   app.post('/admin/conversations/:id/pause', async (request, reply) => {

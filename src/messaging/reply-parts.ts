@@ -1,0 +1,72 @@
+// Fits a reply to the channel's size limit (Twilio refuses WhatsApp bodies over 1,600
+// characters): split into parts at paragraph, then sentence, then word boundaries, each
+// part numbered "(1/3)", or shortened with a marker. Pure text work: knows nothing of the
+// outbox that sends the parts.
+
+export type OverflowPolicy = 'split' | 'truncate';
+
+const SHORTENED = '… (reply shortened)';
+
+/** Units to pack, most preferred boundary first: paragraphs, sentences, words, characters. */
+function unitsOf(text: string, level: number): string[] {
+  switch (level) {
+    case 0:
+      return text.split(/\n{2,}/);
+    case 1:
+      // A sentence: up to and including its end marks (or a line end), with the spaces after.
+      return (text.match(/[^.!?\n]*(?:[.!?]+\s*|\n+|$)/g) ?? [text]).filter((unit) => unit !== '');
+    case 2:
+      return (text.match(/\s*\S+\s*/g) ?? [text]).filter((unit) => unit !== '');
+    default:
+      return Array.from(text);
+  }
+}
+
+const JOINERS = ['\n\n', '', '', ''];
+
+/** Greedy packing of `text` into pieces of at most `max` characters, at the coarsest boundary that fits. */
+function pack(text: string, max: number, level = 0): string[] {
+  if (text.length <= max) return [text];
+  const pieces: string[] = [];
+  let current = '';
+  for (const unit of unitsOf(text, level)) {
+    const candidate = current === '' ? unit : current + JOINERS[level] + unit;
+    if (candidate.trimEnd().length <= max) {
+      current = candidate;
+      continue;
+    }
+    if (current.trim() !== '') pieces.push(current.trimEnd());
+    if (unit.trimEnd().length <= max) current = unit;
+    else {
+      // One unit alone is too long: pack it at the next finer boundary.
+      pieces.push(...pack(unit.trimEnd(), max, level + 1));
+      current = '';
+    }
+  }
+  if (current.trim() !== '') pieces.push(current.trimEnd());
+  return pieces.map((piece) => piece.trim()).filter((piece) => piece !== '');
+}
+
+/**
+ * The parts to send for `text`, each at most `maxChars` long. One part when it fits.
+ * `split`: every part ends with its number, "(2/3)", so a reader sees order and
+ * completeness even if WhatsApp shows them out of order. `truncate`: one part, cut at a
+ * sentence or word boundary, ending with a marker that says it was shortened.
+ */
+export function replyParts(text: string, maxChars: number, policy: OverflowPolicy = 'split'): string[] {
+  const body = text.trim();
+  if (body.length <= maxChars) return [body];
+  if (policy === 'truncate') {
+    const room = maxChars - SHORTENED.length;
+    const kept = pack(body, room, 1)[0] ?? body.slice(0, room);
+    return [`${kept.trimEnd()}${SHORTENED}`];
+  }
+  // Room for " (NN/NN)"; recount once if the number of parts needs more digits.
+  let reserve = ' (9/9)'.length;
+  for (;;) {
+    const pieces = pack(body, maxChars - reserve);
+    const label = ` (${pieces.length}/${pieces.length})`;
+    if (label.length <= reserve) return pieces.map((piece, i) => `${piece} (${i + 1}/${pieces.length})`);
+    reserve = label.length;
+  }
+}
