@@ -32,19 +32,12 @@ export interface OutboxDeps {
   statusCallbackUrl(messageId: string): string | undefined;
 }
 
-/** A reply to write: by the AI (one per inbound message) or by an admin. */
-export interface NewReply {
+/** A human's reply: any number per inbound message, one WhatsApp message each. */
+export interface NewAdminReply {
   conversationId: string;
-  /** `ai` (default): at most one per answered inbound message. `admin`: a human's, any number. */
-  source?: 'ai' | 'admin';
-  /** The inbound message answered. */
+  /** The inbound message answered (the newest, or the one a suggestion was drafted for). */
   replyToMessageId: string | null;
   body: string;
-  /**
-   * AI replies: the highest inbound position the reply's prompt contained (the done-is-noop
-   * guard). Admin replies take the conversation's current position when written.
-   */
-  contextUntilSeq?: number | null;
 }
 
 /** The AI reply to an inbound message, its parts in order; empty if none was ever written. */
@@ -53,16 +46,12 @@ export async function replyPartsForInbound(db: Queryable, inboundMessageId: stri
   return result.rows.map((row) => messageFromRow(row as never));
 }
 
-// Written before sending, in `pending`, with the send's start time. For AI replies the
-// partial unique index makes the insert itself the claim: of two racing attempts only one
-// gets a row back. An admin reply answers every inbound message visible as it is written.
-const REPLY_INSERT_SQL = `
+// An admin reply, written before sending, in `pending`, with the send's start time. It
+// answers every inbound message visible as it is written (the done-is-noop guard).
+const ADMIN_REPLY_INSERT_SQL = `
   with reply as (
     insert into messages (conversation_id, source, body, status, reply_to_message_id, context_until_seq, send_started_at)
-    values ($1, $2, $3, 'pending', $4,
-            case when $2 = 'admin' then (select inbound_seq from conversations where id = $1) else $5::int8 end,
-            now())
-    on conflict (reply_to_message_id, part) where source = 'ai' do nothing
+    values ($1, 'admin', $2, 'pending', $3, (select inbound_seq from conversations where id = $1), now())
     returning *
   ), touched as (
     update conversations set last_message_at = now()
@@ -94,13 +83,13 @@ const REPLY_PART_CLAIM_SQL = `
   returning *`;
 
 /**
- * Writes a reply in `pending`, before anything is sent; pass a transaction to write it
- * together with other state (an admin sending a suggestion). Null when an AI reply to
- * that inbound message exists already. Send it with `replyDispatch` after commit.
+ * Writes an admin reply in `pending`, before anything is sent; pass a transaction to write
+ * it together with other state (a suggestion marked sent). Send it with `replyDispatch`
+ * after commit.
  */
-export async function replyWrite(db: Queryable, input: NewReply): Promise<Message | null> {
-  const inserted = await db.query(REPLY_INSERT_SQL, [input.conversationId, input.source ?? 'ai', input.body, input.replyToMessageId, input.contextUntilSeq ?? null]);
-  return inserted.rows[0] ? messageFromRow(inserted.rows[0] as never) : null;
+export async function replyWriteAdmin(db: Queryable, input: NewAdminReply): Promise<Message> {
+  const inserted = await db.query(ADMIN_REPLY_INSERT_SQL, [input.conversationId, input.body, input.replyToMessageId]);
+  return messageFromRow(inserted.rows[0] as never);
 }
 
 /** An AI reply to write and send: its text as the parts to send, in order (one when it fits). */

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { inboundStoreAndEnqueue } from '../../jobs/autoreply.ts';
 import { suggestEnqueue, suggestionGet, suggestionMarkSent } from '../../jobs/suggest.ts';
 import { conversationGet, type Message } from '../../messaging/conversations.ts';
-import { replyDispatch, replyWrite, type OutboxDeps, type ReplyOutcome } from '../../messaging/outbox.ts';
+import { replyDispatch, replyWriteAdmin, type OutboxDeps, type ReplyOutcome } from '../../messaging/outbox.ts';
 import { statusCallbackUrl } from '../../messaging/twilio.ts';
 import type { Queryable } from '../../db/types.ts';
 import type { Runtime } from '../../runtime.ts';
@@ -72,13 +72,7 @@ export async function adminReplySend(runtime: Runtime, conversationId: string, b
   const conversation = await conversationGet(runtime.db, conversationId);
   if (!conversation) throw new ActionError(404, 'no conversation with this id');
   checkReplyLength(runtime, body);
-  const reply = await replyWrite(runtime.db, {
-    conversationId,
-    source: 'admin',
-    replyToMessageId: await latestInboundId(runtime.db, conversationId),
-    body,
-  });
-  if (!reply) throw new Error('admin reply was not written');
+  const reply = await replyWriteAdmin(runtime.db, { conversationId, replyToMessageId: await latestInboundId(runtime.db, conversationId), body });
   const outcome = await replyDispatch(outboxOf(runtime), reply, `whatsapp:${conversation.whatsappNumber}`);
   return { message: outcome.reply, outcome };
 }
@@ -95,8 +89,7 @@ export async function suggestionSend(runtime: Runtime, suggestionId: string, edi
   const conversation = await conversationGet(runtime.db, suggestion.conversationId);
   if (!conversation) throw new ActionError(404, 'the conversation of this suggestion is gone');
   const reply = await runtime.db.transaction(async (tx) => {
-    const written = await replyWrite(tx, { conversationId: conversation.id, source: 'admin', replyToMessageId: suggestion.messageId, body: editedBody ?? suggestion.body });
-    if (!written) throw new Error('admin reply was not written');
+    const written = await replyWriteAdmin(tx, { conversationId: conversation.id, replyToMessageId: suggestion.messageId, body: editedBody ?? suggestion.body });
     if (!(await suggestionMarkSent(tx, suggestion.id, written.id))) throw new ActionError(409, 'this suggestion was sent or discarded meanwhile');
     return written;
   });

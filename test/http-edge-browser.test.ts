@@ -1,0 +1,72 @@
+// Cross-site requests in a real browser: an open-mode aiq (no ADMIN_TOKEN, loopback) and an
+// attacker's page on another port of the same machine, both opened in Chromium. The page
+// fires the requests a page can send without the server's consent (a no-cors fetch, an
+// auto-submitted form); nothing changes. The same action from aiq's own page still works.
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { chromium, type Browser } from 'playwright-core';
+import { jobEnqueue, jobGet } from '../src/queue/index.ts';
+import { startAdminApp, type AdminApp } from './helpers/admin-app.ts';
+
+describe('another site in the admin’s browser', () => {
+  let t: AdminApp;
+  let browser: Browser;
+  let attacker: Server;
+  let base: string;
+  let evil: string;
+  let jobId: string;
+
+  before(async () => {
+    t = await startAdminApp({ ADMIN_TOKEN: '' });
+    await t.app.listen({ host: '127.0.0.1', port: 0 });
+    base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+    jobId = await jobEnqueue(t.runtime.db, { type: 'cross_site_probe', payload: {} });
+    await t.runtime.db.query(`update ai_jobs set status = 'failed', finished_at = now(), last_error = 'probe' where id = $1`, [jobId]);
+    attacker = createServer((_req, res) => {
+      res.setHeader('content-type', 'text/html');
+      res.end(`<!doctype html><body>
+<form id="f" method="post" action="${base}/admin/jobs/${jobId}/retry"><input name="_csrf" value="guess"></form>
+<script>
+  Promise.all([
+    fetch('${base}/api/jobs/retry-failed', { method: 'POST', mode: 'no-cors' }),
+    fetch('${base}/api/jobs/${jobId}/retry', { method: 'POST', mode: 'no-cors', headers: { 'content-type': 'text/plain' }, body: '{}' }),
+  ]).catch(() => {}).finally(() => { document.title = 'fired'; document.getElementById('f').submit(); });
+</script></body>`);
+    });
+    await new Promise<void>((resolve) => attacker.listen(0, '127.0.0.1', resolve));
+    evil = `http://localhost:${(attacker.address() as AddressInfo).port}`;
+    browser = await chromium.launch({
+      executablePath: '/usr/bin/chromium',
+      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+  });
+  after(async () => {
+    await browser?.close();
+    await new Promise((resolve) => attacker?.close(resolve));
+    await t?.close();
+  });
+
+  test('the attacker page changes nothing; the dashboard’s own retry works', async () => {
+    const page = await browser.newPage();
+    // The admin has the dashboard open (an open-mode session cookie exists) …
+    await page.goto(`${base}/admin/jobs/${jobId}`);
+    // … and visits the other page, which fires its requests and then posts its form.
+    const responses: number[] = [];
+    page.on('response', (response) => {
+      if (response.url().startsWith(base)) responses.push(response.status());
+    });
+    await page.goto(evil);
+    await page.waitForURL(`${base}/admin/jobs/${jobId}/retry`);
+    assert.match(await page.content(), /another site/);
+    assert.ok(responses.length >= 1 && responses.every((status) => status === 403), `every request reached us as 403: ${responses}`);
+    assert.equal((await jobGet(t.runtime.db, jobId))!.status, 'failed', 'nothing changed');
+
+    await page.goto(`${base}/admin/jobs/${jobId}`);
+    await page.getByRole('button', { name: 'Retry' }).click();
+    await page.waitForURL(/notice=/);
+    assert.equal((await jobGet(t.runtime.db, jobId))!.status, 'pending', 'our own page retried it');
+    await page.close();
+  });
+});
