@@ -1,5 +1,7 @@
-// The `aiq` command: a thin dispatcher over the modules. Each command lives in src/cli/
-// and registers itself in COMMANDS below. Errors print one clear line and exit non-zero.
+// The `aiq` command: a thin dispatcher over the modules. Each command lives in src/cli/,
+// declares its options (for parsing and for its help) and registers itself in COMMANDS
+// below. `--help` anywhere shows help and exits 0; a command line that does not parse
+// shows the command's usage and exits 2; other errors print one clear line and exit 1.
 import { ConfigError, loadConfig, loadDotEnv } from './config.ts';
 import { DataDirLockedError } from './db/pglite.ts';
 import { knowledgeCommands } from './cli/knowledge-commands.ts';
@@ -7,34 +9,40 @@ import { messagingCommands } from './cli/messaging-commands.ts';
 import { queueCommands } from './cli/queue-commands.ts';
 import { serverCommands } from './cli/server-commands.ts';
 import { UsageError, type Command } from './cli/command.ts';
+import { CommandLineError, commandHelp, overviewHelp, parseCommandLine, usageLine } from './cli/help.ts';
 
 const COMMANDS: Command[] = [...serverCommands, ...queueCommands, ...messagingCommands, ...knowledgeCommands];
-
-function usage(): string {
-  const width = Math.max(...COMMANDS.map((c) => c.usage.length));
-  return [
-    'usage: aiq <command> [options]',
-    '',
-    ...COMMANDS.map((c) => `  ${c.usage.padEnd(width)}  ${c.summary}`),
-    '',
-    'Configuration comes from the environment and a .env file: see .env.example.',
-  ].join('\n');
-}
+const HELP = new Set(['--help', '-h']);
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...args] = argv;
-  if (!name || name === 'help' || name === '--help' || name === '-h') {
-    console.log(usage());
-    return name ? 0 : 1;
+  if (!name || name === 'help' || HELP.has(name)) {
+    const command = name === 'help' ? COMMANDS.find((c) => c.name === args[0]) : undefined;
+    if (command) console.log(commandHelp(command));
+    else if (name) console.log(overviewHelp(COMMANDS));
+    else console.error(overviewHelp(COMMANDS));
+    return name ? 0 : 2;
   }
   const command = COMMANDS.find((c) => c.name === name);
   if (!command) {
-    console.error(`aiq: unknown command "${name}"\n\n${usage()}`);
+    console.error(`aiq: unknown command "${name}"\n\n${overviewHelp(COMMANDS)}`);
+    return 2;
+  }
+  if (args.some((arg) => HELP.has(arg))) {
+    console.log(commandHelp(command));
+    return 0;
+  }
+  let input;
+  try {
+    input = parseCommandLine(command, args);
+  } catch (err) {
+    if (!(err instanceof CommandLineError)) throw err;
+    console.error(`aiq ${command.name}: ${err.message}\n\n${usageLine(command)}\n(aiq ${command.name} --help shows every option)`);
     return 2;
   }
   loadDotEnv();
   const config = loadConfig();
-  return (await command.run(args, config)) ?? 0;
+  return (await command.run(input, config)) ?? 0;
 }
 
 main(process.argv.slice(2)).then(

@@ -1,4 +1,5 @@
-// What a CLI command is, and the small helpers the commands share.
+// What a CLI command is (its options declared once, for parsing and for its help), and the
+// small helpers the commands share.
 import type { Env } from '../config.ts';
 import { pendingMigrations } from '../db/migrate.ts';
 import { openDatabase } from '../db/open.ts';
@@ -6,12 +7,35 @@ import type { Database } from '../db/types.ts';
 import { openRuntime } from '../main.ts';
 import type { Runtime } from '../runtime.ts';
 
+/** One `--option`, as node:util parseArgs takes it plus what its help line says. */
+export interface OptionSpec {
+  type: 'string' | 'boolean';
+  multiple?: boolean;
+  /** The value's placeholder in help, e.g. `N` for `--limit N`. */
+  value?: string;
+  description: string;
+  /** Shown as "(default …)"; the command applies it. */
+  default?: string;
+}
+
+/** The parsed command line: option values by name, and the positional arguments. */
+export interface CommandInput {
+  values: Record<string, string | boolean | string[] | undefined>;
+  positionals: string[];
+}
+
 export interface Command {
   name: string;
-  usage: string;
+  /** The positional arguments as the usage line shows them, e.g. `<file>`. */
+  args?: string;
   summary: string;
+  /** The task group `aiq --help` lists it under. */
+  group: 'Run aiq' | 'The queue' | 'Knowledge' | 'WhatsApp';
+  options?: Record<string, OptionSpec>;
+  /** One command line (or a few) that shows it in use. */
+  example: string;
   /** Returns the exit code (0 when omitted). */
-  run(args: string[], config: Env): Promise<number | void>;
+  run(input: CommandInput, config: Env): Promise<number | void>;
 }
 
 /** A mistake in how the command was called: printed as one line, exit code 2. */

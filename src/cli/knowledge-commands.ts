@@ -5,7 +5,6 @@
 import { readFileSync, statSync, openSync, readSync, closeSync } from 'node:fs';
 import { basename, extname, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
-import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { Database } from '../db/types.ts';
 import { embeddingSpaceOf, type AiProvider } from '../ai/types.ts';
 import { embedRecord, embedRecordEnqueue } from '../jobs/embed-record.ts';
@@ -22,13 +21,6 @@ const SHOWN_ERRORS = 20;
 /** Throttled (429) calls during reembed wait and retry this many times per record. */
 const THROTTLE_RETRIES = 5;
 
-function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O) {
-  try {
-    return parseArgs({ args, options, allowPositionals: true, strict: true });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
-}
 
 /** A one-line progress display on stderr when it is a terminal; silent otherwise. */
 class Progress {
@@ -166,10 +158,12 @@ async function reembedAll(db: Database, ai: AiProvider, all: boolean): Promise<n
 export const knowledgeCommands: Command[] = [
   {
     name: 'add-document',
-    usage: 'add-document <file> [--title T]',
-    summary: 'add or update a knowledge document (chunked; embedded by the worker)',
-    async run(args, config) {
-      const { values, positionals } = parse(args, { title: { type: 'string' } });
+    args: '<file>',
+    group: 'Knowledge',
+    summary: 'add or update a knowledge document, plain text or Markdown (chunked; embedded by the worker)',
+    options: { title: { type: 'string', value: 'T', description: 'its title; a document of the same title is replaced', default: 'the file name' } },
+    example: 'aiq add-document handbook.md --title "Employee handbook"',
+    async run({ values, positionals }, config) {
       const [file] = positionals;
       if (!file) throw new UsageError('add-document needs a file, e.g. aiq add-document handbook.md --title "Employee handbook"');
       let body: string;
@@ -194,10 +188,12 @@ export const knowledgeCommands: Command[] = [
   },
   {
     name: 'import-people',
-    usage: 'import-people <file.csv> [--map "Header=field" …]',
+    args: '<file.csv>',
+    group: 'Knowledge',
     summary: `import employees from CSV by phone (columns ${FIELDS.join(', ')}; others become attributes)`,
-    async run(args, config) {
-      const { values, positionals } = parse(args, { map: { type: 'string', multiple: true } });
+    options: { map: { type: 'string', multiple: true, value: '"Header=field"', description: `read a column as one of ${FIELDS.join(', ')}` } },
+    example: 'aiq import-people people.csv --map "Mobiel nummer=phone"',
+    async run({ values, positionals }, config) {
       const [file] = positionals;
       if (!file) throw new UsageError('import-people needs a CSV file, e.g. aiq import-people people.csv');
       const path = resolve(file);
@@ -230,10 +226,15 @@ export const knowledgeCommands: Command[] = [
   },
   {
     name: 'reembed',
-    usage: 'reembed [--all] [--switch [--yes]]',
-    summary: 'embed records whose embedding is missing or stale (--all: every record; --switch: move to the configured provider/model/dimension)',
-    async run(args, config) {
-      const { values } = parse(args, { all: { type: 'boolean' }, switch: { type: 'boolean' }, yes: { type: 'boolean' } });
+    group: 'Knowledge',
+    summary: 'embed the records whose embedding is missing or stale',
+    options: {
+      all: { type: 'boolean', description: 'every record, stale or not' },
+      switch: { type: 'boolean', description: 'move the knowledge base to the configured provider, model and dimension: drops every embedding, then embeds all (asks first)' },
+      yes: { type: 'boolean', description: 'confirm --switch without asking (needed when not at a terminal)' },
+    },
+    example: 'aiq reembed\nEMBEDDING_DIMENSIONS=512 aiq reembed --switch',
+    async run({ values }, config) {
       if (values.yes && !values.switch) throw new UsageError('--yes only confirms --switch');
       return withRuntime(config, async (rt) => {
         if (values.switch) {

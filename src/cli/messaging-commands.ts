@@ -4,9 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Env } from '../config.ts';
 import { WHATSAPP_WEBHOOK_PATH, signatureOf, webhookSecret } from '../messaging/twilio.ts';
-import type { Command } from './command.ts';
-import { UsageError } from './command.ts';
-import { parse } from './queue-commands.ts';
+import { UsageError, type Command } from './command.ts';
 
 // Twilio's WhatsApp sandbox number: what `To` is when no sender is configured.
 const SANDBOX_FROM = 'whatsapp:+14155238886';
@@ -43,10 +41,17 @@ function inboundFields(config: Env, text: string, from: string, sid: string, nam
 export const messagingCommands: Command[] = [
   {
     name: 'simulate',
-    usage: 'simulate "<text>" --from +31612345678 [--url URL] [--sid SM…] [--name NAME]',
+    args: '"<text>"',
+    group: 'WhatsApp',
     summary: 'post a signed WhatsApp webhook to a running aiq, as Twilio would',
-    async run(args, config) {
-      const { values, positionals } = parse(args, { from: { type: 'string' }, url: { type: 'string' }, sid: { type: 'string' }, name: { type: 'string' } });
+    options: {
+      from: { type: 'string', value: '+31…', description: 'the sender, a phone number in E.164 form (required)' },
+      url: { type: 'string', value: 'URL', description: 'the aiq to post to', default: 'http://HOST:PORT' },
+      sid: { type: 'string', value: 'SM…', description: 'the MessageSid (repeat one to test redelivery)', default: 'a new random one' },
+      name: { type: 'string', value: 'NAME', description: "the sender's WhatsApp profile name", default: 'Simulated User' },
+    },
+    example: 'aiq simulate "Hoe laat begint de vergadering?" --from +31612345678',
+    async run({ values, positionals }, config) {
       const text = positionals.join(' ');
       if (!text) throw new UsageError('simulate needs the message text, e.g. aiq simulate "Hoe laat begint de vergadering?" --from +31612345678');
       const from = String(values.from ?? '');

@@ -1,18 +1,6 @@
 // Commands that look at and act on the queue: enqueue, stats, jobs, retry, cancel, cleanup.
-import { parseArgs } from 'node:util';
 import { JOB_STATUSES, jobCancel, jobCleanup, jobEnqueue, jobList, jobRetry, jobRetryMany, jobStats, type JobStatus } from '../queue/index.ts';
 import { printTable, UsageError, withDatabaseReadOnly, withRuntime, type Command } from './command.ts';
-
-type Options = Record<string, { type: 'string' | 'boolean' }>;
-
-/** parseArgs with our error type; values are loosely typed and checked by the callers. */
-export function parse(args: string[], options: Options): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
-  try {
-    return parseArgs({ args, options, allowPositionals: true, strict: true }) as never;
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
-}
 
 function statusOf(value: unknown): JobStatus | undefined {
   if (value === undefined) return undefined;
@@ -30,15 +18,17 @@ function intOf(name: string, value: unknown): number | undefined {
 export const queueCommands: Command[] = [
   {
     name: 'enqueue',
-    usage: "enqueue <type> '<json>' [--run-at ISO] [--priority N] [--max-attempts N] [--ordering-key K]",
+    args: "<type> ['<json payload>']",
+    group: 'The queue',
     summary: 'add a job',
-    async run(args, config) {
-      const { values, positionals } = parse(args, {
-        'run-at': { type: 'string' },
-        priority: { type: 'string' },
-        'max-attempts': { type: 'string' },
-        'ordering-key': { type: 'string' },
-      });
+    options: {
+      'run-at': { type: 'string', value: 'ISO', description: 'not before this time, e.g. 2026-12-24T09:00:00Z', default: 'now' },
+      priority: { type: 'string', value: 'N', description: 'lower runs first', default: '0' },
+      'max-attempts': { type: 'string', value: 'N', description: 'attempts before the job fails', default: '3' },
+      'ordering-key': { type: 'string', value: 'K', description: 'jobs with the same key run one at a time, in order' },
+    },
+    example: `aiq enqueue embed_record '{"table":"people","id":"…"}' --priority -1`,
+    async run({ values, positionals }, config) {
       const [type, json = '{}'] = positionals;
       if (!type) throw new UsageError("enqueue needs a job type, e.g. aiq enqueue embed_record '{\"table\":\"people\",\"id\":\"…\"}'");
       let payload: unknown;
@@ -66,9 +56,10 @@ export const queueCommands: Command[] = [
   },
   {
     name: 'stats',
-    usage: 'stats',
-    summary: 'job counts by type and status, and the age of the oldest due job',
-    async run(_args, config) {
+    group: 'The queue',
+    summary: 'job counts by type and status, and the age of the oldest due job (changes nothing)',
+    example: 'aiq stats',
+    async run(_input, config) {
       const stats = await withDatabaseReadOnly(config, (db) => jobStats(db));
       const rows = Object.entries(stats.counts).map(([type, counts]) => ({ type, ...counts }));
       printTable([...rows, { type: 'total', ...stats.totals }], ['type', ...JOB_STATUSES]);
@@ -77,10 +68,16 @@ export const queueCommands: Command[] = [
   },
   {
     name: 'jobs',
-    usage: 'jobs [--status S] [--type T] [--search TEXT] [--limit N]',
-    summary: 'list jobs, newest first',
-    async run(args, config) {
-      const { values } = parse(args, { status: { type: 'string' }, type: { type: 'string' }, search: { type: 'string' }, limit: { type: 'string' } });
+    group: 'The queue',
+    summary: 'list jobs, newest first (changes nothing)',
+    options: {
+      status: { type: 'string', value: 'S', description: `only jobs in this status: ${JOB_STATUSES.join(', ')}` },
+      type: { type: 'string', value: 'T', description: 'only jobs of this type' },
+      search: { type: 'string', value: 'TEXT', description: 'only jobs whose payload or last error contains it' },
+      limit: { type: 'string', value: 'N', description: 'how many', default: '20' },
+    },
+    example: 'aiq jobs --status failed --type autoreply',
+    async run({ values }, config) {
       const page = await withDatabaseReadOnly(config, (db) =>
         jobList(db, { status: statusOf(values.status), type: values.type as string | undefined, search: values.search as string | undefined }, { limit: intOf('limit', values.limit) ?? 20 }),
       );
@@ -92,10 +89,15 @@ export const queueCommands: Command[] = [
   },
   {
     name: 'retry',
-    usage: 'retry <id> | --failed [--type T]',
-    summary: 'put a failed or cancelled job (or all failed ones) back in the queue',
-    async run(args, config) {
-      const { values, positionals } = parse(args, { failed: { type: 'boolean' }, type: { type: 'string' } });
+    args: '[<id>]',
+    group: 'The queue',
+    summary: 'put a failed or cancelled job (or, with --failed, every failed one) back in the queue',
+    options: {
+      failed: { type: 'boolean', description: 'retry every failed job' },
+      type: { type: 'string', value: 'T', description: 'with --failed: only jobs of this type' },
+    },
+    example: 'aiq retry 0b7c…\naiq retry --failed --type autoreply',
+    async run({ values, positionals }, config) {
       const [id] = positionals;
       if (!id && !values.failed) throw new UsageError('retry needs a job id, or --failed to retry every failed job');
       return withRuntime(config, async (rt) => {
@@ -115,10 +117,12 @@ export const queueCommands: Command[] = [
   },
   {
     name: 'cancel',
-    usage: 'cancel <id>',
+    args: '<id>',
+    group: 'The queue',
     summary: 'cancel a pending job',
-    async run(args, config) {
-      const [id] = args;
+    example: 'aiq cancel 0b7c…',
+    async run({ positionals }, config) {
+      const [id] = positionals;
       if (!id) throw new UsageError('cancel needs a job id');
       return withRuntime(config, async (rt) => {
         if (await jobCancel(rt.db, id)) {
@@ -132,10 +136,11 @@ export const queueCommands: Command[] = [
   },
   {
     name: 'cleanup',
-    usage: 'cleanup [--days N]',
+    group: 'The queue',
     summary: 'delete done and cancelled jobs older than JOB_RETENTION_DAYS',
-    async run(args, config) {
-      const { values } = parse(args, { days: { type: 'string' } });
+    options: { days: { type: 'string', value: 'N', description: 'older than this many days', default: 'JOB_RETENTION_DAYS (14)' } },
+    example: 'aiq cleanup --days 30',
+    async run({ values }, config) {
       const days = intOf('days', values.days) ?? config.JOB_RETENTION_DAYS;
       const deleted = await withRuntime(config, (rt) => jobCleanup(rt.db, days));
       console.log(`deleted ${deleted} finished job${deleted === 1 ? '' : 's'} older than ${days} days`);

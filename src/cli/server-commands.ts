@@ -7,30 +7,35 @@ import type { Command } from './command.ts';
 export const serverCommands: Command[] = [
   {
     name: 'start',
-    usage: 'start',
-    summary: 'server and worker in one process (the default; works on the embedded database)',
-    run: (_args, config) => run(config, 'start'),
+    group: 'Run aiq',
+    summary: 'server and worker in one process (what `npm start` runs; works on the embedded database)',
+    example: 'aiq start\nPORT=8080 DATABASE_URL=postgres://localhost/aiq aiq start',
+    run: (_input, config) => run(config, 'start'),
   },
   {
     name: 'serve',
-    usage: 'serve',
+    group: 'Run aiq',
     summary: 'HTTP only: webhooks, dashboard, API, metrics (needs DATABASE_URL)',
-    run: (_args, config) => run(config, 'serve'),
+    example: 'DATABASE_URL=postgres://db/aiq aiq serve',
+    run: (_input, config) => run(config, 'serve'),
   },
   {
     name: 'worker',
-    usage: 'worker',
+    group: 'Run aiq',
     summary: 'run jobs only; start as many as you like (needs DATABASE_URL)',
-    run: (_args, config) => run(config, 'worker'),
+    example: 'DATABASE_URL=postgres://db/aiq WORKER_CONCURRENCY=50 aiq worker',
+    run: (_input, config) => run(config, 'worker'),
   },
   {
     name: 'migrate',
-    usage: 'migrate [--status]',
+    group: 'Run aiq',
     summary: 'apply pending database migrations (start-up does this too)',
-    async run(args, config) {
+    options: { status: { type: 'boolean', description: 'only list pending migrations; change nothing (exit 1 when some are pending)' } },
+    example: 'aiq migrate --status',
+    async run({ values }, config) {
       const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, applicationName: 'aiq-migrate' });
       try {
-        if (args.includes('--status')) {
+        if (values.status) {
           const pending = await pendingMigrations(db);
           console.log(pending.length === 0 ? 'schema is up to date' : `pending: ${pending.join(', ')}`);
           return pending.length === 0 ? 0 : 1;

@@ -1,0 +1,60 @@
+// The CLI's help as a newcomer meets it, as real processes: `aiq --help` fits 80 columns and
+// names every command; every `aiq <command> --help` exits 0, names each of its options and
+// shows an example; an unknown option shows the command's usage and exits 2.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { test } from 'node:test';
+import { knowledgeCommands } from '../src/cli/knowledge-commands.ts';
+import { messagingCommands } from '../src/cli/messaging-commands.ts';
+import { queueCommands } from '../src/cli/queue-commands.ts';
+import { serverCommands } from '../src/cli/server-commands.ts';
+import { ROOT } from './helpers/processes.ts';
+
+const COMMANDS = [...serverCommands, ...queueCommands, ...messagingCommands, ...knowledgeCommands];
+
+function aiq(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    // No database is reachable: help must not need one.
+    const child = spawn(process.execPath, ['bin/aiq.js', ...args], { cwd: ROOT, env: { ...process.env, DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    child.stderr.on('data', (c) => (stderr += c));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const tooWide = (text: string) => text.split('\n').filter((line) => line.length > 80);
+
+test('aiq --help: every command, grouped, within 80 columns', async () => {
+  const help = await aiq(['--help']);
+  assert.equal(help.code, 0);
+  assert.deepEqual(tooWide(help.stdout), []);
+  for (const command of COMMANDS) assert.match(help.stdout, new RegExp(`^  ${command.name} `, 'm'), command.name);
+  const bare = await aiq([]);
+  assert.equal(bare.code, 2, 'no command is a usage mistake');
+  assert.match(bare.stderr, /usage: aiq <command>/);
+});
+
+test('aiq <command> --help: usage, every option, an example; exit 0; within 80 columns', async () => {
+  const results = await Promise.all(COMMANDS.map(async (command) => ({ command, help: await aiq([command.name, '--help']) })));
+  for (const { command, help } of results) {
+    assert.equal(help.code, 0, `${command.name} --help: ${help.stderr}`);
+    assert.match(help.stdout, new RegExp(`^usage: aiq ${command.name}`), command.name);
+    for (const option of Object.keys(command.options ?? {})) assert.match(help.stdout, new RegExp(`^  --${option}\\b`, 'm'), `${command.name} --${option}`);
+    assert.match(help.stdout, new RegExp(`^example:\\n  .*aiq ${command.name}`, 'm'), `${command.name} has an example`);
+    assert.deepEqual(tooWide(help.stdout), [], command.name);
+  }
+  assert.equal((await aiq(['help', 'jobs'])).stdout, results.find((r) => r.command.name === 'jobs')!.help.stdout);
+});
+
+test('options parse as declared; an unknown option prints the command usage and exits 2', async () => {
+  // Declared options reach the command (which then needs the database that is not there).
+  const parsed = await aiq(['jobs', '--status', 'failed', '--limit', '5']);
+  assert.equal(parsed.code, 1);
+  assert.doesNotMatch(parsed.stderr, /Unknown option|usage:/);
+  const wrong = await aiq(['jobs', '--colour', 'red']);
+  assert.equal(wrong.code, 2);
+  assert.match(wrong.stderr, /aiq jobs: Unknown option '--colour'/);
+  assert.match(wrong.stderr, /^usage: aiq jobs \[--status S\]/m);
+});
