@@ -1,6 +1,7 @@
 // The HTTP edge as an attacker meets it, over real HTTP (inject) on a real PostgreSQL
 // database: other sites' requests through the admin's browser, forged X-Forwarded-*
-// headers, guessing the admin token, and scraping metrics from elsewhere.
+// headers, guessing the admin token, and scraping metrics from elsewhere; and the front
+// door a newcomer meets (GET /, the icon).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
@@ -258,6 +259,24 @@ describe('/metrics is not public by accident', () => {
       const scraped = await t.app.inject({ url: '/metrics', remoteAddress: '203.0.113.9', headers: { authorization: 'Bearer metrics-token-0123456789' } });
       assert.equal(scraped.statusCode, 200);
       assert.match(scraped.body, /aiq_jobs/);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('the front door', () => {
+  test('GET / leads to the dashboard; /favicon.ico is an icon, not a 404', async () => {
+    const t = await startAdminApp({ ADMIN_TOKEN: '' });
+    try {
+      const root = await t.app.inject({ url: '/' });
+      assert.equal(root.statusCode, 302);
+      assert.equal(root.headers.location, '/admin');
+      const icon = await t.app.inject({ url: '/favicon.ico' });
+      assert.equal(icon.statusCode, 200);
+      assert.match(String(icon.headers['content-type']), /^image\/svg\+xml/);
+      assert.match(icon.body, /^<svg /);
+      assert.match((await t.app.inject({ url: '/admin' })).body, /<link rel="icon" href="\/favicon.ico"/);
     } finally {
       await t.close();
     }

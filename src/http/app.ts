@@ -8,6 +8,7 @@ import { authFailureLimiter } from './auth-failures.ts';
 import { AdminAuth } from './auth.ts';
 import { dashboard } from './dashboard/index.ts';
 import { healthRoutes } from './health.ts';
+import { rootRoutes } from './root.ts';
 import { instrumentWebhooks, metricsRoutes } from './metrics.ts';
 import { webhookRoutes } from './webhooks.ts';
 
@@ -32,6 +33,7 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
     return reply.status(status).send({ error: error.message, code: error.code });
   });
 
+  await app.register(rootRoutes);
   await app.register(healthRoutes, { runtime });
   instrumentWebhooks(app, runtime.metrics);
   await app.register(metricsRoutes, { metrics: runtime.metrics, config: runtime.config });

@@ -80,6 +80,7 @@ export function page(ctx: PageContext, section: Section, title: string, content:
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="csrf-token" content="${ctx.csrf}">
+<link rel="icon" href="/favicon.ico" type="image/svg+xml">
 <title>${title} · aiq</title><style>${STYLE}</style><script src="/admin/assets/app.js" defer></script></head>
 <body>
 ${section === 'login' ? '' : nav(ctx, section)}
