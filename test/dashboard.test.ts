@@ -125,6 +125,20 @@ describe('dashboard without ADMIN_TOKEN', () => {
     assert.equal(ok.statusCode, 303);
   });
 
+  test('the Simulate page is marked in the navigation, and simulating never renames an existing contact', async () => {
+    const page = await t.app.inject({ url: '/admin/simulate' });
+    assert.match(page.body, /<a href="\/admin\/simulate" class="active">Simulate<\/a>/);
+    assert.doesNotMatch(page.body, /<a href="\/admin\/conversations" class="active">/);
+    const cookie = String(page.headers['set-cookie']).split(';')[0]!;
+    const headers = { cookie, origin: 'http://localhost' };
+    const send = (name: string) =>
+      t.app.inject({ method: 'POST', url: '/admin/simulate', headers, payload: { _csrf: csrfOf(page.body), from: '+31655500011', name, body: `hallo van ${name}` } });
+    assert.equal((await send('Sanne')).statusCode, 303);
+    assert.equal((await send('Someone Else')).statusCode, 303);
+    const contact = await t.runtime.db.query<{ profile_name: string }>(`select profile_name from contacts where whatsapp_number = '+31655500011'`);
+    assert.equal(contact.rows[0]!.profile_name, 'Sanne');
+  });
+
   test('answers loopback host names only (no DNS rebinding into an open dashboard)', async () => {
     for (const host of ['127.0.0.1:3000', 'localhost', '[::1]:3000']) {
       assert.equal((await t.app.inject({ url: '/admin', headers: { host } })).statusCode, 200, host);

@@ -110,9 +110,11 @@ export async function suggestionRequest(runtime: Runtime, conversationId: string
  */
 export async function inboundSimulate(runtime: Runtime, input: { from: string; body: string; profileName?: string }): Promise<{ conversationId: string; messageId: string }> {
   if (runtime.transport.kind !== 'log') throw new ActionError(409, 'simulating is only for the log transport: with Twilio configured, send a real WhatsApp message');
+  // A name names a new contact only: trying a message as an existing one must not rename it.
+  const known = await runtime.db.query('select 1 from contacts where whatsapp_number = $1', [input.from]);
   const stored = await inboundStoreAndEnqueue(runtime.db, {
     whatsappNumber: input.from,
-    profileName: input.profileName,
+    profileName: known.rowCount > 0 ? undefined : input.profileName,
     body: input.body,
     mediaUrls: [],
     // A SID in Twilio's shape that Twilio never issues (SM + 32 hex), unique per message.

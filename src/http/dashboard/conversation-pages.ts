@@ -102,13 +102,13 @@ ${pending.map((s) => suggestionCard(ctx, s))}
 function simulatePage(ctx: PageContext, values: { from?: string; name?: string; body?: string } = {}): Html {
   return page(
     ctx,
-    'conversations',
+    'simulate',
     'Simulate an inbound message',
     html`<h1>Simulate an inbound WhatsApp message</h1>
 <div class="card"><p class="muted">No Twilio credentials are set, so replies are logged instead of sent. This form stores a message exactly as the Twilio webhook would and starts its autoreply job; watch the job on <a href="/admin/jobs">Jobs</a> and the reply in the thread.</p>
 <form method="post" action="/admin/simulate">${csrfField(ctx)}
 <div class="filters"><label>From (WhatsApp number)<input name="from" value="${values.from ?? '+31612345678'}" required></label>
-<label>Name<input name="name" value="${values.name ?? 'Test user'}"></label></div>
+<label>Name (a new contact only)<input name="name" value="${values.name ?? ''}" placeholder="e.g. Sanne"></label></div>
 <label>Message<textarea name="body" required>${values.body ?? ''}</textarea></label>
 <p><button class="primary" type="submit">Send as this contact</button></p></form></div>`,
   );
@@ -206,7 +206,7 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
 
   app.get('/admin/simulate', async (request, reply) => {
     const ctx = pageContext(request);
-    if (!ctx.logTransport) return sendPage(reply.status(404), page({ ...ctx, problem: 'Simulating is only offered without Twilio credentials (transport "log").' }, 'conversations', 'Simulate', html``));
+    if (!ctx.logTransport) return sendPage(reply.status(404), page({ ...ctx, problem: 'Simulating is only offered without Twilio credentials (transport "log").' }, 'simulate', 'Simulate', html``));
     return sendPage(reply, simulatePage(ctx));
   });
 

@@ -26,7 +26,7 @@ const NAV = [
   ['imports', '/admin/imports', 'Imports'],
 ] as const;
 
-export type Section = (typeof NAV)[number][0] | 'login';
+export type Section = (typeof NAV)[number][0] | 'simulate' | 'login';
 
 const STYLE = raw(`
 :root { --fg:#1d2330; --muted:#667085; --line:#e4e7ec; --bg:#f7f8fa; --card:#fff; --accent:#3056d3;
@@ -96,7 +96,7 @@ ${content}
 function nav(ctx: PageContext, section: Section): Html {
   return html`<header><span class="brand">aiq</span>
 ${NAV.map(([key, href, label]) => html`<a href="${href}" class="${key === section ? 'active' : ''}">${label}</a>`)}
-${ctx.logTransport ? html`<a href="/admin/simulate">Simulate</a>` : ''}
+${ctx.logTransport ? html`<a href="/admin/simulate" class="${section === 'simulate' ? 'active' : ''}">Simulate</a>` : ''}
 ${ctx.open ? '' : html`<form method="post" action="/admin/logout">${csrfField(ctx)}<button>Log out</button></form>`}
 </header>`;
 }
