@@ -89,11 +89,32 @@ describe('dashboard in a browser', () => {
 
     llmUp = true;
     await page.getByRole('button', { name: 'Retry' }).click();
-    await page.getByText('Retrying: the job is pending again.').waitFor();
+    await page.getByText(/^Retried: (the job is (pending|running) again|it ran again and succeeded)\.$/).waitFor();
     // No reload: the page refreshes itself while the job is pending or processing.
     await page.locator('[data-status="done"]').waitFor({ timeout: 15_000 });
     assert.equal((await jobGet(t.runtime.db, id))!.status, 'done');
     llmUp = false;
+  });
+
+  test('retry from a failed row; the notice tells the real outcome, numbering runs on, and a reload forgets the notice', async () => {
+    const id = await jobEnqueue(t.runtime.db, { type: 'autoreply_demo', payload: { n: 'row' }, maxAttempts: 1 });
+    await waitFor(async () => (await jobGet(t.runtime.db, id))!.status === 'failed', 'job failed');
+    await page.goto(`${base}/admin/jobs?status=failed&type=autoreply_demo`);
+    const row = page.locator(`tr[data-job-id="${id}"]`);
+    // The LLM is still down: the retried job fails again at once.
+    await row.getByRole('button', { name: 'Retry' }).click();
+    await page.waitForURL(`${base}/admin/jobs/${id}`);
+    await waitFor(async () => (await jobGet(t.runtime.db, id))!.errors.length === 2, 'the retry ran and failed');
+    await page.reload();
+    assert.equal(await page.locator('.notice').count(), 0, 'a reload shows the page as it is, without the old notice');
+    await page.goto(`${base}/admin/jobs/${id}?retried=1`);
+    assert.equal(await page.locator('.notice').textContent(), 'Retried: it ran again and failed (the newest attempt is at the bottom of the list below).');
+    assert.equal(page.url(), `${base}/admin/jobs/${id}`, 'the notice is dropped from the address once shown');
+    const numbers = await page.locator('table tbody tr td:first-child').allTextContents();
+    assert.deepEqual(numbers, ['1', '2'], 'attempts numbered in order across the retry');
+    assert.equal(await page.locator('[data-status="failed"]').count(), 1);
+    // Out of the way of the bulk retry below, which counts the failed jobs of this type.
+    await t.runtime.db.query('delete from ai_jobs where id = $1', [id]);
   });
 
   test('bulk retry: the confirmation says how many', async () => {

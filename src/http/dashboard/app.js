@@ -1,6 +1,7 @@
 // The dashboard's only script, served as is (no build step). Progressive: every page works
 // without it. It adds live refresh of the `#live` region, confirmation prompts on
-// `form[data-confirm]`, and reading an uploaded text file into a form's textarea.
+// `form[data-confirm]`, reading an uploaded text file into a form's textarea, and drops a
+// notice from the address once shown.
 'use strict';
 
 function scheduleRefresh() {
@@ -43,4 +44,21 @@ document.addEventListener('change', async (event) => {
   if (name instanceof HTMLInputElement && (name.value === '' || name.value === name.defaultValue)) name.value = file.name;
 });
 
-document.addEventListener('DOMContentLoaded', scheduleRefresh);
+// A notice belongs to the action that caused it: drop it from the address once shown, so a
+// reload (or the live refresh) shows the page as it is, not a stale "pending again".
+function forgetNotice() {
+  const url = new URL(location.href);
+  let changed = false;
+  for (const name of ['notice', 'problem', 'retried']) {
+    if (url.searchParams.has(name)) {
+      url.searchParams.delete(name);
+      changed = true;
+    }
+  }
+  if (changed) history.replaceState(history.state, '', url);
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  forgetNotice();
+  scheduleRefresh();
+});

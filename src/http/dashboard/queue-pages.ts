@@ -91,10 +91,27 @@ ${slow.map(({ job, durationMs }) => html`<tr><td><a class="mono" href="/admin/jo
   );
 }
 
-function jobRow(job: Job): Html {
+function jobRow(ctx: PageContext, job: Job): Html {
   const time = job.status === 'pending' ? html`runs ${when(job.nextRunAt)}` : job.finishedAt ? html`finished ${when(job.finishedAt)}` : html`started ${when(job.attemptedAt)}`;
-  return html`<tr><td><a class="mono" href="/admin/jobs/${job.id}">${shortId(job.id)}</a></td><td>${job.type}</td><td>${badge(job.status)}</td>
-<td class="num">${job.attempts}/${job.maxAttempts}</td><td>${when(job.createdAt)}</td><td>${time}</td><td class="clip mono" title="${job.lastError ?? ''}">${job.lastError ?? ''}</td></tr>`;
+  return html`<tr data-job-id="${job.id}"><td><a class="mono" href="/admin/jobs/${job.id}">${shortId(job.id)}</a></td><td>${job.type}</td><td>${badge(job.status)}</td>
+<td class="num">${job.attempts}/${job.maxAttempts}</td><td>${when(job.createdAt)}</td><td>${time}</td><td class="clip mono" title="${job.lastError ?? ''}">${job.lastError ?? ''}</td>
+<td>${job.status === 'failed' ? actionButton(ctx, `/admin/jobs/${job.id}/retry`, 'Retry') : ''}</td></tr>`;
+}
+
+/** What a retry came to, read from the job as it is now (it may have run and failed again). */
+function retryNotice(job: Job): string {
+  switch (job.status) {
+    case 'pending':
+      return 'Retried: the job is pending again.';
+    case 'processing':
+      return 'Retried: the job is running again.';
+    case 'done':
+      return 'Retried: it ran again and succeeded.';
+    case 'failed':
+      return 'Retried: it ran again and failed (the newest attempt is at the bottom of the list below).';
+    case 'cancelled':
+      return 'Retried, then cancelled: it will not run.';
+  }
 }
 
 function jobsPage(ctx: PageContext, runtime: Runtime, query: z.infer<typeof JobListQuery>, jobs: Job[], nextCursor: string | null): Html {
@@ -119,8 +136,8 @@ ${query.status === 'failed' || query.status === undefined ? html`<a style="margi
 ${
   jobs.length === 0
     ? html`<div class="card muted">No jobs match this filter.</div>`
-    : html`<table><thead><tr><th>job</th><th>type</th><th>status</th><th class="num">attempts</th><th>created</th><th>when</th><th>last error</th></tr></thead>
-<tbody>${jobs.map(jobRow)}</tbody></table>`
+    : html`<table><thead><tr><th>job</th><th>type</th><th>status</th><th class="num">attempts</th><th>created</th><th>when</th><th>last error</th><th></th></tr></thead>
+<tbody>${jobs.map((job) => jobRow(ctx, job))}</tbody></table>`
 }</div>
 <div class="pager">
 ${query.after ? html`<a href="/admin/jobs${queryString(filter)}">« newest</a>` : ''}
@@ -164,7 +181,7 @@ ${job.lastError ? html`<div class="card"><h2 style="margin-top:0">Last error</h2
       job.errors.length === 0
         ? html`<p class="muted">None${job.status === 'done' ? ': it succeeded on its first run.' : '.'}</p>`
         : html`<table><thead><tr><th class="num">#</th><th>at</th><th>worker</th><th class="num">duration</th><th>error</th></tr></thead><tbody>
-${job.errors.map((e) => html`<tr><td class="num">${e.attempt}</td><td>${when(e.at)}</td><td class="mono">${e.worker ?? '—'}</td><td class="num">${e.duration_ms === null ? '—' : `${e.duration_ms} ms`}</td><td class="mono">${e.error}${e.refunded ? html` <span class="badge">throttled, not counted</span>` : ''}</td></tr>`)}
+${job.errors.map((e, i) => html`<tr><td class="num">${i + 1}</td><td>${when(e.at)}</td><td class="mono">${e.worker ?? '—'}</td><td class="num">${e.duration_ms === null ? '—' : `${e.duration_ms} ms`}</td><td class="mono">${e.error}${e.refunded ? html` <span class="badge">throttled, not counted</span>` : ''}</td></tr>`)}
 </tbody></table>`
     }</div>
 <div class="card"><h2 style="margin-top:0">Payload</h2><pre>${JSON.stringify(job.payload, null, 2)}</pre></div>
@@ -235,13 +252,15 @@ export const queuePages: FastifyPluginAsync<{ runtime: Runtime }> = async (app, 
     const params = IdParams.safeParse(request.params);
     const job = params.success ? await jobGet(db, params.data.id) : null;
     if (!job) return sendPage(reply.status(404), page({ ...ctx, problem: 'No such job (it may have been cleaned up by retention).' }, 'jobs', 'Job not found', html`<p><a href="/admin/jobs">« jobs</a></p>`));
-    return sendPage(reply, jobDetailPage(ctx, job));
+    // The retry's outcome as the job stands now, not as it stood at the click.
+    const retried = (request.query as { retried?: string } | undefined)?.retried === '1';
+    return sendPage(reply, jobDetailPage(retried ? { ...ctx, notice: retryNotice(job) } : ctx, job));
   });
 
   app.post('/admin/jobs/:id/retry', async (request, reply) => {
     const { id } = request.params as { id: string };
     const ok = await jobRetry(db, id);
-    const message = ok ? { notice: 'Retrying: the job is pending again.' } : { problem: 'Only a failed or cancelled job can be retried.' };
+    const message = ok ? { retried: '1' } : { problem: 'Only a failed or cancelled job can be retried.' };
     return reply.redirect(`/admin/jobs/${encodeURIComponent(id)}${queryString(message)}`, 303);
   });
 
