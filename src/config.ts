@@ -17,6 +17,8 @@ const optionalUrl = optionalText.pipe(z.string().url().optional());
 const schema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  // auto: one readable line per event on a terminal, JSON lines otherwise.
+  LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
 
   DATABASE_URL: optionalText.pipe(
     z

@@ -10,7 +10,7 @@ import { PromMetrics } from './http/metrics.ts';
 import { buildHandlers } from './jobs/registry.ts';
 import { embeddingSpaceOf } from './ai/types.ts';
 import { vectorSpaceOpen } from './knowledge/vectors.ts';
-import { createLogger } from './logger.ts';
+import { createLogger, logFormatOf } from './logger.ts';
 import { createTransport } from './messaging/transport.ts';
 import { Worker } from './queue/index.ts';
 import type { Runtime } from './runtime.ts';
@@ -45,7 +45,7 @@ async function whenReachable<T>(logger: Runtime['logger'], step: () => Promise<T
 
 /** Opens the database, applies migrations and builds the job handlers. */
 export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runtime> {
-  const logger = createLogger(config.LOG_LEVEL);
+  const logger = createLogger(config.LOG_LEVEL, logFormatOf(config.LOG_FORMAT));
   if (!config.DATABASE_URL && (role === 'serve' || role === 'worker')) {
     throw new Error(
       `aiq ${role} needs DATABASE_URL: the embedded database serves one process only. ` +

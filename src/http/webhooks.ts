@@ -9,6 +9,7 @@ import { autoreplyConfirmedLate, autoreplyWake, inboundStoreAndEnqueue } from '.
 import { WakeNotifier } from '../queue/index.ts';
 import { TWILIO_STATUSES, messageStatusUpdate } from '../messaging/conversations.ts';
 import { SIGNATURE_HEADER, STATUS_CALLBACK_PATH, WHATSAPP_WEBHOOK_PATH, signatureValid, signedUrl, twilioErrorText, webhookSecret } from '../messaging/twilio.ts';
+import { maskPhone } from '../logger.ts';
 import type { Runtime } from '../runtime.ts';
 
 // Twilio sends no NUL, and PostgreSQL text cannot hold one: refuse it as malformed (400)
@@ -93,7 +94,11 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
       mediaUrls,
       twilioSid: input.MessageSid,
     });
-    if (stored) wakeWorkers.wake();
+    if (stored) {
+      wakeWorkers.wake();
+      // Ids and a masked number only: message text stays out of the logs.
+      request.log.info({ messageSid: input.MessageSid, from: maskPhone(input.From), messageId: stored.messageId, conversationId: stored.conversationId, media: mediaUrls.length }, 'inbound WhatsApp message stored');
+    }
     // Twilio retries when it saw no answer; a redelivery is stored already, so say yes again.
     else request.log.info({ messageSid: input.MessageSid }, 'redelivered webhook: already stored');
     return twiml(reply);

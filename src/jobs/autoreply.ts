@@ -8,6 +8,7 @@ import { replyFlag, replyPartsForInbound, replyPartsResume, replySend, type Outb
 import { replyParts } from '../messaging/reply-parts.ts';
 import { statusCallbackUrl } from '../messaging/twilio.ts';
 import { jobEnqueue, jobRetry, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
+import { maskPhone } from '../logger.ts';
 import type { Runtime } from '../runtime.ts';
 import { composeReply } from './reply-text.ts';
 
@@ -170,6 +171,9 @@ export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload>
       // Harmless if Twilio's callback still comes: it outranks `flagged` and confirms it.
       if (outcome.kind === 'waiting' && job.attempts >= job.maxAttempts) outcome = await replyFlag(deps, outcome.reply);
       if (outcome.kind === 'waiting') logger.warn({ replyId: outcome.reply.id, retryInMs: outcome.retryInMs }, 'reply not confirmed yet: waiting for the status callback');
+      if (outcome.kind === 'sent') {
+        logger.info({ to: maskPhone(to), replyId: outcome.reply.id, sid: outcome.reply.twilioSid, status: outcome.reply.status, parts: outcome.reply.parts }, 'reply sent');
+      }
       return { ...resultOf(outcome), ...meta };
     },
   };

@@ -8,6 +8,7 @@ import type * as TwilioHttp from 'twilio/lib/http/response.js';
 import type { Env } from '../config.ts';
 import type { AppMetrics } from '../runtime.ts';
 import { twilioErrorText } from './twilio.ts';
+import { maskPhone } from '../logger.ts';
 
 /** One WhatsApp message to send. */
 export interface OutboundMessage {
@@ -86,7 +87,8 @@ export class LogTransport implements Transport {
   constructor(private readonly logger: InfoLogger) {}
 
   async send(message: OutboundMessage): Promise<SentMessage> {
-    this.logger.info({ to: message.to, body: message.body }, 'reply (log transport, no Twilio credentials: not sent)');
+    // The text is what this transport delivers (to the log); the number needs no more than its mask.
+    this.logger.info({ to: maskPhone(message.to), body: message.body }, 'reply (log transport, no Twilio credentials: not sent)');
     return { sid: null, status: 'logged' };
   }
 }
