@@ -76,6 +76,12 @@ const schema = z.object({
   AI_THROTTLE_WINDOW_SECONDS: int(1, 86_400).default(900),
   SYSTEM_PROMPT_FILE: optionalText,
   RAG_TOP_K: int(0, 50).default(4),
+  // Data minimisation: the parts of the sender's record that reach the model (and offline answers).
+  PROMPT_PERSON_FIELDS: z
+    .string()
+    .default('name,department,role,attributes')
+    .transform((v) => v.split(',').map((f) => f.trim()).filter(Boolean))
+    .pipe(z.array(z.enum(['name', 'phone', 'email', 'department', 'role', 'attributes']))),
   HISTORY_MESSAGES: int(1, 200).default(20),
 });
 

@@ -174,4 +174,15 @@ describe('local provider', () => {
     assert.match(answer.text, /Your record: Name: Anna/);
     assert.equal(fake.requests.length, 0);
   });
+
+  test('a heading is the context of the sentences under it, never an answer of its own', async () => {
+    const ai = aiProviderCreate(loadConfig({}));
+    const handbook = promptBuild('system', {
+      person: null,
+      knowledge: [{ id: 'c1', title: 'Handboek', content: '# Lunch\n\nDe kantine serveert warm eten van 12:00 tot 13:30.\n\n# Parkeren\n\nBezoekers melden zich bij de receptie.', distance: 0.1 }],
+      history: [{ role: 'user', body: 'Lunch tijden?' }],
+    });
+    const answer = (await ai.chat(handbook)).text.split('\n');
+    assert.deepEqual(answer.slice(1), ['From "Handboek" › Lunch: De kantine serveert warm eten van 12:00 tot 13:30.']);
+  });
 });

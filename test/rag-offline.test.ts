@@ -88,5 +88,7 @@ test('with no keys at all, a message gets an offline answer from the knowledge b
   assert.equal(lines[0], OFFLINE_LABEL);
   assert.equal(lines[1], 'From "Leave policy": Every employee has 25 days of paid holiday per year.');
   assert.ok(!reply.body.includes('password'), reply.body);
-  assert.match(reply.body, /Your record: Name: Anna de Vries; Phone: \+31612345678; Department: Finance; Role: Controller/);
+  // Offline answers follow the prompt's minimisation: no email or phone by default.
+  assert.match(reply.body, /Your record: Name: Anna de Vries; Department: Finance; Role: Controller/);
+  assert.ok(!/\+31612345678|@/.test(reply.body), reply.body);
 });

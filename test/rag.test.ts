@@ -150,7 +150,9 @@ test('an inbound message gets exactly one reply, prompted with the sender record
 
   const [chat] = llm.chatRequests();
   const system: string = chat!.body.messages[0].content;
-  assert.match(system, /Name: Anna de Vries\nPhone: \+31612345678\nEmail: anna@example.com\nDepartment: Finance\nRole: Controller\nOffice: Utrecht/);
+  // Data minimisation: by default (PROMPT_PERSON_FIELDS) the phone and email stay out of the prompt.
+  assert.match(system, /Name: Anna de Vries\nDepartment: Finance\nRole: Controller\nOffice: Utrecht/);
+  assert.ok(!system.includes('anna@example.com') && !system.includes('+31612345678'), 'no email or phone in the prompt');
   assert.match(system, /Document: Leave policy\nEvery employee has 25 days of paid holiday leave per year/);
   assert.doesNotMatch(system, /forgotten password/, 'top-k kept the unrelated chunk out');
   assert.deepEqual(chat!.body.messages.at(-1), { role: 'user', content: 'How many days of holiday leave do I have per year?' });
@@ -286,7 +288,7 @@ test('an uploaded CSV is imported by the worker, its people embedded by embed_re
   });
   const messageSid = await inbound('+31655550001', 'Hello, which department am I in?');
   await jobSettled(messageSid, (j) => j.status === 'done');
-  assert.match(llm.chatRequests().at(-1)!.body.messages[0].content, /Name: Cees Visser\nPhone: \+31655550001\nEmail: cees@example.com\nDepartment: Logistics/);
+  assert.match(llm.chatRequests().at(-1)!.body.messages[0].content, /Name: Cees Visser\nDepartment: Logistics/);
 });
 
 describe('suggest', () => {

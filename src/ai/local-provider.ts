@@ -71,24 +71,36 @@ function fnv1a(text: string): number {
 /**
  * The sentences of the knowledge passages that share the most words with the questions
  * (ties: the better-ranked passage first), plus the sender's record when there is one.
+ * A Markdown heading is never an answer by itself: it is the context of the sentences under
+ * it, named with the document ("From "Handbook" › Lunch: …") and counted in their score.
  */
 function extractiveAnswer(prompt: Prompt): string {
   const { questions, person, knowledge } = prompt.grounding;
   const asked = new Set(words(questions.join(' ')));
-  const scored: Array<{ sentence: string; title: string; score: number; order: number }> = [];
+  const scored: Array<{ sentence: string; source: string; score: number; order: number }> = [];
   knowledge.forEach((item, rank) => {
-    const sentences = item.content.split(/(?<=[.!?])\s+|\n+/).map((s) => s.trim()).filter(Boolean);
-    sentences.forEach((sentence, position) => {
-      const score = new Set(words(sentence).filter((w) => asked.has(w))).size;
-      if (score > 0) scored.push({ sentence, title: item.title, score, order: rank * 1000 + position });
-    });
+    let heading = '';
+    let position = 0;
+    for (const line of item.content.split(/\n+/)) {
+      const title = /^#{1,6}\s+(.*)$/.exec(line.trim());
+      if (title) {
+        heading = title[1]!.trim();
+        continue;
+      }
+      for (const sentence of line.split(/(?<=[.!?])\s+/).map((s) => s.trim()).filter(Boolean)) {
+        const score = new Set(words(`${heading} ${sentence}`).filter((w) => asked.has(w))).size;
+        const source = heading ? `"${item.title}" › ${heading}` : `"${item.title}"`;
+        if (score > 0) scored.push({ sentence, source, score, order: rank * 1000 + position });
+        position += 1;
+      }
+    }
   });
   scored.sort((a, b) => b.score - a.score || a.order - b.order);
   const best = scored.slice(0, MAX_SENTENCES).sort((a, b) => a.order - b.order);
 
   const lines = [OFFLINE_LABEL];
   if (best.length === 0) lines.push('I found nothing in the knowledge base that matches your question; a colleague will follow up.');
-  else for (const s of best) lines.push(`From "${s.title}": ${s.sentence}`);
+  else for (const s of best) lines.push(`From ${s.source}: ${s.sentence}`);
   if (person) lines.push(`Your record: ${person.split('\n').join('; ')}`);
   return lines.join('\n');
 }

@@ -2,7 +2,7 @@
 // document chunks nearest to the messages being answered, by cosine distance. The
 // conversation history is the caller's: it owns the messages.
 import type { Queryable } from '../db/types.ts';
-import { personGetByPhone, personText } from '../knowledge/people.ts';
+import { personGetByPhone, personText, type PersonTextField } from '../knowledge/people.ts';
 import { chunkNearest, vectorSpaceCheck } from '../knowledge/vectors.ts';
 import { pendingQuestions, type HistoryMessage } from './prompts.ts';
 import type { AiProvider, CallOptions, KnowledgeItem, TokenUsage } from './types.ts';
@@ -15,6 +15,8 @@ export interface RagInput {
   history: HistoryMessage[];
   /** How many knowledge items to return. */
   topK: number;
+  /** The parts of the sender's record the prompt may carry (PROMPT_PERSON_FIELDS). */
+  personFields: readonly PersonTextField[];
 }
 
 export interface RagResult {
@@ -35,12 +37,13 @@ export async function ragRetrieve(db: Queryable, ai: AiProvider, input: RagInput
   // Nothing unanswered (a suggestion asked for after a reply): the last user message is the question.
   const lastUser = input.history.filter((m) => m.role === 'user').slice(-1).map((m) => m.body);
   const query = (questions.length > 0 ? questions : lastUser).join('\n').trim();
-  if (!query || input.topK <= 0) return { person: person ? personText(person) : null, personId: person?.id ?? null, knowledge: [], usage: NO_USAGE };
+  const personShown = person ? personText(person, input.personFields) : null;
+  if (!query || input.topK <= 0) return { person: personShown, personId: person?.id ?? null, knowledge: [], usage: NO_USAGE };
 
   // Vectors of another space would be compared as if they meant the same: refuse instead.
   await vectorSpaceCheck(db, embeddingSpaceOf(ai));
   const embedded = await ai.embed([query], options);
   const chunks = await chunkNearest(db, embedded.vectors[0]!, input.topK);
   const knowledge: KnowledgeItem[] = chunks.map((c) => ({ id: c.id, title: c.title, content: c.content, distance: c.distance }));
-  return { person: person ? personText(person) : null, personId: person?.id ?? null, knowledge, usage: embedded.usage };
+  return { person: personShown, personId: person?.id ?? null, knowledge, usage: embedded.usage };
 }

@@ -8,6 +8,7 @@ import { usageAdd } from '../ai/types.ts';
 import { aiWithUsageRecorded } from '../ai/usage.ts';
 import type { Queryable } from '../db/types.ts';
 import { inboundAnsweredUpTo, inboundUnanswered, messageGet, messageListAnswered, type Message } from '../messaging/conversations.ts';
+import type { PersonTextField } from '../knowledge/people.ts';
 import type { Runtime } from '../runtime.ts';
 
 export interface ReplyDeps {
@@ -18,6 +19,8 @@ export interface ReplyDeps {
   topK: number;
   /** HISTORY_MESSAGES: earlier messages for context, and at most this many unanswered ones. */
   historyLimit: number;
+  /** PROMPT_PERSON_FIELDS: what of the sender's record the prompt carries. */
+  personFields: readonly PersonTextField[];
 }
 
 export interface ReplyDraft {
@@ -47,6 +50,7 @@ export function replyDepsOf(runtime: Runtime): ReplyDeps {
     systemPrompt: systemPromptLoad(config.SYSTEM_PROMPT_FILE),
     topK: config.RAG_TOP_K,
     historyLimit: config.HISTORY_MESSAGES,
+    personFields: config.PROMPT_PERSON_FIELDS,
   };
 }
 
@@ -86,7 +90,7 @@ export async function replyDraft(
   ]);
   const history = historyOf([...earlier, ...unanswered]);
   const contextUntilSeq = unanswered.length > 0 ? unanswered[unanswered.length - 1]!.seq : null;
-  const rag = await ragRetrieve(deps.db, ai, { senderPhone: input.senderPhone, history, topK: deps.topK }, { signal });
+  const rag = await ragRetrieve(deps.db, ai, { senderPhone: input.senderPhone, history, topK: deps.topK, personFields: deps.personFields }, { signal });
   const prompt = promptBuild(deps.systemPrompt, { person: rag.person, knowledge: rag.knowledge, history });
   const chat = await ai.chat(prompt, { signal });
   return {

@@ -44,14 +44,21 @@ export function personContentHash(person: PersonInput): string {
 }
 
 /** The record as lines of `Field: value` (what is embedded and what the prompt shows). */
-export function personText(person: PersonInput): string {
-  const lines = [`Name: ${person.name}`, `Phone: ${person.phone}`];
-  if (person.email) lines.push(`Email: ${person.email}`);
-  if (person.department) lines.push(`Department: ${person.department}`);
-  if (person.role) lines.push(`Role: ${person.role}`);
-  for (const [key, value] of Object.entries(person.attributes ?? {})) if (value) lines.push(`${key}: ${value}`);
+export function personText(person: PersonInput, fields: readonly PersonTextField[] = PERSON_TEXT_FIELDS): string {
+  const shown = new Set(fields);
+  const lines: string[] = [];
+  if (shown.has('name')) lines.push(`Name: ${person.name}`);
+  if (shown.has('phone')) lines.push(`Phone: ${person.phone}`);
+  if (shown.has('email') && person.email) lines.push(`Email: ${person.email}`);
+  if (shown.has('department') && person.department) lines.push(`Department: ${person.department}`);
+  if (shown.has('role') && person.role) lines.push(`Role: ${person.role}`);
+  if (shown.has('attributes')) for (const [key, value] of Object.entries(person.attributes ?? {})) if (value) lines.push(`${key}: ${value}`);
   return lines.join('\n');
 }
+
+/** The parts of a person record `personText` can show (PROMPT_PERSON_FIELDS picks for prompts). */
+export const PERSON_TEXT_FIELDS = ['name', 'phone', 'email', 'department', 'role', 'attributes'] as const;
+export type PersonTextField = (typeof PERSON_TEXT_FIELDS)[number];
 
 export interface UpsertOutcome {
   inserted: string[];
