@@ -21,3 +21,19 @@ test('nothing imports src/http', () => {
     assert.doesNotMatch(readFileSync(path, 'utf8'), /from '[./]*\/?http\//, `${path} imports http/`);
   }
 });
+
+test('the admin API and the dashboard share src/http/admin/, and neither imports the other', () => {
+  const http = new URL('../src/http/', import.meta.url);
+  const imports = (file: URL) => [...readFileSync(file, 'utf8').matchAll(/from '([^']+)'/g)].map((m) => m[1]!);
+  for (const file of readdirSync(http).filter((f) => f.startsWith('admin-api') && f.endsWith('.ts'))) {
+    for (const spec of imports(new URL(file, http))) assert.ok(!spec.startsWith('./dashboard/'), `src/http/${file} imports ${spec}`);
+  }
+  const dashboard = new URL('dashboard/', http);
+  for (const file of readdirSync(dashboard).filter((f) => f.endsWith('.ts'))) {
+    for (const spec of imports(new URL(file, dashboard))) assert.ok(!spec.includes('admin-api'), `src/http/dashboard/${file} imports ${spec}`);
+  }
+  const admin = new URL('admin/', http);
+  for (const file of readdirSync(admin).filter((f) => f.endsWith('.ts'))) {
+    for (const spec of imports(new URL(file, admin))) assert.ok(!spec.includes('dashboard/') && !spec.includes('admin-api'), `src/http/admin/${file} imports ${spec}`);
+  }
+});

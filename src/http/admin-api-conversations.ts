@@ -7,11 +7,10 @@ import { suggestionDiscard, suggestionGet, suggestionList } from '../jobs/sugges
 import { conversationAiPausedSet, conversationGet, messageListRecent } from '../messaging/conversations.ts';
 import type { Runtime } from '../runtime.ts';
 import { parseOr400 } from './api-input.ts';
-import { ActionError, adminReplySend, inboundSimulate, suggestionRequest, suggestionSend } from './dashboard/conversation-actions.ts';
-import { ReplyBody, SimulateBody } from './dashboard/conversation-pages.ts';
-import { conversationList } from './dashboard/conversation-queries.ts';
+import { ActionError, adminReplySend, inboundSimulate, suggestionRequest, suggestionSend } from './admin/conversation-actions.ts';
+import { conversationList } from './admin/conversation-queries.ts';
+import { IdParams, ReplyBody, SimulateBody } from './admin/inputs.ts';
 
-const IdParams = z.object({ id: z.uuid('must be a uuid') });
 const ListQuery = z.object({
   q: z.string().trim().min(1).max(100).optional(),
   after: z.string().max(200).optional(),

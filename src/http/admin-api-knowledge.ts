@@ -6,10 +6,9 @@ import { importGet } from '../knowledge/csv-import.ts';
 import { personGet } from '../knowledge/people.ts';
 import type { Runtime } from '../runtime.ts';
 import { parseOr400 } from './api-input.ts';
-import { DocumentBody, ImportBody, UPLOAD_BODY_LIMIT, peopleCursorDecode, peopleCursorEncode } from './dashboard/knowledge-pages.ts';
-import { documentAdd, documentList, importList, importUpload, personSearch } from './dashboard/knowledge-store.ts';
+import { DocumentBody, IdParams, ImportBody, UPLOAD_BODY_LIMIT, peopleCursorDecode, peopleCursorEncode } from './admin/inputs.ts';
+import { documentAdd, documentList, importList, importUpload, personSearch } from './admin/knowledge-store.ts';
 
-const IdParams = z.object({ id: z.uuid('must be a uuid') });
 const PeopleQuery = z.object({
   q: z.string().trim().min(1).max(100).optional(),
   after: z.string().max(400).optional(),

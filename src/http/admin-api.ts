@@ -10,13 +10,11 @@ import { conversationApi } from './admin-api-conversations.ts';
 import { knowledgeApi } from './admin-api-knowledge.ts';
 import { parseOr400 } from './api-input.ts';
 import type { AuthFailureLimiter } from './auth-failures.ts';
-import { bearerToken, loopbackHost, type AdminAuth } from './auth.ts';
+import { OPEN_ELSEWHERE, bearerToken, loopbackHost, type AdminAuth } from './auth.ts';
 import { crossSiteRefusal, isStateChanging } from './cross-site.ts';
-import { OPEN_ELSEWHERE } from './dashboard/access.ts';
-import { JobFilterQuery, toJobFilter } from './dashboard/queue-pages.ts';
-import { jobMinuteStats, jobSlowList } from './dashboard/queue-queries.ts';
+import { IdParams, JobFilterQuery, toJobFilter } from './admin/inputs.ts';
+import { jobMinuteStats, jobSlowList } from './admin/queue-queries.ts';
 
-const IdParams = z.object({ id: z.uuid('must be a uuid') });
 const JobListQuery = JobFilterQuery.extend({
   after: z.string().max(200).optional(),
   limit: z.coerce.number().int().min(1).max(500).default(50),

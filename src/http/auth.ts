@@ -7,6 +7,11 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isLoopback } from '../config.ts';
 
 export const SESSION_COOKIE = 'aiq_session';
+
+/** The refusal of open mode (no ADMIN_TOKEN) to any host name but a loopback one. */
+export const OPEN_ELSEWHERE =
+  'Refused: without ADMIN_TOKEN the dashboard answers only on a loopback address (http://127.0.0.1 or http://localhost). Set ADMIN_TOKEN to use it under another name.';
+
 const SESSION_SECONDS = 7 * 24 * 3600;
 
 export interface Session {

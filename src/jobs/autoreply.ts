@@ -121,6 +121,16 @@ export async function autoreplyConfirmedLate(db: Queryable, conversationId: stri
   return id !== undefined && (await jobRetry(db, id));
 }
 
+/** What the outbox needs from a runtime; the AI's replies and the admin's go through the same. */
+export function outboxDepsOf(runtime: Runtime): OutboxDeps {
+  return {
+    db: runtime.db,
+    transport: runtime.transport,
+    confirmTimeoutSeconds: runtime.config.REPLY_CONFIRM_TIMEOUT_SECONDS,
+    statusCallbackUrl: (messageId) => statusCallbackUrl(runtime.config.PUBLIC_URL, messageId),
+  };
+}
+
 // The next look comes just after the deadline, so that it decides (confirmed or flagged)
 // instead of waiting once more.
 const WAIT_SLACK_MS = 1000;
@@ -130,12 +140,7 @@ const WAIT_SLACK_MS = 1000;
  * Outcomes map to job errors in `resultOf`.
  */
 export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload> {
-  const deps: OutboxDeps = {
-    db: runtime.db,
-    transport: runtime.transport,
-    confirmTimeoutSeconds: runtime.config.REPLY_CONFIRM_TIMEOUT_SECONDS,
-    statusCallbackUrl: (messageId) => statusCallbackUrl(runtime.config.PUBLIC_URL, messageId),
-  };
+  const deps = outboxDepsOf(runtime);
 
   return {
     type: AUTOREPLY,

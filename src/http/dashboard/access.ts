@@ -3,7 +3,7 @@
 // every POST comes from our own page with its CSRF token, and leaves the page context for
 // the handlers to render with.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { SESSION_COOKIE, loopbackHost, readCookie, setSessionCookie, type AdminAuth, type Session } from '../auth.ts';
+import { OPEN_ELSEWHERE, SESSION_COOKIE, loopbackHost, readCookie, setSessionCookie, type AdminAuth, type Session } from '../auth.ts';
 import { crossSiteRefusal, requestOrigin } from '../cross-site.ts';
 import type { PageContext } from './layout.ts';
 
@@ -20,9 +20,6 @@ export function pageContext(request: FastifyRequest): PageContext {
     problem: typeof query?.problem === 'string' ? query.problem.slice(0, 300) : undefined,
   };
 }
-
-export const OPEN_ELSEWHERE =
-  'Refused: without ADMIN_TOKEN the dashboard answers only on a loopback address (http://127.0.0.1 or http://localhost). Set ADMIN_TOKEN to use it under another name.';
 
 /** Paths under /admin that need no session: the login form and the script. */
 const PUBLIC = new Set(['/admin/login', '/admin/assets/app.js']);

@@ -7,28 +7,17 @@ import { suggestionDiscard, suggestionGet, suggestionList, type Suggestion } fro
 import { conversationAiPausedSet, conversationGet, messageListRecent, type Conversation, type Message } from '../../messaging/conversations.ts';
 import type { Runtime } from '../../runtime.ts';
 import { pageContext } from './access.ts';
-import { ActionError, adminReplySend, inboundSimulate, outcomeText, suggestionRequest, suggestionSend } from './conversation-actions.ts';
-import { conversationList, type ConversationSummary } from './conversation-queries.ts';
+import { ActionError, adminReplySend, inboundSimulate, outcomeText, suggestionRequest, suggestionSend } from '../admin/conversation-actions.ts';
+import { IdParams as Id, ReplyBody, SimulateBody } from '../admin/inputs.ts';
+import { conversationList, type ConversationSummary } from '../admin/conversation-queries.ts';
 import { html, type Html } from './html.ts';
-import { actionButton, badge, csrfField, page, when, type PageContext } from './layout.ts';
+import { actionButton, badge, csrfField, page, when, type PageContext, sendPage } from './layout.ts';
 import { queryString } from './queue-pages.ts';
 
 /** How many messages a thread shows (the newest). */
 const THREAD_MESSAGES = 200;
 
-// A sanity cap only: the channel's limit (REPLY_MAX_CHARS) is checked where the reply is sent.
-export const ReplyBody = z.object({ body: z.string().trim().min(1, 'write a message first').max(20_000, 'at most 20000 characters') });
-export const SimulateBody = z.object({
-  from: z.string().trim().regex(/^\+[1-9][0-9]{5,14}$/, 'the number must look like +31612345678'),
-  name: z.string().trim().max(100).optional(),
-  body: z.string().trim().min(1, 'write a message first').max(4096),
-});
 const ListQuery = z.object({ q: z.string().trim().max(100).optional(), after: z.string().max(200).optional() });
-const Id = z.object({ id: z.uuid() });
-
-function sendPage(reply: FastifyReply, markup: Html): FastifyReply {
-  return reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(markup.value);
-}
 
 function contactName(c: { profileName: string | null; whatsappNumber: string }): string {
   return c.profileName ? `${c.profileName} (${c.whatsappNumber})` : c.whatsappNumber;

@@ -1,7 +1,7 @@
 // The knowledge pages: people (search, detail), documents (add by upload or paste, each
 // with its embedding state) and CSV imports (upload, progress, row errors). Uploads are
 // read into a form field by the page script, so no multipart parser is needed.
-import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { importGet, type ImportRecord } from '../../knowledge/csv-import.ts';
 import { personGet, type Person } from '../../knowledge/people.ts';
@@ -9,42 +9,12 @@ import { vectorStaleCount } from '../../knowledge/vectors.ts';
 import type { Runtime } from '../../runtime.ts';
 import { pageContext } from './access.ts';
 import { html, type Html } from './html.ts';
-import { badge, csrfField, page, when, type PageContext } from './layout.ts';
-import { documentAdd, documentList, importList, importUpload, personSearch, type DocumentSummary, type ImportSummary, type PersonSummary } from './knowledge-store.ts';
+import { badge, csrfField, page, when, type PageContext, sendPage } from './layout.ts';
+import { documentAdd, documentList, importList, importUpload, personSearch, type DocumentSummary, type ImportSummary, type PersonSummary } from '../admin/knowledge-store.ts';
+import { DocumentBody, IdParams as Id, ImportBody, UPLOAD_BODY_LIMIT, peopleCursorDecode, peopleCursorEncode } from '../admin/inputs.ts';
 import { queryString } from './queue-pages.ts';
 
-/** Uploaded documents and CSV files travel as form fields; far above the webhook limit. */
-export const UPLOAD_BODY_LIMIT = 20 * 1024 * 1024;
-
-export const DocumentBody = z.object({
-  title: z.string().trim().min(1, 'give the document a title').max(300),
-  body: z.string().refine((v) => v.trim() !== '', 'the document is empty: paste text or choose a file'),
-  source: z.string().trim().max(300).optional(),
-});
-export const ImportBody = z.object({
-  filename: z.string().trim().min(1, 'name the file').max(300),
-  content: z.string().refine((v) => v.trim() !== '', 'the CSV is empty: choose a file or paste its rows'),
-});
 const PeopleQuery = z.object({ q: z.string().trim().max(100).optional(), after: z.string().max(400).optional() });
-const Id = z.object({ id: z.uuid() });
-
-function sendPage(reply: FastifyReply, markup: Html): FastifyReply {
-  return reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(markup.value);
-}
-
-/** The people cursor: the last row's (name, id). */
-export function peopleCursorDecode(after: string | undefined): { name: string; id: string } | undefined {
-  if (!after) return undefined;
-  const text = Buffer.from(after, 'base64url').toString();
-  const split = text.lastIndexOf('|');
-  const id = text.slice(split + 1);
-  if (split < 0 || !/^[0-9a-f-]{36}$/i.test(id)) throw new RangeError('invalid page cursor');
-  return { name: text.slice(0, split), id };
-}
-
-export function peopleCursorEncode(last: PersonSummary): string {
-  return Buffer.from(`${last.name}|${last.id}`).toString('base64url');
-}
 
 function embeddedBadge(embedded: boolean): Html {
   return embedded ? html`<span class="badge b-embedded">embedded</span>` : html`<span class="badge b-pending">waiting for embedding</span>`;

@@ -1,5 +1,6 @@
 // The page frame every dashboard page shares: head, navigation, access banner, notices,
 // and the small shared pieces (status badges, times, CSRF-carrying forms). Markup only.
+import type { FastifyReply } from 'fastify';
 import { html, raw, type Html } from './html.ts';
 
 /** What every page needs to know about the request it renders for. */
@@ -74,6 +75,11 @@ dl.props { display:grid; grid-template-columns:max-content 1fr; gap:4px 16px; ma
 .msg .meta { display:block; font-size:11.5px; color:var(--muted); margin-top:4px; white-space:normal; }
 .login { max-width:380px; margin:80px auto; }
 `);
+
+/** Answers with a page: HTML, never cached (it shows live state). */
+export function sendPage(reply: FastifyReply, markup: Html): FastifyReply {
+  return reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(markup.value);
+}
 
 /** The full page: frame, navigation and the given content. */
 export function page(ctx: PageContext, section: Section, title: string, content: Html): Html {

@@ -1,31 +1,18 @@
 // The queue pages: overview (counts, charts, slow jobs), the job list with filters and
 // keyset paging, job detail with every attempt, and the retry/cancel/bulk-retry actions.
 // Every action is a POST that redirects back with a notice (post/redirect/get).
-import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
-import { JOB_STATUSES, jobCancel, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats, type Job, type JobFilter } from '../../queue/index.ts';
+import { JOB_STATUSES, jobCancel, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats, type Job } from '../../queue/index.ts';
 import type { Runtime } from '../../runtime.ts';
 import { pageContext } from './access.ts';
 import { barChart, lineChart } from './charts.ts';
 import { html, type Html } from './html.ts';
-import { actionButton, badge, csrfField, duration, page, when, type PageContext } from './layout.ts';
-import { jobMinuteStats, jobSlowList } from './queue-queries.ts';
-
-const blank = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
-const optional = <T extends z.ZodType>(schema: T) => z.preprocess(blank, schema.optional());
-
-/** The job filter as it appears in query strings and forms. */
-export const JobFilterQuery = z.object({
-  status: optional(z.enum(JOB_STATUSES)),
-  type: optional(z.string().trim().max(200)),
-  q: optional(z.string().trim().max(200)),
-});
+import { actionButton, badge, csrfField, duration, page, when, type PageContext, sendPage } from './layout.ts';
+import { JobFilterQuery, optional, toJobFilter } from '../admin/inputs.ts';
+import { jobMinuteStats, jobSlowList } from '../admin/queue-queries.ts';
 
 const JobListQuery = JobFilterQuery.extend({ after: optional(z.string().max(200)) });
-
-export function toJobFilter(query: z.infer<typeof JobFilterQuery>): JobFilter {
-  return { status: query.status, type: query.type, search: query.q };
-}
 
 /** `?a=1&b=2` from the set values, for links that keep the filter. */
 export function queryString(values: Record<string, string | undefined>): string {
@@ -33,10 +20,6 @@ export function queryString(values: Record<string, string | undefined>): string 
   for (const [key, value] of Object.entries(values)) if (value) params.set(key, value);
   const text = params.toString();
   return text ? `?${text}` : '';
-}
-
-function sendPage(reply: FastifyReply, markup: Html): FastifyReply {
-  return reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(markup.value);
 }
 
 function shortId(id: string): string {

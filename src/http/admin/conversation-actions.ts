@@ -3,11 +3,10 @@
 // inbound message when the transport is `log`. Built on messaging/ and jobs/ functions;
 // replies go through the outbox like the AI's, so delivery status is tracked the same way.
 import { randomBytes } from 'node:crypto';
-import { inboundStoreAndEnqueue } from '../../jobs/autoreply.ts';
+import { inboundStoreAndEnqueue, outboxDepsOf } from '../../jobs/autoreply.ts';
 import { suggestEnqueue, suggestionGet, suggestionMarkSent } from '../../jobs/suggest.ts';
 import { conversationGet, type Message } from '../../messaging/conversations.ts';
-import { replyDispatch, replyWriteAdmin, type OutboxDeps, type ReplyOutcome } from '../../messaging/outbox.ts';
-import { statusCallbackUrl } from '../../messaging/twilio.ts';
+import { replyDispatch, replyWriteAdmin, type ReplyOutcome } from '../../messaging/outbox.ts';
 import type { Queryable } from '../../db/types.ts';
 import type { Runtime } from '../../runtime.ts';
 import { NOTIFY_CHANNEL } from '../../queue/index.ts';
@@ -22,14 +21,6 @@ export class ActionError extends Error {
   }
 }
 
-function outboxOf(runtime: Runtime): OutboxDeps {
-  return {
-    db: runtime.db,
-    transport: runtime.transport,
-    confirmTimeoutSeconds: runtime.config.REPLY_CONFIRM_TIMEOUT_SECONDS,
-    statusCallbackUrl: (messageId) => statusCallbackUrl(runtime.config.PUBLIC_URL, messageId),
-  };
-}
 
 async function latestInboundId(db: Queryable, conversationId: string): Promise<string | null> {
   const result = await db.query<{ id: string }>(
@@ -73,7 +64,7 @@ export async function adminReplySend(runtime: Runtime, conversationId: string, b
   if (!conversation) throw new ActionError(404, 'no conversation with this id');
   checkReplyLength(runtime, body);
   const reply = await replyWriteAdmin(runtime.db, { conversationId, replyToMessageId: await latestInboundId(runtime.db, conversationId), body });
-  const outcome = await replyDispatch(outboxOf(runtime), reply, `whatsapp:${conversation.whatsappNumber}`);
+  const outcome = await replyDispatch(outboxDepsOf(runtime), reply, `whatsapp:${conversation.whatsappNumber}`);
   return { message: outcome.reply, outcome };
 }
 
@@ -93,7 +84,7 @@ export async function suggestionSend(runtime: Runtime, suggestionId: string, edi
     if (!(await suggestionMarkSent(tx, suggestion.id, written.id))) throw new ActionError(409, 'this suggestion was sent or discarded meanwhile');
     return written;
   });
-  const outcome = await replyDispatch(outboxOf(runtime), reply, `whatsapp:${conversation.whatsappNumber}`);
+  const outcome = await replyDispatch(outboxDepsOf(runtime), reply, `whatsapp:${conversation.whatsappNumber}`);
   return { message: outcome.reply, outcome };
 }
 

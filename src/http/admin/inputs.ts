@@ -1,0 +1,61 @@
+// What the admin side accepts, shared by the dashboard's forms and the JSON API so that both
+// check input the same way: filters, reply and simulate bodies, uploads, ids, page cursors.
+// zod schemas and small codecs only; no routes, no markup.
+import { z } from 'zod';
+import { JOB_STATUSES, type JobFilter } from '../../queue/index.ts';
+import type { PersonSummary } from './knowledge-store.ts';
+
+/** A route's `:id`, which is always a uuid. */
+export const IdParams = z.object({ id: z.uuid('must be a uuid') });
+
+// Empty form fields mean "not set", as a query string without them would.
+const blank = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
+export const optional = <T extends z.ZodType>(schema: T) => z.preprocess(blank, schema.optional());
+
+/** The job filter as it appears in query strings and forms. */
+export const JobFilterQuery = z.object({
+  status: optional(z.enum(JOB_STATUSES)),
+  type: optional(z.string().trim().max(200)),
+  q: optional(z.string().trim().max(200)),
+});
+
+export function toJobFilter(query: z.infer<typeof JobFilterQuery>): JobFilter {
+  return { status: query.status, type: query.type, search: query.q };
+}
+
+// A sanity cap only: the channel's limit (REPLY_MAX_CHARS) is checked where the reply is sent.
+export const ReplyBody = z.object({ body: z.string().trim().min(1, 'write a message first').max(20_000, 'at most 20000 characters') });
+
+export const SimulateBody = z.object({
+  from: z.string().trim().regex(/^\+[1-9][0-9]{5,14}$/, 'the number must look like +31612345678'),
+  name: z.string().trim().max(100).optional(),
+  body: z.string().trim().min(1, 'write a message first').max(4096),
+});
+
+/** Uploaded documents and CSV files travel as form fields; far above the webhook limit. */
+export const UPLOAD_BODY_LIMIT = 20 * 1024 * 1024;
+
+export const DocumentBody = z.object({
+  title: z.string().trim().min(1, 'give the document a title').max(300),
+  body: z.string().refine((v) => v.trim() !== '', 'the document is empty: paste text or choose a file'),
+  source: z.string().trim().max(300).optional(),
+});
+
+export const ImportBody = z.object({
+  filename: z.string().trim().min(1, 'name the file').max(300),
+  content: z.string().refine((v) => v.trim() !== '', 'the CSV is empty: choose a file or paste its rows'),
+});
+
+/** The people cursor: the last row's (name, id). */
+export function peopleCursorDecode(after: string | undefined): { name: string; id: string } | undefined {
+  if (!after) return undefined;
+  const text = Buffer.from(after, 'base64url').toString();
+  const split = text.lastIndexOf('|');
+  const id = text.slice(split + 1);
+  if (split < 0 || !/^[0-9a-f-]{36}$/i.test(id)) throw new RangeError('invalid page cursor');
+  return { name: text.slice(0, split), id };
+}
+
+export function peopleCursorEncode(last: PersonSummary): string {
+  return Buffer.from(`${last.name}|${last.id}`).toString('base64url');
+}
