@@ -94,9 +94,10 @@ function lockDataDir(dir: string): () => void {
       const owner = Number(readFileSync(path, 'utf8').trim());
       if (owner && owner !== process.pid && isRunning(owner)) {
         throw new DataDirLockedError(
-          `the embedded database in ${dir} is in use by process ${owner}. ` +
-            'PGlite serves one process only: run `aiq start` (server and worker together), ' +
-            'or set DATABASE_URL to a PostgreSQL server to run several processes.',
+          `the embedded database in ${dir} is in use by process ${owner} (a running \`aiq start\`?). ` +
+            'The embedded database serves one process only. Meanwhile use the dashboard or the admin API ' +
+            '(http://127.0.0.1:3000/admin, /api), or stop that process and run this command again; ' +
+            'to run several processes at once, set DATABASE_URL to a PostgreSQL server.',
         );
       }
       rmSync(path, { force: true });
