@@ -58,6 +58,8 @@ export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runt
     poolSize: config.DATABASE_POOL_SIZE,
     applicationName: `aiq-${role}`,
     onError: (err) => logger.warn({ err: err.message }, 'database connection error'),
+    serveSocket: role === 'start',
+    joinRunning: role === 'cli',
   });
   try {
     const applied = await whenReachable(logger, () => migrate(db));

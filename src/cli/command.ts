@@ -59,7 +59,7 @@ export async function withRuntime<T>(config: Env, work: (runtime: Runtime) => Pr
  * servers' changes nothing. A schema that is not current is reported, not upgraded.
  */
 export async function withDatabaseReadOnly<T>(config: Env, work: (db: Database) => Promise<T>): Promise<T> {
-  const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolSize: 2, applicationName: 'aiq-cli' });
+  const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolSize: 2, applicationName: 'aiq-cli', joinRunning: true });
   try {
     const pending = await pendingMigrations(db);
     if (pending.length > 0) throw new Error(`the database schema is not current (pending: ${pending.join(', ')}): run \`aiq migrate\` or start aiq first`);

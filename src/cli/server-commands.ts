@@ -33,7 +33,7 @@ export const serverCommands: Command[] = [
     options: { status: { type: 'boolean', description: 'only list pending migrations; change nothing (exit 1 when some are pending)' } },
     example: 'aiq migrate --status',
     async run({ values }, config) {
-      const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, applicationName: 'aiq-migrate' });
+      const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, applicationName: 'aiq-migrate', joinRunning: true });
       try {
         if (values.status) {
           const pending = await pendingMigrations(db);

@@ -1,6 +1,9 @@
 // Chooses the database from configuration: a server when DATABASE_URL is set, else the
 // embedded PGlite in DATA_DIR.
-import { openPglite } from './pglite.ts';
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { DataDirLockedError, openPglite } from './pglite.ts';
+import { socketPathFor } from './pglite-socket.ts';
 import { openPostgres } from './postgres.ts';
 import type { Database } from './types.ts';
 
@@ -10,6 +13,13 @@ export interface OpenOptions {
   poolSize?: number;
   applicationName?: string;
   onError?: (err: Error) => void;
+  /** Serve the embedded database to CLI commands and psql (`aiq start`). */
+  serveSocket?: boolean;
+  /**
+   * When a running `aiq start` holds the embedded database, reach it through its socket
+   * instead of failing (one-shot CLI commands; never a second server or worker).
+   */
+  joinRunning?: boolean;
 }
 
 export async function openDatabase(options: OpenOptions): Promise<Database> {
@@ -21,5 +31,17 @@ export async function openDatabase(options: OpenOptions): Promise<Database> {
       onError: options.onError,
     });
   }
-  return openPglite({ dataDir: options.dataDir });
+  try {
+    return await openPglite({ dataDir: options.dataDir, serveSocket: options.serveSocket, onError: options.onError });
+  } catch (err) {
+    if (!(err instanceof DataDirLockedError) || !options.joinRunning) throw err;
+    const socketDir = resolve(options.dataDir);
+    if (!existsSync(socketPathFor(socketDir))) throw err;
+    return openPostgres({
+      connectionString: `postgresql://postgres@/postgres?host=${encodeURIComponent(socketDir)}`,
+      poolSize: options.poolSize,
+      applicationName: options.applicationName,
+      onError: options.onError,
+    });
+  }
 }

@@ -5,10 +5,19 @@ import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 
 import { join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
+import { servePgliteSocket, type SocketServer } from './pglite-socket.ts';
+import { SessionGate } from './session-gate.ts';
 import type { Database, Queryable } from './types.ts';
 
 export class DataDirLockedError extends Error {
   override name = 'DataDirLockedError';
+  constructor(
+    message: string,
+    /** The folder whose lock is held. */
+    readonly dir: string,
+  ) {
+    super(message);
+  }
 }
 
 export interface PgliteOptions {
@@ -16,6 +25,13 @@ export interface PgliteOptions {
   dataDir?: string;
   /** A tarball from `dumpDataDir()` to start from (tests clone a migrated template). */
   loadDataDir?: Blob;
+  /**
+   * Serve the database on `<dataDir>/.s.PGSQL.5432` so that CLI commands and psql reach this
+   * process while it holds the folder (`aiq start`).
+   */
+  serveSocket?: boolean;
+  /** Where a failure of the socket server is reported. */
+  onError?: (err: Error) => void;
 }
 
 export async function openPglite(options: PgliteOptions = {}): Promise<Database & { dump(): Promise<Blob> }> {
@@ -43,28 +59,40 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
     },
   });
   const self = wrap(db);
+  const gate = new SessionGate();
+  let socket: SocketServer | undefined;
+  if (options.serveSocket && options.dataDir) {
+    try {
+      socket = await servePgliteSocket(db, gate, resolve(options.dataDir), (err) => options.onError?.(err));
+    } catch (err) {
+      await db.close();
+      releaseLock();
+      throw err;
+    }
+  }
 
   return {
     kind: 'pglite',
-    query: self.query,
-    exec: self.exec,
-    transaction: (work) => db.transaction((tx) => work(wrap(tx))),
+    query: (text, values) => gate.run(() => self.query(text, values)),
+    exec: (sql) => gate.run(() => self.exec(sql)),
+    transaction: (work) => gate.run(() => db.transaction((tx) => work(wrap(tx)))),
     async listen(channel, onNotify) {
       // One session: NOTIFY arrives in-process and never drops, so no reconnect is needed.
-      const unlisten = await db.listen(channel, onNotify);
+      const unlisten = await gate.run(() => db.listen(channel, onNotify));
       return async () => {
-        await unlisten();
+        await gate.run(() => unlisten());
       };
     },
     async close() {
       try {
+        await socket?.close();
         if (!db.closed) await db.close();
       } finally {
         releaseLock();
       }
     },
     async dump() {
-      return db.dumpDataDir('none');
+      return gate.run(() => db.dumpDataDir('none'));
     },
   };
 }
@@ -95,15 +123,17 @@ function lockDataDir(dir: string): () => void {
       if (owner && owner !== process.pid && isRunning(owner)) {
         throw new DataDirLockedError(
           `the embedded database in ${dir} is in use by process ${owner} (a running \`aiq start\`?). ` +
-            'The embedded database serves one process only. Meanwhile use the dashboard or the admin API ' +
-            '(http://127.0.0.1:3000/admin, /api), or stop that process and run this command again; ' +
-            'to run several processes at once, set DATABASE_URL to a PostgreSQL server.',
+            'The embedded database serves one server process only: CLI commands reach a running `aiq start` ' +
+            'through its socket in that folder, and meanwhile the dashboard and the admin API work too ' +
+            '(http://127.0.0.1:3000/admin, /api); to run several servers or workers at once, set DATABASE_URL ' +
+            'to a PostgreSQL server.',
+          dir,
         );
       }
       rmSync(path, { force: true });
     }
   }
-  throw new DataDirLockedError(`could not lock ${path}`);
+  throw new DataDirLockedError(`could not lock ${path}`, dir);
 }
 
 function isRunning(pid: number): boolean {
