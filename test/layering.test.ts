@@ -3,12 +3,13 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
+// The queue may use the database seam's interface and its driver-free SQL helpers, nothing else.
 test('src/queue imports nothing from the app', () => {
   const dir = new URL('../src/queue/', import.meta.url);
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.ts'))) {
     const source = readFileSync(new URL(file, dir), 'utf8');
     for (const [, spec] of source.matchAll(/from '([^']+)'/g)) {
-      const allowed = spec!.startsWith('node:') || spec!.startsWith('./') || spec === '../db/types.ts';
+      const allowed = spec!.startsWith('node:') || spec!.startsWith('./') || spec === '../db/types.ts' || spec === '../db/like.ts';
       assert.ok(allowed, `src/queue/${file} imports ${spec}`);
     }
   }

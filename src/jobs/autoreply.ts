@@ -7,7 +7,7 @@ import { conversationGet, messageAnsweredBy, messageGet, type InboundMessageInpu
 import { replyFlag, replyPartsForInbound, replyPartsResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
 import { replyParts } from '../messaging/reply-parts.ts';
 import { statusCallbackUrl } from '../messaging/twilio.ts';
-import { jobEnqueue, jobRetry, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
+import { jobEnqueue, jobInsertUnnotifiedSql, jobRetry, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
 import { maskPhone } from '../logger.ts';
 import type { Runtime } from '../runtime.ts';
 import { composeReply } from './reply-text.ts';
@@ -37,7 +37,7 @@ export function autoreplyEnqueue(tx: Queryable, payload: AutoreplyPayload): Prom
 // hence no job, and returns no row; its contact and conversation are left untouched too.
 // The conversation upsert takes the next inbound position under the conversation row's
 // lock, held until commit: positions become visible in order (0006_inbound_sequence.sql).
-// The job insert relies on ai_jobs' defaults like any other enqueue.
+// The job insert is the queue's own (jobInsertUnnotifiedSql), with its defaults.
 const INBOUND_STORE_AND_ENQUEUE_SQL = `
   with known as (
     select 1 from messages where twilio_sid = $5
@@ -60,11 +60,14 @@ const INBOUND_STORE_AND_ENQUEUE_SQL = `
     on conflict (twilio_sid) do nothing
     returning id, conversation_id
   )
-  insert into ai_jobs (type, payload, ordering_key, max_attempts)
-  select $6, jsonb_build_object('messageId', message.id, 'conversationId', message.conversation_id),
-         message.conversation_id::text, $7
-  from message, (select set_config('aiq.defer_notify', 'on', true)) as quiet
-  returning payload->>'messageId' as message_id, ordering_key as conversation_id`;
+  ${jobInsertUnnotifiedSql({
+    type: '$6',
+    payload: `jsonb_build_object('messageId', message.id, 'conversationId', message.conversation_id)`,
+    maxAttempts: '$7',
+    orderingKey: 'message.conversation_id::text',
+    from: 'message',
+    returning: `payload->>'messageId' as message_id, ordering_key as conversation_id`,
+  })}`;
 
 /**
  * Stores an inbound message with its contact and conversation and enqueues its autoreply,

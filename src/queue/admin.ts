@@ -2,6 +2,7 @@
 // Read paths stay fast with millions of finished rows: keyset paging on (created_at, id),
 // and statuses written as constants so the partial indexes apply (listing index: all but
 // processing; lease index: processing only; migrations/0005_lifecycle_indexes.sql).
+import { escapeLike } from '../db/like.ts';
 import type { Queryable } from '../db/types.ts';
 import { isUuid, jobFromRow } from './store.ts';
 import { JOB_STATUSES, type Job, type JobStatus } from './types.ts';
@@ -27,12 +28,7 @@ const FILTER_WHERE = `
   and ($5::timestamptz is null or created_at > $5)`;
 
 function filterValues(filter: JobFilter): unknown[] {
-  return [filter.status ?? null, filter.type ?? null, escapeLike(filter.search), filter.createdBefore ?? null, filter.createdAfter ?? null];
-}
-
-function escapeLike(text: string | undefined): string | null {
-  if (!text) return null;
-  return text.replace(/[\\%_]/g, (c) => `\\${c}`);
+  return [filter.status ?? null, filter.type ?? null, filter.search ? escapeLike(filter.search) : null, filter.createdBefore ?? null, filter.createdAfter ?? null];
 }
 
 export interface JobPage {

@@ -2,6 +2,7 @@
 // search, document and import lists (with embedding state and progress), and the two
 // writes, "add a document" and "import a CSV", each one transaction with its job, so the
 // job exists exactly when the data does.
+import { escapeLike } from '../../db/like.ts';
 import type { Queryable } from '../../db/types.ts';
 import { embedRecordEnqueue } from '../../jobs/embed-record.ts';
 import { importPeopleEnqueue } from '../../jobs/import-people.ts';
@@ -18,8 +19,6 @@ export interface PersonSummary {
   /** The stored embedding matches the current content. */
   embedded: boolean;
 }
-
-const escapeLike = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 // Alphabetical, keyset-paged on (name, id); the search looks in every column people type.
 const PEOPLE_SQL = `

@@ -9,7 +9,7 @@ import { pageContext } from './access.ts';
 import { barChart, lineChart } from './charts.ts';
 import { html, type Html } from './html.ts';
 import { actionButton, badge, csrfField, duration, page, when, type PageContext, sendPage } from './layout.ts';
-import { JobFilterQuery, optional, toJobFilter } from '../admin/inputs.ts';
+import { IdParams, JobFilterQuery, optional, toJobFilter } from '../admin/inputs.ts';
 import { jobMinuteStats, jobSlowList } from '../admin/queue-queries.ts';
 
 const JobListQuery = JobFilterQuery.extend({ after: optional(z.string().max(200)) });
@@ -191,8 +191,6 @@ ${
 }</div>`,
   );
 }
-
-const IdParams = z.object({ id: z.string().uuid('not a job id') });
 
 export const queuePages: FastifyPluginAsync<{ runtime: Runtime }> = async (app, { runtime }) => {
   const { db } = runtime;
