@@ -18,6 +18,8 @@ export interface Plan {
   scaleFinished: [small: number, large: number];
   /** Webhook acknowledgement (issue #4): autocannon duration and connections. */
   webhookSeconds: number;
+  /** Runs per round of each whole-process CLI timing (their median is the round's figure). */
+  cliRuns: number;
   webhookConnections: number;
   /** End to end (issue #5): messages one at a time with an instant LLM, then a burst with a slow one. */
   pipelineOverheadMessages: number;
@@ -40,6 +42,7 @@ export const FULL: Plan = {
   scaleJobs: 10_000,
   scaleFinished: [10_000, 1_000_000],
   webhookSeconds: 10,
+  cliRuns: 7,
   webhookConnections: 10,
   pipelineOverheadMessages: 200,
   pipelineBurstMessages: 1_600,
@@ -61,6 +64,7 @@ export const QUICK: Plan = {
   scaleJobs: 1_000,
   scaleFinished: [1_000, 20_000],
   webhookSeconds: 2,
+  cliRuns: 3,
   webhookConnections: 10,
   pipelineOverheadMessages: 10,
   pipelineBurstMessages: 100,

@@ -14,6 +14,7 @@ import { dropLeftovers } from './lib/database.ts';
 import { Results } from './lib/results.ts';
 import { renderChart } from './lib/chart.ts';
 import { machineInfo, ratioRows, renderMarkdown, renderTables } from './lib/report.ts';
+import { cliRun } from './cli.ts';
 import { pipelineAvailable, pipelineRun } from './pipeline.ts';
 import { webhookAvailable, webhookRun } from './webhook.ts';
 import { drain, headOfLine, holIdealMs, holLowerBoundMs, holPerfectPoolMs, pickup, scale, type RunOutcome } from './scenarios.ts';
@@ -27,7 +28,7 @@ const { values: args } = parseArgs({
 });
 const plan = { ...(args.quick ? QUICK : FULL) };
 if (args.rounds) plan.rounds = Number(args.rounds);
-const scenarios = new Set((args.only ?? 'drain,pickup,hol,scale,webhook,pipeline').split(','));
+const scenarios = new Set((args.only ?? 'drain,pickup,hol,scale,webhook,pipeline,cli').split(','));
 
 const results = new Results();
 const started = Date.now();
@@ -114,6 +115,14 @@ async function main(): Promise<void> {
       await measure(round, `pipeline burst (${plan.pipelineLlmMs} ms LLM)`, () => outcome(() => pipelineRun(burst)), (f) =>
         results.record('pipeline burst', 'aiq serve + worker', round, f.messagesPerSecond!),
       );
+    }
+    if (scenarios.has('cli')) {
+      await measure(round, `cli timings (median of ${plan.cliRuns} runs each)`, () => outcome(() => cliRun(plan.cliRuns)), (f) => {
+        results.record('cli', "node -e '' (floor)", round, f.floor!);
+        results.record('cli', 'aiq --help', round, f.help!);
+        results.record('cli', 'aiq stats', round, f.stats!);
+        results.record('cli', 'aiq serve to /readyz', round, f.serveReady!);
+      });
     }
   }
   if (scenarios.has('webhook') && !webhookAvailable()) log('webhook benchmark skipped: src/http/webhooks.ts is not there yet');

@@ -2,8 +2,6 @@
 // declares its options (for parsing and for its help) and registers itself in COMMANDS
 // below. `--help` anywhere shows help and exits 0; a command line that does not parse
 // shows the command's usage and exits 2; other errors print one clear line and exit 1.
-import { ConfigError, loadConfig, loadDotEnv } from './config.ts';
-import { DataDirLockedError } from './db/pglite.ts';
 import { knowledgeCommands } from './cli/knowledge-commands.ts';
 import { messagingCommands } from './cli/messaging-commands.ts';
 import { queueCommands } from './cli/queue-commands.ts';
@@ -40,6 +38,8 @@ async function main(argv: string[]): Promise<number> {
     console.error(`aiq ${command.name}: ${err.message}\n\n${usageLine(command)}\n(aiq ${command.name} --help shows every option)`);
     return 2;
   }
+  // Configuration (and its schema library) is loaded once a command runs, not for help.
+  const { loadConfig, loadDotEnv } = await import('./config.ts');
   loadDotEnv();
   const config = loadConfig();
   return (await command.run(input, config)) ?? 0;
@@ -50,7 +50,8 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (err: unknown) => {
-    const known = err instanceof ConfigError || err instanceof DataDirLockedError || err instanceof UsageError;
+    // By name: the modules that define these errors may not have been loaded at all.
+    const known = err instanceof Error && ['ConfigError', 'DataDirLockedError', 'UsageError'].includes(err.name);
     const message = err instanceof Error ? err.message : String(err);
     console.error(`aiq: ${message}`);
     if (!known && process.env.AIQ_DEBUG) console.error(err);

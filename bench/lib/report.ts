@@ -62,6 +62,8 @@ export function ratioRows(results: Results, plan: Plan): RatioRow[] {
     row('webhook: acknowledged req/s', p('webhook', 'aiq serve'), '>=', 1500, 'req/s'),
     row('webhook: p99 (ms)', p('webhook p99', 'aiq serve'), '<=', 25, 'ms'),
     row('pipeline: overhead p50, instant LLM (ms)', p('pipeline overhead p50', 'aiq serve + worker'), '<=', 30, 'ms'),
+    row('cli: aiq --help (ms, whole process)', p('cli', 'aiq --help'), '<=', 150, 'ms'),
+    row('cli: aiq stats against the server (ms, whole process)', p('cli', 'aiq stats'), '<=', 400, 'ms'),
     row(`pipeline: msg/s, ${plan.pipelineLlmMs / 1000} s LLM, WORKER_CONCURRENCY=${plan.pipelineConcurrency}`, p('pipeline burst', 'aiq serve + worker'), '>=', 80, 'msg/s'),
   ].filter((r) => !Number.isNaN(r.value));
 }
@@ -113,7 +115,7 @@ export function renderMarkdown(results: Results, ratios: RatioRow[], machine: Ma
     '',
     '| other figure | value |',
     '|---|---:|',
-    ...(['scale', 'webhook', 'webhook p50', 'webhook p99', 'pipeline overhead p50', 'pipeline overhead p99', 'pipeline burst'] as Figure[]).flatMap((f) =>
+    ...(['scale', 'webhook', 'webhook p50', 'webhook p99', 'pipeline overhead p50', 'pipeline overhead p99', 'pipeline burst', 'cli'] as Figure[]).flatMap((f) =>
       [...(results.values.get(f)?.keys() ?? [])].map((c) => `| ${f} ${UNITS[f]}: ${c} | ${cell(f, c)} |`),
     ),
     '',

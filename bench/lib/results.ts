@@ -16,7 +16,8 @@ export type Figure =
   | 'webhook p99'
   | 'pipeline overhead p50'
   | 'pipeline overhead p99'
-  | 'pipeline burst';
+  | 'pipeline burst'
+  | 'cli';
 
 export const UNITS: Record<Figure, string> = {
   drain: 'jobs/s',
@@ -33,6 +34,7 @@ export const UNITS: Record<Figure, string> = {
   'pipeline overhead p50': 'ms',
   'pipeline overhead p99': 'ms',
   'pipeline burst': 'msg/s',
+  cli: 'ms',
 };
 
 export class Results {

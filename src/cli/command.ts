@@ -1,10 +1,7 @@
 // What a CLI command is (its options declared once, for parsing and for its help), and the
 // small helpers the commands share.
 import type { Env } from '../config.ts';
-import { pendingMigrations } from '../db/migrate.ts';
-import { openDatabase } from '../db/open.ts';
 import type { Database } from '../db/types.ts';
-import { openRuntime } from '../main.ts';
 import type { Runtime } from '../runtime.ts';
 
 /** One `--option`, as node:util parseArgs takes it plus what its help line says. */
@@ -45,6 +42,8 @@ export class UsageError extends Error {
 
 /** Opens the database (migrating it) for a one-shot command, and always closes it. */
 export async function withRuntime<T>(config: Env, work: (runtime: Runtime) => Promise<T>): Promise<T> {
+  // Each command loads what it uses when it runs, so `aiq --help` and `aiq stats` stay quick.
+  const { openRuntime } = await import('../main.ts');
   const runtime = await openRuntime({ ...config, LOG_LEVEL: config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL }, 'cli');
   try {
     return await work(runtime);
@@ -59,6 +58,7 @@ export async function withRuntime<T>(config: Env, work: (runtime: Runtime) => Pr
  * servers' changes nothing. A schema that is not current is reported, not upgraded.
  */
 export async function withDatabaseReadOnly<T>(config: Env, work: (db: Database) => Promise<T>): Promise<T> {
+  const [{ openDatabase }, { pendingMigrations }] = await Promise.all([import('../db/open.ts'), import('../db/migrate.ts')]);
   const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolSize: 2, applicationName: 'aiq-cli', joinRunning: true });
   try {
     const pending = await pendingMigrations(db);

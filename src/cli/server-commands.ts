@@ -1,8 +1,13 @@
 // Long-running commands (start, serve, worker) and migrate.
-import { migrate, pendingMigrations } from '../db/migrate.ts';
-import { openDatabase } from '../db/open.ts';
-import { run } from '../main.ts';
+import type { Env } from '../config.ts';
+import type { Role } from '../main.ts';
 import type { Command } from './command.ts';
+
+/** The application is loaded when a server starts, not for `aiq --help`. */
+async function run(config: Env, role: Role): Promise<void> {
+  const main = await import('../main.ts');
+  await main.run(config, role);
+}
 
 export const serverCommands: Command[] = [
   {
@@ -33,6 +38,7 @@ export const serverCommands: Command[] = [
     options: { status: { type: 'boolean', description: 'only list pending migrations; change nothing (exit 1 when some are pending)' } },
     example: 'aiq migrate --status',
     async run({ values }, config) {
+      const [{ openDatabase }, { migrate, pendingMigrations }] = await Promise.all([import('../db/open.ts'), import('../db/migrate.ts')]);
       const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, applicationName: 'aiq-migrate', joinRunning: true });
       try {
         if (values.status) {

@@ -2,9 +2,8 @@
 // embedded PGlite in DATA_DIR.
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { DataDirLockedError, openPglite } from './pglite.ts';
+import { DataDirLockedError } from './errors.ts';
 import { socketPathFor } from './pglite-socket.ts';
-import { openPostgres } from './postgres.ts';
 import type { Database } from './types.ts';
 
 export interface OpenOptions {
@@ -23,7 +22,9 @@ export interface OpenOptions {
 }
 
 export async function openDatabase(options: OpenOptions): Promise<Database> {
+  // Each driver is loaded only when it is used: PGlite's WebAssembly is not for a server's CLI.
   if (options.databaseUrl) {
+    const { openPostgres } = await import('./postgres.ts');
     return openPostgres({
       connectionString: options.databaseUrl,
       poolSize: options.poolSize,
@@ -31,6 +32,7 @@ export async function openDatabase(options: OpenOptions): Promise<Database> {
       onError: options.onError,
     });
   }
+  const [{ openPglite }, { openPostgres }] = await Promise.all([import('./pglite.ts'), import('./postgres.ts')]);
   try {
     return await openPglite({ dataDir: options.dataDir, serveSocket: options.serveSocket, onError: options.onError });
   } catch (err) {

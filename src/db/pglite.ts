@@ -7,18 +7,9 @@ import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { servePgliteSocket, type SocketServer } from './pglite-socket.ts';
 import { SessionGate } from './session-gate.ts';
+import { DataDirLockedError } from './errors.ts';
 import type { Database, Queryable } from './types.ts';
 
-export class DataDirLockedError extends Error {
-  override name = 'DataDirLockedError';
-  constructor(
-    message: string,
-    /** The folder whose lock is held. */
-    readonly dir: string,
-  ) {
-    super(message);
-  }
-}
 
 export interface PgliteOptions {
   /** Folder to persist in; omitted means in memory (tests). */

@@ -1,0 +1,223 @@
+// What the knowledge commands do, loaded only when one of them runs (src/cli/knowledge-commands.ts
+// declares them): the app's knowledge modules are not loaded for `aiq --help` or `aiq stats`.
+import { readFileSync, statSync, openSync, readSync, closeSync } from 'node:fs';
+import { basename, extname, resolve } from 'node:path';
+import { createInterface } from 'node:readline/promises';
+import type { Env } from '../config.ts';
+import type { Database } from '../db/types.ts';
+import { embeddingSpaceOf, type AiProvider } from '../ai/types.ts';
+import { embedRecord, embedRecordEnqueue } from '../jobs/embed-record.ts';
+import { importPeopleExecute } from '../jobs/import-people.ts';
+import { importCreate, importGet, type PersonField } from '../knowledge/csv-import.ts';
+import { documentSave } from '../knowledge/documents.ts';
+import { describeSpace, vectorMarkAllStale, vectorSpaceCheck, vectorSpaceSwitch, vectorStaleCount, vectorStaleList, vectorSwitchPlan } from '../knowledge/vectors.ts';
+import { RetryLaterError } from '../queue/index.ts';
+import { UsageError, withRuntime, type CommandInput } from './command.ts';
+import { FIELDS } from './knowledge-commands.ts';
+
+/** Row errors printed in the summary; the rest stay on the import record. */
+const SHOWN_ERRORS = 20;
+/** Throttled (429) calls during reembed wait and retry this many times per record. */
+const THROTTLE_RETRIES = 5;
+
+
+/** A one-line progress display on stderr when it is a terminal; silent otherwise. */
+class Progress {
+  private readonly started = performance.now();
+  private lastDraw = 0;
+  private readonly tty = process.stderr.isTTY === true;
+
+  constructor(private readonly unit: string) {}
+
+  update(done: number, total?: number): void {
+    if (!this.tty) return;
+    const now = performance.now();
+    if (now - this.lastDraw < 100) return;
+    this.lastDraw = now;
+    const seconds = (now - this.started) / 1000;
+    const rate = seconds > 0 ? done / seconds : 0;
+    let line = `${done.toLocaleString('en')} ${this.unit}`;
+    if (total && total > 0) {
+      const eta = rate > 0 ? Math.max(0, (total - done) / rate) : 0;
+      line += ` of ~${Math.max(total, done).toLocaleString('en')} (${Math.min(100, Math.round((done / total) * 100))}%), ETA ${formatSeconds(eta)}`;
+    }
+    line += `, ${Math.round(rate).toLocaleString('en')}/s`;
+    process.stderr.write(`\r\x1b[2K${line}`);
+  }
+
+  done(): number {
+    if (this.tty) process.stderr.write('\r\x1b[2K');
+    return (performance.now() - this.started) / 1000;
+  }
+}
+
+function formatSeconds(seconds: number): string {
+  if (seconds < 60) return `${Math.round(seconds)}s`;
+  return `${Math.floor(seconds / 60)}m${String(Math.round(seconds % 60)).padStart(2, '0')}s`;
+}
+
+/** Rows in a CSV, estimated from the size and the average line length of its first 64 KB. */
+function estimateRows(path: string): number | undefined {
+  const size = statSync(path).size;
+  const fd = openSync(path, 'r');
+  try {
+    const head = Buffer.alloc(Math.min(size, 64 * 1024));
+    readSync(fd, head, 0, head.length, 0);
+    const lines = head.toString('utf8').split('\n').length - 1;
+    return lines > 1 ? Math.round((size / head.length) * lines) - 1 : undefined;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function headerMapOf(values: string[] | undefined): Record<string, PersonField> | undefined {
+  if (!values || values.length === 0) return undefined;
+  const map: Record<string, PersonField> = {};
+  for (const entry of values) {
+    const at = entry.lastIndexOf('=');
+    const header = entry.slice(0, at).trim();
+    const field = entry.slice(at + 1).trim() as PersonField;
+    if (at <= 0 || !FIELDS.includes(field)) throw new UsageError(`--map wants "Header=field" with field one of ${FIELDS.join(', ')}; got "${entry}"`);
+    map[header] = field;
+  }
+  return map;
+}
+
+/**
+ * Says what `reembed --switch` drops and redoes, and asks on a terminal; elsewhere only
+ * --yes goes ahead. `current`: the stored space is the configured one already.
+ */
+async function confirmSwitch(db: Database, ai: AiProvider, yes: boolean): Promise<'go' | 'current' | 'declined'> {
+  const plan = await vectorSwitchPlan(db);
+  const target = embeddingSpaceOf(ai);
+  if (plan.stored && describeSpace(plan.stored) === describeSpace({ ...target, storage: plan.stored.storage })) {
+    console.log(`the stored embedding space is ${describeSpace(plan.stored)} already: nothing to switch; embedding what is stale`);
+    return 'current';
+  }
+  console.log(
+    `This drops ${plan.embedded} stored embedding${plan.embedded === 1 ? '' : 's'}` +
+      `${plan.stored ? ` (${describeSpace(plan.stored)})` : ''} and re-embeds all ${plan.records} record${plan.records === 1 ? '' : 's'} ` +
+      `(people and documents) with ${describeSpace(target)}. Retrieval answers from fewer records until it is done.`,
+  );
+  if (yes) return 'go';
+  if (!process.stdin.isTTY) throw new UsageError('reembed --switch drops every embedding: pass --yes to confirm when not at a terminal');
+  const prompt = createInterface({ input: process.stdin, output: process.stdout });
+  try {
+    const answer = await prompt.question('Type "yes" to switch: ');
+    if (answer.trim().toLowerCase() === 'yes') return 'go';
+  } finally {
+    prompt.close();
+  }
+  console.log('not switched: nothing was changed');
+  return 'declined';
+}
+
+async function reembedAll(db: Database, ai: AiProvider, all: boolean): Promise<number> {
+  if (all) await vectorMarkAllStale(db);
+  const total = await vectorStaleCount(db);
+  const progress = new Progress('records embedded');
+  const tally = { embedded: 0, unchanged: 0, missing: 0, superseded: 0, failed: 0 };
+  const failures: string[] = [];
+  let cursor: string | undefined;
+  let done = 0;
+  for (;;) {
+    const page = await vectorStaleList(db, 100, cursor);
+    if (page.length === 0) break;
+    cursor = page[page.length - 1]!.cursor;
+    for (const record of page) {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const outcome = await embedRecord(db, ai, record, { purpose: 'reembed' });
+          tally[outcome.status] += 1;
+          break;
+        } catch (err) {
+          if (err instanceof RetryLaterError && attempt < THROTTLE_RETRIES) {
+            await new Promise((r) => setTimeout(r, err.delayMs));
+            continue;
+          }
+          tally.failed += 1;
+          failures.push(`${record.table} ${record.id}: ${(err as Error).message}`);
+          break;
+        }
+      }
+      done += 1;
+      progress.update(done, total);
+    }
+  }
+  const seconds = progress.done();
+  console.log(
+    `reembed with ${ai.name} ${ai.embeddingModel} (${ai.dimensions} dimensions): ${tally.embedded} embedded, ` +
+      `${tally.unchanged} already current, ${tally.superseded} changed meanwhile (queued again), ${tally.missing} gone, ${tally.failed} failed, in ${seconds.toFixed(1)} s`,
+  );
+  for (const line of failures.slice(0, SHOWN_ERRORS)) console.log(`  failed: ${line}`);
+  return tally.failed > 0 ? 1 : 0;
+}
+
+export async function addDocument({ values, positionals }: CommandInput, config: Env): Promise<number | void> {
+  const [file] = positionals;
+  if (!file) throw new UsageError('add-document needs a file, e.g. aiq add-document handbook.md --title "Employee handbook"');
+  let body: string;
+  try {
+    body = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+  // A NUL byte means a binary file (PDF, Word): its bytes would be indexed as gibberish.
+  if (body.includes('\u0000')) throw new UsageError(`${file} is not a text file: convert it to plain text or Markdown first`);
+  const title = typeof values.title === 'string' && values.title.trim() ? values.title.trim() : basename(file, extname(file));
+  const saved = await withRuntime(config, (rt) =>
+    rt.db.transaction(async (tx) => {
+      const outcome = await documentSave(tx, { title, body, source: basename(file) });
+      if (outcome.status !== 'unchanged') await embedRecordEnqueue(tx, 'documents', [outcome.id]);
+      return outcome;
+    }),
+  );
+  const what = saved.status === 'unchanged' ? 'unchanged (same content): nothing to do' : `${saved.status}: ${saved.chunks} chunks, embedding queued for the worker`;
+  console.log(`"${title}" ${what} (${saved.id})`);
+}
+
+export async function importPeople({ values, positionals }: CommandInput, config: Env): Promise<number | void> {
+  const [file] = positionals;
+  if (!file) throw new UsageError('import-people needs a CSV file, e.g. aiq import-people people.csv');
+  const path = resolve(file);
+  try {
+    statSync(path);
+  } catch (err) {
+    throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+  const headerMap = headerMapOf(values.map as string[] | undefined);
+  const estimate = estimateRows(path);
+  return withRuntime(config, async (rt) => {
+    const importId = await importCreate(rt.db, { filename: basename(file), path });
+    const progress = new Progress('rows');
+    try {
+      await importPeopleExecute(rt.db, importId, { headerMap, onProgress: (c) => progress.update(c.rowsRead, estimate) });
+    } finally {
+      progress.done();
+    }
+    const record = (await importGet(rt.db, importId))!;
+    console.log(
+      `imported ${record.rowsRead} rows from ${record.filename}: ${record.inserted} new, ${record.updated} updated, ` +
+        `${record.unchanged} unchanged, ${record.rejected} rejected (import ${importId})`,
+    );
+    for (const error of record.rowErrors.slice(0, SHOWN_ERRORS)) console.log(`  line ${error.line}: ${error.reason}`);
+    if (record.rejected > SHOWN_ERRORS) console.log(`  … and ${record.rejected - SHOWN_ERRORS} more rejected rows`);
+    if (record.inserted + record.updated > 0) console.log(`${record.inserted + record.updated} people queued for embedding by the worker`);
+    return 0;
+  });
+}
+
+export async function reembed({ values }: CommandInput, config: Env): Promise<number | void> {
+  if (values.yes && !values.switch) throw new UsageError('--yes only confirms --switch');
+  return withRuntime(config, async (rt) => {
+    if (values.switch) {
+      const confirmed = await confirmSwitch(rt.db, rt.ai, values.yes === true);
+      if (confirmed !== 'go') return confirmed === 'current' ? reembedAll(rt.db, rt.ai, false) : 1;
+      const { previous } = await vectorSpaceSwitch(rt.db, embeddingSpaceOf(rt.ai));
+      console.log(`switched the embedding space${previous ? ` from ${describeSpace(previous)}` : ''} to ${describeSpace(embeddingSpaceOf(rt.ai))}`);
+    } else {
+      await vectorSpaceCheck(rt.db, embeddingSpaceOf(rt.ai));
+    }
+    return reembedAll(rt.db, rt.ai, values.all === true);
+  });
+}
