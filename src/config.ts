@@ -26,6 +26,13 @@ const schema = z.object({
       .regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://')
       .optional(),
   ),
+  // A connection that bypasses a transaction-mode pooler, for LISTEN and migrations.
+  DATABASE_DIRECT_URL: optionalText.pipe(
+    z
+      .string()
+      .regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://')
+      .optional(),
+  ),
   DATA_DIR: z.string().min(1).default('./data'),
   DATABASE_POOL_SIZE: int(1, 200).default(10),
 
@@ -93,7 +100,7 @@ export class ConfigError extends Error {
 }
 
 /** The secrets, so that error messages and logs never print their values. */
-const SECRET_NAMES = new Set(['ADMIN_TOKEN', 'METRICS_TOKEN', 'TWILIO_AUTH_TOKEN', 'OPENAI_API_KEY', 'AZURE_OPENAI_API_KEY', 'DATABASE_URL']);
+const SECRET_NAMES = new Set(['ADMIN_TOKEN', 'METRICS_TOKEN', 'TWILIO_AUTH_TOKEN', 'OPENAI_API_KEY', 'AZURE_OPENAI_API_KEY', 'DATABASE_URL', 'DATABASE_DIRECT_URL']);
 
 /**
  * Validates an environment (process.env by default) and returns the typed configuration.

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { aiProviderOf, isLoopback, type Env } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
+import { openPostgres } from './db/postgres.ts';
 import { aiProviderCreate } from './ai/providers.ts';
 import { buildApp } from './http/app.ts';
 import { PromMetrics } from './http/metrics.ts';
@@ -43,6 +44,21 @@ async function whenReachable<T>(logger: Runtime['logger'], step: () => Promise<T
   }
 }
 
+/**
+ * Applies migrations over DATABASE_DIRECT_URL when there is one (past the pooler, as the
+ * providers advise for schema changes), else over the main connection: each migration is one
+ * transaction under a transaction-scoped lock, which a transaction-mode pooler keeps whole.
+ */
+async function migrateDirect(config: Env, db: Database): Promise<string[]> {
+  if (!config.DATABASE_DIRECT_URL) return migrate(db);
+  const direct = openPostgres({ connectionString: config.DATABASE_DIRECT_URL, poolSize: 1, applicationName: 'aiq-migrate' });
+  try {
+    return await migrate(direct);
+  } finally {
+    await direct.close();
+  }
+}
+
 /** Opens the database, applies migrations and builds the job handlers. */
 export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runtime> {
   const logger = createLogger(config.LOG_LEVEL, logFormatOf(config.LOG_FORMAT));
@@ -54,6 +70,7 @@ export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runt
   }
   const db = await openDatabase({
     databaseUrl: config.DATABASE_URL,
+    databaseDirectUrl: config.DATABASE_DIRECT_URL,
     dataDir: config.DATA_DIR,
     poolSize: config.DATABASE_POOL_SIZE,
     applicationName: `aiq-${role}`,
@@ -62,7 +79,7 @@ export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runt
     joinRunning: role === 'cli',
   });
   try {
-    const applied = await whenReachable(logger, () => migrate(db));
+    const applied = await whenReachable(logger, () => migrateDirect(config, db));
     if (applied.length > 0) logger.info({ applied }, 'applied migrations');
   } catch (err) {
     await db.close();

@@ -39,7 +39,7 @@ export const serverCommands: Command[] = [
     example: 'aiq migrate --status',
     async run({ values }, config) {
       const [{ openDatabase }, { migrate, pendingMigrations }] = await Promise.all([import('../db/open.ts'), import('../db/migrate.ts')]);
-      const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, applicationName: 'aiq-migrate', joinRunning: true });
+      const db = await openDatabase({ databaseUrl: config.DATABASE_URL && (config.DATABASE_DIRECT_URL ?? config.DATABASE_URL), dataDir: config.DATA_DIR, applicationName: 'aiq-migrate', joinRunning: true });
       try {
         if (values.status) {
           const pending = await pendingMigrations(db);

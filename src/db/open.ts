@@ -8,6 +8,8 @@ import type { Database } from './types.ts';
 
 export interface OpenOptions {
   databaseUrl?: string;
+  /** Bypasses a transaction-mode pooler, for LISTEN (see PostgresOptions). */
+  databaseDirectUrl?: string;
   dataDir: string;
   poolSize?: number;
   applicationName?: string;
@@ -27,6 +29,7 @@ export async function openDatabase(options: OpenOptions): Promise<Database> {
     const { openPostgres } = await import('./postgres.ts');
     return openPostgres({
       connectionString: options.databaseUrl,
+      directConnectionString: options.databaseDirectUrl,
       poolSize: options.poolSize,
       applicationName: options.applicationName,
       onError: options.onError,

@@ -1,13 +1,20 @@
 // node-postgres behind the Database interface: a pool for statements and transactions, and
 // one dedicated connection for LISTEN that reconnects with backoff after Postgres restarts.
 import pg from 'pg';
-import type { Database, Queryable } from './types.ts';
+import { poolerProbe } from './pooler.ts';
+import { NotificationsUnavailableError, type Database, type Queryable } from './types.ts';
 
 // Return bigint counts as numbers: our counters stay far below 2^53.
 pg.types.setTypeParser(20, (value) => Number(value));
 
 export interface PostgresOptions {
   connectionString: string;
+  /**
+   * A connection that bypasses the pooler, for LISTEN (DATABASE_DIRECT_URL). Without it,
+   * LISTEN uses `connectionString` unless that goes through a transaction-mode pooler,
+   * where a listening session would be handed to other clients: then there is none.
+   */
+  directConnectionString?: string;
   poolSize?: number;
   applicationName?: string;
   onError?: (err: Error) => void;
@@ -69,7 +76,15 @@ export function openPostgres(options: PostgresOptions): Database {
       }
     },
     async listen(channel, onNotify, onReconnect) {
-      const stop = await listenWithReconnect(options, channel, onNotify, onReconnect);
+      if (!options.directConnectionString && (await behindTransactionPooler(options.connectionString))) {
+        throw new NotificationsUnavailableError('DATABASE_URL goes through a transaction-mode pooler and DATABASE_DIRECT_URL is not set, so NOTIFY cannot reach this process');
+      }
+      const stop = await listenWithReconnect(
+        { ...options, connectionString: options.directConnectionString ?? options.connectionString },
+        channel,
+        onNotify,
+        onReconnect,
+      );
       listeners.push(stop);
       return async () => {
         listeners.splice(listeners.indexOf(stop), 1);
@@ -81,6 +96,14 @@ export function openPostgres(options: PostgresOptions): Database {
       await pool.end();
     },
   };
+}
+
+/** A database that is not reachable yet (restarting) counts as direct: LISTEN keeps retrying. */
+async function behindTransactionPooler(connectionString: string): Promise<boolean> {
+  return poolerProbe(connectionString).then(
+    (probe) => probe.mode === 'transaction',
+    () => false,
+  );
 }
 
 async function listenWithReconnect(

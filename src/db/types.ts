@@ -8,6 +8,14 @@ export interface Queryable {
   exec(sql: string): Promise<void>;
 }
 
+/**
+ * NOTIFY cannot reach this process (a transaction-mode pooler without a direct connection):
+ * callers fall back to polling.
+ */
+export class NotificationsUnavailableError extends Error {
+  override name = 'NotificationsUnavailableError';
+}
+
 export interface Database extends Queryable {
   /** `pg` for a PostgreSQL server, `pglite` for the embedded database. */
   readonly kind: 'pg' | 'pglite';
@@ -16,7 +24,8 @@ export interface Database extends Queryable {
   /**
    * Subscribes to NOTIFY on a channel. The returned function unsubscribes. On a server
    * connection that drops, the listener reconnects by itself and calls `onReconnect`, so the
-   * caller can poll for anything it missed meanwhile.
+   * caller can poll for anything it missed meanwhile. Throws NotificationsUnavailableError
+   * where notifications cannot arrive at all.
    */
   listen(channel: string, onNotify: (payload: string) => void, onReconnect?: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;

@@ -5,7 +5,7 @@
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { Database } from '../db/types.ts';
+import { NotificationsUnavailableError, type Database } from '../db/types.ts';
 import { DEFAULT_BACKOFF, retryDelaySeconds, type BackoffPolicy } from './backoff.ts';
 import { PermanentJobError, RetryLaterError, toError } from './errors.ts';
 import {
@@ -190,7 +190,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
-    this.unlisten = await this.db.listen(NOTIFY_CHANNEL, () => this.wake(), () => this.wake());
+    try {
+      this.unlisten = await this.db.listen(NOTIFY_CHANNEL, () => this.wake(), () => this.wake());
+    } catch (err) {
+      if (!(err instanceof NotificationsUnavailableError)) throw err;
+      this.logger.info({ pollIntervalMs: this.pollIntervalMs }, `${err.message}: polling every ${this.pollIntervalMs} ms instead`);
+    }
     this.pollTimer = setInterval(() => this.wake(), this.pollIntervalMs);
     // Extend leases well before they run out: three chances per lease.
     this.heartbeatTimer = setInterval(() => void this.extendLeases(), (this.leaseSeconds * 1000) / 3);

@@ -19,8 +19,14 @@ const schemaHash = createHash('sha256')
   .slice(0, 12);
 const TEMPLATE = `aiq_tpl_${schemaHash}`;
 
-function urlFor(database: string): string {
-  const url = new URL(SERVER_URL);
+/**
+ * Set by CI's pooler run: the code under test reaches its database through PgBouncer in
+ * transaction mode, while databases are created and dropped on the server directly.
+ */
+export const POOLER_URL = process.env.TEST_POOLER_URL || undefined;
+
+function urlFor(database: string, base = SERVER_URL): string {
+  const url = new URL(base);
   url.pathname = `/${database}`;
   return url.toString();
 }
@@ -58,8 +64,10 @@ async function ensureTemplate(): Promise<void> {
 
 export interface TestDatabase {
   db: Database;
-  /** Connection string (server databases only), for child processes. */
+  /** Connection string (server databases only), for child processes: through the pooler in a pooler run. */
   url?: string;
+  /** The same database on the server itself, never through a pooler. */
+  directUrl?: string;
   close(): Promise<void>;
 }
 
@@ -68,11 +76,13 @@ export async function freshServerDatabase(): Promise<TestDatabase> {
   await ensureTemplate();
   const name = `aiq_t_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
   await admin((client) => client.query(`create database ${name} template ${TEMPLATE}`));
-  const url = urlFor(name);
-  const db = openPostgres({ connectionString: url, poolSize: 20 });
+  const url = urlFor(name, POOLER_URL);
+  // As a deployment behind a pooler would: LISTEN on a direct connection (DATABASE_DIRECT_URL).
+  const db = openPostgres({ connectionString: url, directConnectionString: POOLER_URL && urlFor(name), poolSize: 20 });
   return {
     db,
     url,
+    directUrl: urlFor(name),
     async close() {
       await db.close();
       await admin((client) => client.query(`drop database if exists ${name} with (force)`));

@@ -1,0 +1,92 @@
+// Behind a transaction-mode pooler (PgBouncer, Supabase's pooler …) every statement may run
+// on another server session, so nothing may rely on session state. The source is checked for
+// it here; CI also runs the queue, webhook and pipeline suites through PgBouncer
+// (TEST_POOLER_URL), and the tests below that need a pooler run there.
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { test } from 'node:test';
+import { poolerProbe } from '../src/db/pooler.ts';
+import { openPostgres } from '../src/db/postgres.ts';
+import { NotificationsUnavailableError } from '../src/db/types.ts';
+import { createLogger } from '../src/logger.ts';
+import { jobEnqueueMany, jobStats, Worker } from '../src/queue/index.ts';
+import { freshServerDatabase, POOLER_URL } from './helpers/db.ts';
+import { ROOT, waitFor } from './helpers/processes.ts';
+
+/** Session state a transaction-mode pooler loses between statements, and how it looks in our SQL. */
+const SESSION_STATE: Array<[string, RegExp]> = [
+  ['a session advisory lock (use pg_advisory_xact_lock)', /pg_(try_)?advisory_lock(_shared)?\s*\(/i],
+  ['a session-wide setting (use set local or set_config(…, true))', /(^|[`'";(])\s*set\s+(session\s+)?(?!local\b)[a-z_.]+\s*(=|to\b)/i],
+  ['a session-wide set_config (pass true: transaction-local)', /set_config\s*\([^)]*,\s*false\s*\)/i],
+  ['a temporary table', /create\s+(global\s+|local\s+)?temp(orary)?\s+table/i],
+  ['a named prepared statement', /\bprepare\s+[a-z_]+\s+(\(|as\b)|\bname\s*:\s*['"`][^'"`]+['"`]\s*,\s*text\s*:/i],
+  ['LISTEN outside the database layer', /[`'"]\s*listen\s/i],
+];
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile() && /\.(ts|sql)$/.test(e.name))
+    .map((e) => join(e.parentPath, e.name));
+}
+
+test('no statement relies on session state a transaction-mode pooler would lose', () => {
+  const files = [...sourceFiles(join(ROOT, 'src')), ...sourceFiles(join(ROOT, 'migrations'))];
+  assert.ok(files.length > 50);
+  const found: string[] = [];
+  for (const file of files) {
+    // The database layer owns LISTEN (on a direct connection) and PGlite's own session.
+    if (file.includes('/src/db/')) continue;
+    const text = readFileSync(file, 'utf8');
+    for (const [what, pattern] of SESSION_STATE) if (pattern.test(text)) found.push(`${file.slice(ROOT.length)}: ${what}`);
+  }
+  assert.deepEqual(found, []);
+  // The patterns do catch what they are for.
+  const caught = (sql: string) => SESSION_STATE.filter(([, p]) => p.test(sql)).map(([what]) => what);
+  assert.equal(caught('select pg_advisory_lock(1)').length, 1);
+  assert.equal(caught('select pg_advisory_xact_lock(1)').length, 0);
+  assert.equal(caught("`set statement_timeout = '5s'`").length, 1);
+  assert.equal(caught("`set local statement_timeout = '5s'`").length, 0);
+  assert.equal(caught('`update ai_jobs set status = $1`').length, 0);
+  assert.equal(caught('update messages m\nset seq = 1;\nset search_path = x').length, 1);
+  assert.equal(caught("select set_config('x', 'y', false)").length, 1);
+  assert.equal(caught('create temp table t (n int)').length, 1);
+  assert.equal(caught("db.query({ name: 'claim', text: 'select 1' })").length, 1);
+  assert.equal(caught('`listen aiq_jobs`').length, 1);
+});
+
+test('the probe tells a direct connection from a transaction-mode pooler', { skip: !POOLER_URL && 'needs TEST_POOLER_URL (CI starts PgBouncer)' }, async () => {
+  const t = await freshServerDatabase();
+  try {
+    assert.equal((await poolerProbe(t.directUrl!)).mode, 'direct');
+    assert.equal((await poolerProbe(t.url!)).mode, 'transaction');
+  } finally {
+    await t.close();
+  }
+});
+
+test('behind a transaction-mode pooler without a direct URL, a worker polls and still drains', { skip: !POOLER_URL && 'needs TEST_POOLER_URL (CI starts PgBouncer)' }, async () => {
+  const t = await freshServerDatabase();
+  const pooled = openPostgres({ connectionString: t.url!, poolSize: 5 });
+  const lines: string[] = [];
+  const logger = createLogger('info', 'json', new Writable({ write: (chunk, _encoding, done) => (lines.push(String(chunk)), done()) }));
+  const worker = new Worker({
+    db: pooled,
+    logger,
+    pollIntervalMs: 100,
+    concurrency: 5,
+    handlers: [{ type: 'noop', schema: { safeParse: (input: unknown) => ({ success: true as const, data: input }) }, run: async () => ({ ok: true }) }],
+  });
+  try {
+    await assert.rejects(pooled.listen('anything', () => {}), NotificationsUnavailableError);
+    await worker.start();
+    assert.match(lines.join(''), /transaction-mode pooler and DATABASE_DIRECT_URL is not set.*polling every 100 ms/);
+    await jobEnqueueMany(pooled, Array.from({ length: 200 }, (_, i) => ({ type: 'noop', payload: { i } })));
+    await waitFor(async () => (await jobStats(pooled)).totals.done === 200, 'all 200 jobs done by polling', 30_000, 100);
+  } finally {
+    await worker.stop();
+    await pooled.close();
+    await t.close();
+  }
+});
