@@ -5,6 +5,7 @@
 //
 //   npm run chaos -- [--messages 1000] [--conversations 200] [--rate 25] [--kill-every-ms 3000]
 //                    [--workers 3] [--no-restart-postgres] [--keep-database]
+//                    [--pooler-url postgres://…:6432/postgres]   (aiq through PgBouncer, polling)
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { parseArgs, promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
@@ -25,6 +26,9 @@ const { values: args } = parseArgs({
     'restart-postgres': { type: 'boolean', default: true },
     'no-restart-postgres': { type: 'boolean', default: false },
     'keep-database': { type: 'boolean', default: false },
+    // aiq's processes reach the database through this pooler (transaction mode), with no
+    // direct URL: they migrate through it and their workers poll. Checks stay direct.
+    'pooler-url': { type: 'string' },
     'settle-timeout-s': { type: 'string', default: '300' },
     seed: { type: 'string', default: '7' },
     // The timings a deployment runs with (60 s leases, 5 s backoff base …) instead of the
@@ -44,6 +48,7 @@ const RESTART_POSTGRES = args['restart-postgres'] && !args['no-restart-postgres'
 const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const DATABASE = `aiq_chaos_${process.pid}`;
 const DATABASE_URL = Object.assign(new URL(ADMIN_URL), { pathname: `/${DATABASE}` }).toString();
+const APP_DATABASE_URL = args['pooler-url'] ? Object.assign(new URL(args['pooler-url']), { pathname: `/${DATABASE}` }).toString() : DATABASE_URL;
 const FROM_NUMBER = 'whatsapp:+14155238886';
 // Short leases and backoff let a run settle in a minute or two; the mechanisms are the same.
 // --production-timings runs with the defaults a deployment has (src/config.ts).
@@ -98,7 +103,7 @@ const env: NodeJS.ProcessEnv = {
   ...process.env,
   NODE_ENV: 'production',
   LOG_LEVEL: process.env.CHAOS_LOG_LEVEL ?? 'error',
-  DATABASE_URL,
+  DATABASE_URL: APP_DATABASE_URL,
   HOST: '127.0.0.1',
   PORT: String(port),
   PUBLIC_URL: publicUrl,
@@ -157,7 +162,7 @@ execFileSync(process.execPath, ['bin/aiq.js', 'migrate'], { env, stdio: 'ignore'
 const serve = startAiq('serve', 'serve');
 await waitForHttp(`${publicUrl}/readyz`, 30_000);
 const workers: Proc[] = Array.from({ length: WORKERS }, (_, i) => startAiq('worker', `worker-${i + 1}`));
-log(`serve on ${publicUrl}, ${WORKERS} workers, database ${DATABASE}; fake OpenAI ${fakeOpenAi.url}, fake Twilio ${fakeTwilio.url}`);
+log(`serve on ${publicUrl}, ${WORKERS} workers, database ${DATABASE}${args["pooler-url"] ? " through the pooler (workers poll)" : ""}; fake OpenAI ${fakeOpenAi.url}, fake Twilio ${fakeTwilio.url}`);
 
 // ---- the traffic -----------------------------------------------------------------------
 

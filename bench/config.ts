@@ -94,6 +94,17 @@ export const DRAIN_CONFIGS: Config[] = [
 /** pg-boss at its defaults takes 5 jobs/s: 200 jobs/s arriving would only measure its backlog. */
 export const PICKUP_CONFIGS = DRAIN_CONFIGS.filter((c) => !(c.system === 'pg-boss' && c.variant === 'defaults'));
 
+/**
+ * With BENCH_POOLER_URL (PgBouncer in transaction mode in front of the same server): aiq's
+ * worker through the pooler, polling without a direct URL and listening with one.
+ */
+export const POOLER_CONFIGS: Config[] = process.env.BENCH_POOLER_URL
+  ? [
+      { system: 'aiq', variant: 'pooled' },
+      { system: 'aiq', variant: 'pooled-direct' },
+    ]
+  : [];
+
 /** Head-of-line at concurrency 50: aiq's pool next to graphile-worker's and the seed's batches. */
 export const HOL_CONFIGS: Config[] = [
   { system: 'aiq', variant: 'hol' },

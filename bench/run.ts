@@ -9,7 +9,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { DRAIN_CONFIGS, FULL, HOL_CONFIGS, PICKUP_CONFIGS, QUICK, configName, type Config } from './config.ts';
+import { DRAIN_CONFIGS, FULL, HOL_CONFIGS, PICKUP_CONFIGS, POOLER_CONFIGS, QUICK, configName, type Config } from './config.ts';
 import { dropLeftovers } from './lib/database.ts';
 import { Results } from './lib/results.ts';
 import { renderChart } from './lib/chart.ts';
@@ -62,7 +62,7 @@ async function main(): Promise<void> {
   for (let round = 0; round < plan.rounds; round++) {
     log(`round ${round + 1} of ${plan.rounds}`);
     if (scenarios.has('drain')) {
-      for (const config of DRAIN_CONFIGS) {
+      for (const config of [...DRAIN_CONFIGS, ...POOLER_CONFIGS]) {
         const name = configName(config);
         const count = config.system === 'pg-boss' && config.variant === 'defaults' ? plan.pollBoundJobs : plan.drainJobs;
         await measure(round, `drain ${name} (${count} jobs)`, () => drain(config, count), (f) => {
@@ -72,7 +72,7 @@ async function main(): Promise<void> {
       }
     }
     if (scenarios.has('pickup')) {
-      for (const config of PICKUP_CONFIGS) {
+      for (const config of [...PICKUP_CONFIGS, ...POOLER_CONFIGS]) {
         const name = configName(config);
         await measure(round, `pickup ${name}`, () => pickup(config, plan), (f) => {
           results.record('pickup p50', name, round, f.p50!);

@@ -20,7 +20,9 @@ import type { Database } from './db/types.ts';
 export type Role = 'start' | 'serve' | 'worker';
 
 // Postgres answers these while it starts, stops or restarts, or while it is unreachable.
-const NOT_YET_REACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '57P02', '57P03']);
+// 08P01: how PgBouncer refuses clients while its server is unreachable or restarting
+// ("server login has been failing, try again later", for server_login_retry seconds).
+const NOT_YET_REACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '57P02', '57P03', '08P01']);
 const START_UP_PATIENCE_MS = 60_000;
 
 /**
@@ -54,6 +56,10 @@ async function migrateDirect(config: Env, db: Database): Promise<string[]> {
   const direct = openPostgres({ connectionString: config.DATABASE_DIRECT_URL, poolSize: 1, applicationName: 'aiq-migrate' });
   try {
     return await migrate(direct);
+  } catch (err) {
+    // Say which of the two connections failed; the code stays for whenReachable.
+    if (err instanceof Error) err.message = `DATABASE_DIRECT_URL: ${err.message}`;
+    throw err;
   } finally {
     await direct.close();
   }

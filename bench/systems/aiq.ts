@@ -22,9 +22,18 @@ type Settings = Pick<WorkerOptions, 'concurrency' | 'prefetch' | 'maxClaimBatch'
 
 const settings: Record<string, Settings> = {
   defaults: { concurrency: 10 },
+  pooled: { concurrency: 10 },
+  'pooled-direct': { concurrency: 10 },
   best: { concurrency: 50, prefetch: 1000, maxClaimBatch: 1000 },
   hol: { concurrency: 50 },
 };
+
+/** The same database through the pooler at BENCH_POOLER_URL. */
+function throughPooler(url: string): string {
+  const pooler = process.env.BENCH_POOLER_URL;
+  if (!pooler) throw new Error('the pooled variants need BENCH_POOLER_URL');
+  return Object.assign(new URL(pooler), { pathname: new URL(url).pathname }).toString();
+}
 
 export const aiq: BenchSystem = {
   name: 'aiq',
@@ -32,6 +41,8 @@ export const aiq: BenchSystem = {
     defaults: { label: 'defaults, concurrency 10', settings: settings.defaults! },
     best: { label: 'concurrency 50, prefetch 1000, maxClaimBatch 1000', settings: settings.best! },
     hol: { label: 'defaults, concurrency 50', settings: settings.hol! },
+    pooled: { label: 'defaults through PgBouncer (transaction mode), no direct URL: polls every 2 s', settings: settings.pooled! },
+    'pooled-direct': { label: 'defaults through PgBouncer, LISTEN on DATABASE_DIRECT_URL', settings: settings['pooled-direct']! },
   },
   async setup(url) {
     const db = openPostgres({ connectionString: url, poolSize: 1 });
@@ -54,7 +65,9 @@ export const aiq: BenchSystem = {
     };
   },
   async prepareWorker(url, variant, handler: Handler) {
-    const db = openPostgres({ connectionString: url, applicationName: 'bench-worker' });
+    // The pooled variants reach the same database through BENCH_POOLER_URL's PgBouncer.
+    const pooled = variant.startsWith('pooled') ? throughPooler(url) : url;
+    const db = openPostgres({ connectionString: pooled, directConnectionString: variant === 'pooled-direct' ? url : undefined, applicationName: 'bench-worker' });
     await db.query('select 1');
     const bench: JobHandler<BenchPayload> = { type: 'bench', schema: anyPayload, run: ({ payload }) => handler(payload) };
     const worker = new Worker({ db, handlers: [bench], logger: silent, ...settings[variant] });

@@ -32,6 +32,13 @@ export const serverCommands: Command[] = [
     run: (_input, config) => run(config, 'worker'),
   },
   {
+    name: 'doctor',
+    group: 'Run aiq',
+    summary: 'check configuration, database, pooler, schema, embeddings, Twilio and the AI provider',
+    example: 'aiq doctor\nDATABASE_URL=postgres://db:6432/aiq DATABASE_DIRECT_URL=postgres://db:5432/aiq aiq doctor',
+    run: async (_input, config) => (await import('./doctor.ts')).doctor(config),
+  },
+  {
     name: 'migrate',
     group: 'Run aiq',
     summary: 'apply pending database migrations (start-up does this too)',
@@ -46,7 +53,10 @@ export const serverCommands: Command[] = [
           console.log(pending.length === 0 ? 'schema is up to date' : `pending: ${pending.join(', ')}`);
           return pending.length === 0 ? 0 : 1;
         }
-        const applied = await migrate(db);
+        const applied = await migrate(db).catch((err: Error) => {
+          if (config.DATABASE_DIRECT_URL) err.message = `DATABASE_DIRECT_URL: ${err.message}`;
+          throw err;
+        });
         console.log(applied.length === 0 ? 'schema is up to date; nothing to apply' : `applied: ${applied.join(', ')}`);
       } finally {
         await db.close();

@@ -152,6 +152,16 @@ export class TwilioTransport implements Transport {
     this.client = twilio(options.accountSid, options.authToken, { httpClient: new AiqRequestClient(options.apiBaseUrl, options.timeoutMs ?? REQUEST_TIMEOUT_MS) });
   }
 
+  /** The account's status (`active`, `suspended` …): proves the credentials; throws SendError. */
+  async accountStatus(): Promise<string> {
+    try {
+      const account = await this.client.api.v2010.accounts(this.options.accountSid).fetch();
+      return account.status;
+    } catch (err) {
+      throw classify(err);
+    }
+  }
+
   async send(message: OutboundMessage): Promise<SentMessage> {
     const started = performance.now();
     try {

@@ -251,6 +251,16 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
       this.emit('request', entry);
     };
 
+    // The account itself, as `aiq doctor` fetches it to check the credentials.
+    const account = /^\/2010-04-01\/Accounts\/(AC\w+)\.json$/.exec(url.pathname);
+    if (account && req.method === 'GET') {
+      if (!authorized || account[1] !== this.accountSid) {
+        record('unauthorized');
+        return sendJson(res, 401, twilioError(20003, 'Authenticate', 401));
+      }
+      record('account');
+      return sendJson(res, 200, { sid: this.accountSid, friendly_name: 'Fake account', status: 'active', type: 'Full' });
+    }
     if (!match || req.method !== 'POST') {
       record('not-found');
       return sendJson(res, 404, twilioError(20404, 'The requested resource was not found', 404));

@@ -1,0 +1,198 @@
+// `aiq doctor`: checks what aiq needs before it can run, one plain line per check with a
+// hint where something is off, and changes nothing (no migrations, no extension, no rows).
+// Exit 1 when a check fails (operation is blocked), 0 when all pass or only warn.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { aiProviderCreate } from '../ai/providers.ts';
+import { embeddingSpaceOf } from '../ai/types.ts';
+import { aiProviderOf, type Env } from '../config.ts';
+import { pendingMigrations } from '../db/migrate.ts';
+import { openDatabase } from '../db/open.ts';
+import { poolerProbe } from '../db/pooler.ts';
+import type { Database } from '../db/types.ts';
+import { describeSpace, vectorSettingsGet } from '../knowledge/vectors.ts';
+import { createTransport, TwilioTransport } from '../messaging/transport.ts';
+
+type Verdict = 'ok' | 'warn' | 'FAIL';
+
+interface Finding {
+  verdict: Verdict;
+  check: string;
+  result: string;
+  hint?: string;
+}
+
+const CALL_TIMEOUT_MS = 15_000;
+
+/** One line per finding; a hint on the next line, indented. */
+function print(finding: Finding): void {
+  console.log(`${finding.verdict.padEnd(4)}  ${finding.check.padEnd(11)} ${finding.result}`);
+  if (finding.hint) console.log(`${' '.repeat(18)}→ ${finding.hint}`);
+}
+
+/** The first line of an error's message: drivers put details on later lines. */
+function oneLine(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split('\n')[0]!.trim();
+}
+
+function databaseHint(err: unknown, config: Env): string | undefined {
+  const code = (err as { code?: string }).code;
+  const where = config.DATABASE_URL ? new URL(config.DATABASE_URL) : undefined;
+  if (code === '28P01' || code === '28000') return `check the user and password in DATABASE_URL (user "${decodeURIComponent(where?.username ?? '')}")`;
+  if (code === '3D000') return `create the database first (createdb ${where?.pathname.slice(1)}) or fix its name in DATABASE_URL`;
+  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'ETIMEDOUT' || code === 'EAI_AGAIN') return `is PostgreSQL (or the pooler) running and reachable at ${where?.host}?`;
+  if ((err as Error).name === 'DataDirLockedError') return 'another aiq holds the embedded database and serves no socket: stop it, or upgrade it to a version that serves one';
+  return undefined;
+}
+
+async function checkDatabase(config: Env, findings: Finding[]): Promise<Database | undefined> {
+  if (!config.DATABASE_URL && !existsSync(join(config.DATA_DIR, 'pgdata'))) {
+    findings.push({ verdict: 'ok', check: 'database', result: `no embedded database in ${config.DATA_DIR} yet: \`aiq start\` creates it` });
+    return undefined;
+  }
+  let db: Database;
+  try {
+    db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolSize: 1, applicationName: 'aiq-doctor', joinRunning: true });
+    const version = (await db.query<{ v: string }>(`select current_setting('server_version') as v`)).rows[0]!.v;
+    const where = config.DATABASE_URL ? `PostgreSQL ${version.split(' ')[0]} at ${new URL(config.DATABASE_URL).host}` : `embedded PostgreSQL ${version.split(' ')[0]} (PGlite) in ${config.DATA_DIR}`;
+    const major = Number(version.split('.')[0]);
+    findings.push(major >= 14 ? { verdict: 'ok', check: 'database', result: where } : { verdict: 'FAIL', check: 'database', result: `${where}: version ${major} is too old`, hint: 'aiq needs PostgreSQL 14 or newer' });
+    return db;
+  } catch (err) {
+    findings.push({ verdict: 'FAIL', check: 'database', result: `cannot connect: ${oneLine(err)}`, hint: databaseHint(err, config) });
+    return undefined;
+  }
+}
+
+async function checkPooler(config: Env, findings: Finding[]): Promise<void> {
+  if (!config.DATABASE_URL) return;
+  const probe = await poolerProbe(config.DATABASE_URL).catch(() => undefined);
+  if (!probe) return;
+  if (probe.mode === 'direct') findings.push({ verdict: 'ok', check: 'pooler', result: 'DATABASE_URL reaches PostgreSQL directly (no transaction-mode pooler seen)' });
+  else if (probe.mode === 'session') {
+    findings.push({
+      verdict: 'warn',
+      check: 'pooler',
+      result: `DATABASE_URL goes through a pooler or proxy in session mode (port ${probe.dialledPort}, server port ${probe.serverPort})`,
+      hint: `each aiq process then holds up to DATABASE_POOL_SIZE (${config.DATABASE_POOL_SIZE}) server connections; prefer transaction mode plus DATABASE_DIRECT_URL`,
+    });
+  } else if (!config.DATABASE_DIRECT_URL) {
+    findings.push({
+      verdict: 'warn',
+      check: 'pooler',
+      result: `DATABASE_URL goes through a transaction-mode pooler and DATABASE_DIRECT_URL is not set: workers poll every ${config.WORKER_POLL_INTERVAL_MS} ms`,
+      hint: 'set DATABASE_DIRECT_URL to a direct connection for LISTEN (pickup in milliseconds instead of up to a poll interval) and migrations',
+    });
+  } else findings.push({ verdict: 'ok', check: 'pooler', result: 'DATABASE_URL goes through a transaction-mode pooler; LISTEN and migrations use DATABASE_DIRECT_URL' });
+
+  if (!config.DATABASE_DIRECT_URL) return;
+  const direct = await poolerProbe(config.DATABASE_DIRECT_URL).then(
+    (p) => p,
+    (err: unknown) => err as Error,
+  );
+  if (direct instanceof Error) {
+    findings.push({ verdict: 'FAIL', check: 'direct url', result: `DATABASE_DIRECT_URL: cannot connect: ${oneLine(direct)}`, hint: databaseHint(direct, { ...config, DATABASE_URL: config.DATABASE_DIRECT_URL }) });
+  } else if (direct.mode === 'transaction') {
+    findings.push({ verdict: 'FAIL', check: 'direct url', result: 'DATABASE_DIRECT_URL goes through a transaction-mode pooler too', hint: 'point it at the server itself (Supabase: the "direct connection" string), or LISTEN misses notifications' });
+  } else findings.push({ verdict: 'ok', check: 'direct url', result: 'DATABASE_DIRECT_URL connects directly' });
+}
+
+async function checkSchema(db: Database, config: Env, findings: Finding[]): Promise<void> {
+  const pending = await pendingMigrations(db);
+  if (pending.length > 0) {
+    findings.push({ verdict: 'warn', check: 'migrations', result: `${pending.length} pending (${pending.join(', ')})`, hint: 'aiq applies them when it starts; or run `aiq migrate` now' });
+    return;
+  }
+  findings.push({ verdict: 'ok', check: 'migrations', result: 'schema is current' });
+
+  const extension = (await db.query<{ available: boolean; installed: string | null }>(
+    `select count(*) > 0 as available, max(installed_version) as installed from pg_available_extensions where name = 'vector'`,
+  )).rows[0]!;
+  const stored = await vectorSettingsGet(db);
+  const storage = stored?.storage ?? (extension.installed ? 'pgvector' : 'real[]');
+  findings.push(
+    storage === 'pgvector'
+      ? { verdict: 'ok', check: 'vectors', result: `pgvector ${extension.installed ?? ''}`.trim() }
+      : {
+          verdict: 'warn',
+          check: 'vectors',
+          result: 'no pgvector: embeddings are stored as real[] and searched exactly',
+          hint: extension.available ? 'pgvector is offered but not installed: `create extension vector` as a privileged user, then `aiq reembed --switch`' : 'fine for small knowledge bases; install pgvector for HNSW search',
+        },
+  );
+  const configured = embeddingSpaceOf(aiProviderCreate(config));
+  if (!stored) findings.push({ verdict: 'ok', check: 'embeddings', result: `no embeddings yet; they will be ${describeSpace(configured)}` });
+  else if (stored.provider === configured.provider && stored.model === configured.model && stored.dimensions === configured.dimensions) {
+    findings.push({ verdict: 'ok', check: 'embeddings', result: `stored embeddings match the configured provider (${describeSpace(stored)})` });
+  } else {
+    findings.push({
+      verdict: 'FAIL',
+      check: 'embeddings',
+      result: `stored embeddings are ${describeSpace(stored)}, the configuration asks for ${describeSpace(configured)}: retrieval and embedding are paused`,
+      hint: 'restore the previous AI settings, or run `aiq reembed --switch` to move the knowledge base',
+    });
+  }
+}
+
+async function checkTwilio(config: Env, findings: Finding[]): Promise<void> {
+  const transport = createTransport(config, { info() {} });
+  if (!(transport instanceof TwilioTransport)) {
+    findings.push({ verdict: 'warn', check: 'twilio', result: 'no Twilio credentials: replies are logged, not sent', hint: 'set TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN and TWILIO_WHATSAPP_FROM to send on WhatsApp' });
+    return;
+  }
+  try {
+    const status = await transport.accountStatus();
+    findings.push(status === 'active' ? { verdict: 'ok', check: 'twilio', result: `account ${config.TWILIO_ACCOUNT_SID} is active; sending from ${config.TWILIO_WHATSAPP_FROM}` } : { verdict: 'FAIL', check: 'twilio', result: `account ${config.TWILIO_ACCOUNT_SID} is ${status}`, hint: 'a suspended or closed account sends nothing: see the Twilio console' });
+  } catch (err) {
+    const rejected = (err as { details?: { httpStatus?: number } }).details?.httpStatus === 401;
+    findings.push({ verdict: 'FAIL', check: 'twilio', result: rejected ? 'Twilio rejected the account SID and auth token' : `Twilio: ${oneLine(err)}`, hint: rejected ? 'copy both from the Twilio console (Account info)' : undefined });
+  }
+  if (!config.PUBLIC_URL) findings.push({ verdict: 'warn', check: 'public url', result: 'PUBLIC_URL is not set: no delivery status callbacks, and webhook signatures are checked against the request URL', hint: 'set PUBLIC_URL to the address Twilio calls (https://…)' });
+}
+
+async function checkAi(config: Env, findings: Finding[]): Promise<void> {
+  const provider = aiProviderOf(config);
+  if (provider === 'local') {
+    findings.push({ verdict: 'warn', check: 'ai', result: 'the offline local provider: answers quote the knowledge base, no language model', hint: 'set OPENAI_API_KEY (or the AZURE_OPENAI_* settings) for AI answers' });
+    return;
+  }
+  const ai = aiProviderCreate(config);
+  try {
+    const signal = AbortSignal.timeout(CALL_TIMEOUT_MS);
+    const embedded = await ai.embed(['aiq doctor'], { signal });
+    const length = embedded.vectors[0]?.length ?? 0;
+    if (length !== ai.dimensions) {
+      findings.push({ verdict: 'FAIL', check: 'ai', result: `${ai.name} ${ai.embeddingModel} returned ${length} dimensions, EMBEDDING_DIMENSIONS says ${ai.dimensions}`, hint: 'set EMBEDDING_DIMENSIONS to what the model returns' });
+      return;
+    }
+    await ai.chat({ messages: [{ role: 'user', content: 'Answer with the single word OK.' }], grounding: { questions: ['OK?'], person: null, knowledge: [] } }, { signal });
+    findings.push({ verdict: 'ok', check: 'ai', result: `${ai.name}: chat ${ai.chatModel} and embeddings ${ai.embeddingModel} (${ai.dimensions} dimensions) answer` });
+  } catch (err) {
+    findings.push({ verdict: 'FAIL', check: 'ai', result: `${ai.name}: ${oneLine(err)}`, hint: 'check the API key, endpoint and model or deployment names' });
+  }
+}
+
+export async function doctor(config: Env): Promise<number> {
+  const findings: Finding[] = [
+    {
+      verdict: 'ok',
+      check: 'config',
+      result: `valid: ${config.DATABASE_URL ? 'PostgreSQL server' : 'embedded database'}, AI provider ${aiProviderOf(config)}, ${config.TWILIO_ACCOUNT_SID ? 'Twilio' : 'log'} transport`,
+    },
+  ];
+  const db = await checkDatabase(config, findings);
+  if (db) {
+    try {
+      await checkPooler(config, findings);
+      await checkSchema(db, config, findings);
+    } finally {
+      await db.close();
+    }
+  }
+  await checkTwilio(config, findings);
+  await checkAi(config, findings);
+  findings.forEach(print);
+  const failed = findings.filter((f) => f.verdict === 'FAIL').length;
+  console.log(failed > 0 ? `\n${failed} problem${failed === 1 ? '' : 's'} to fix before aiq can run` : '\naiq can run');
+  return failed > 0 ? 1 : 0;
+}

@@ -1,0 +1,130 @@
+// `aiq doctor` as an operator runs it: a real process against real databases and the fake
+// Twilio and OpenAI servers, one line per check, exit 1 only when something blocks.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import pg from 'pg';
+import { freshServerDatabase, POOLER_URL, SERVER_URL, type TestDatabase } from './helpers/db.ts';
+import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
+import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
+import { FROM_NUMBER } from './helpers/messaging.ts';
+import { ROOT } from './helpers/processes.ts';
+
+let t: TestDatabase;
+let twilio: FakeTwilio;
+let openai: FakeOpenAi;
+before(async () => {
+  [t, twilio, openai] = await Promise.all([freshServerDatabase(), startFakeTwilio(), startFakeOpenAi()]);
+});
+after(async () => {
+  await Promise.all([t.close(), twilio.close(), openai.close()]);
+});
+
+function doctor(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['bin/aiq.js', 'doctor'], { cwd: ROOT, env: { PATH: process.env.PATH!, LOG_LEVEL: 'silent', ...env } });
+    let out = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.stderr.on('data', (c) => (out += c));
+    child.on('exit', (code) => resolve({ code, out }));
+  });
+}
+
+const healthy = () => ({
+  DATABASE_URL: t.directUrl!,
+  TWILIO_ACCOUNT_SID: FAKE_ACCOUNT_SID,
+  TWILIO_AUTH_TOKEN: FAKE_AUTH_TOKEN,
+  TWILIO_WHATSAPP_FROM: FROM_NUMBER,
+  TWILIO_API_BASE_URL: twilio.url,
+  PUBLIC_URL: 'https://aiq.example.org',
+  AI_PROVIDER: 'openai',
+  OPENAI_API_KEY: 'sk-test',
+  OPENAI_BASE_URL: openai.openaiBaseUrl,
+  EMBEDDING_DIMENSIONS: '32',
+});
+
+const line = (out: string, check: string) => out.split('\n').find((l) => new RegExp(`^\\S+\\s+${check}\\s`).test(l)) ?? '';
+
+test('a working setup: every check passes and doctor exits 0', async () => {
+  const { code, out } = await doctor(healthy());
+  assert.equal(code, 0, out);
+  for (const check of ['config', 'database', 'pooler', 'migrations', 'vectors', 'embeddings', 'twilio', 'ai']) assert.match(line(out, check), /^(ok|warn)\s/, `${check}:\n${out}`);
+  assert.match(line(out, 'database'), /^ok\s+database\s+PostgreSQL 1\d/);
+  assert.match(line(out, 'twilio'), /^ok .*is active/);
+  assert.match(line(out, 'ai'), /^ok .*chat .* and embeddings .*32 dimensions/);
+  assert.match(out, /aiq can run/);
+  assert.ok(twilio.requests.some((r) => r.method === 'GET' && r.outcome === 'account'), 'the credentials were checked against Twilio');
+});
+
+test('each problem is named in one line with a hint, without a stack trace, and fails the exit code', async () => {
+  const cases: Array<[string, Record<string, string>, string, RegExp]> = [
+    ['a wrong role', { DATABASE_URL: Object.assign(new URL(t.directUrl!), { username: 'nobody', password: 'wrong' }).toString() }, 'database', /^FAIL\s+database\s+cannot connect: role "nobody" does not exist\n\s+→ check the user and password in DATABASE_URL/m],
+    ['no server', { DATABASE_URL: 'postgres://postgres@127.0.0.1:9/aiq' }, 'database', /^FAIL\s+database\s+cannot connect: .*ECONNREFUSED.*\n\s+→ is PostgreSQL \(or the pooler\) running/m],
+    ['an unreachable direct URL', { DATABASE_DIRECT_URL: 'postgres://postgres@127.0.0.1:9/aiq' }, 'direct url', /^FAIL\s+direct url\s+DATABASE_DIRECT_URL: cannot connect/m],
+    ['a wrong Twilio token', { TWILIO_AUTH_TOKEN: 'not-the-token' }, 'twilio', /^FAIL\s+twilio\s+Twilio rejected the account SID and auth token/m],
+    ['a wrong OpenAI endpoint', { OPENAI_BASE_URL: 'http://127.0.0.1:9/v1' }, 'ai', /^FAIL\s+ai\s+openai: /m],
+  ];
+  for (const [what, change, check, expected] of cases) {
+    const { code, out } = await doctor({ ...healthy(), ...change });
+    assert.equal(code, 1, `${what}:\n${out}`);
+    assert.match(out, expected, what);
+    assert.match(out, /problems? to fix before aiq can run/);
+    assert.doesNotMatch(out, /\s+at .*\.(ts|js):\d+/, `${what}: no stack trace`);
+    assert.match(line(out, check), /^FAIL/, what);
+  }
+});
+
+test('a database without the migrations warns; stored embeddings of another model fail', async () => {
+  const name = `aiq_t_doctor_${process.pid}`;
+  const admin = new pg.Client({ connectionString: SERVER_URL });
+  await admin.connect();
+  try {
+    await admin.query(`create database ${name}`);
+    const empty = Object.assign(new URL(SERVER_URL), { pathname: `/${name}` }).toString();
+    const bare = await doctor({ ...healthy(), DATABASE_URL: empty });
+    assert.equal(bare.code, 0, bare.out);
+    assert.match(line(bare.out, 'migrations'), /^warn\s+migrations\s+8 pending \(0001_queue, /);
+    assert.equal((await admin.query(`select 1 from pg_database where datname = $1`, [name])).rowCount, 1);
+    const untouched = new pg.Client({ connectionString: empty });
+    await untouched.connect();
+    assert.equal((await untouched.query(`select 1 from pg_tables where schemaname = 'public'`)).rowCount, 0, 'doctor created nothing');
+    await untouched.end();
+
+    await t.db.query(`insert into knowledge_vector_settings (storage, provider, model, dimensions) values ('real[]', 'openai', 'text-embedding-3-large', 3072)
+                      on conflict (id) do update set model = excluded.model, dimensions = excluded.dimensions`);
+    const mismatch = await doctor(healthy());
+    assert.equal(mismatch.code, 1, mismatch.out);
+    assert.match(mismatch.out, /^FAIL\s+embeddings\s+stored embeddings are .*text-embedding-3-large.*paused\n\s+→ .*aiq reembed --switch/m);
+    await t.db.query('delete from knowledge_vector_settings');
+  } finally {
+    await admin.query(`drop database if exists ${name} with (force)`);
+    await admin.end();
+  }
+});
+
+test('an embedded data folder that does not exist yet is reported, not created', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'aiq-doctor-'));
+  try {
+    const { code, out } = await doctor({ DATA_DIR: join(dir, 'data') });
+    assert.equal(code, 0, out);
+    assert.match(line(out, 'database'), /no embedded database in .* yet: `aiq start` creates it/);
+    assert.throws(() => rmSync(join(dir, 'data')), /ENOENT/, 'the folder was not created');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('behind a transaction-mode pooler without a direct URL, doctor says workers poll', { skip: !POOLER_URL && 'needs TEST_POOLER_URL (CI starts PgBouncer)' }, async () => {
+  const { code, out } = await doctor({ ...healthy(), DATABASE_URL: t.url! });
+  assert.equal(code, 0, out);
+  assert.match(line(out, 'pooler'), /^warn\s+pooler\s+DATABASE_URL goes through a transaction-mode pooler and DATABASE_DIRECT_URL is not set: workers poll/);
+  const withDirect = await doctor({ ...healthy(), DATABASE_URL: t.url!, DATABASE_DIRECT_URL: t.directUrl! });
+  assert.match(line(withDirect.out, 'pooler'), /^ok\s+pooler\s+.*LISTEN and migrations use DATABASE_DIRECT_URL/);
+  assert.match(line(withDirect.out, 'direct url'), /^ok/);
+  const directIsPooled = await doctor({ ...healthy(), DATABASE_URL: t.url!, DATABASE_DIRECT_URL: t.url! });
+  assert.equal(directIsPooled.code, 1);
+  assert.match(line(directIsPooled.out, 'direct url'), /^FAIL\s+direct url\s+DATABASE_DIRECT_URL goes through a transaction-mode pooler too/);
+});
