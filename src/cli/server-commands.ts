@@ -39,6 +39,22 @@ export const serverCommands: Command[] = [
     run: async (_input, config) => (await import('./doctor.ts')).doctor(config),
   },
   {
+    name: 'backup',
+    args: '<file>',
+    group: 'Run aiq',
+    summary: 'write a consistent copy of the embedded database (also while aiq start runs)',
+    example: 'aiq backup backups/aiq-$(date +%F).tar.gz',
+    run: async (input, config) => (await import('./backup.ts')).backup(input, config),
+  },
+  {
+    name: 'restore',
+    args: '<file>',
+    group: 'Run aiq',
+    summary: 'load a backup as the embedded database (stop aiq first; the current one is moved aside)',
+    example: 'aiq restore backups/aiq-2026-12-04.tar.gz',
+    run: async (input, config) => (await import('./backup.ts')).restore(input, config),
+  },
+  {
     name: 'migrate',
     group: 'Run aiq',
     summary: 'apply pending database migrations (start-up does this too)',

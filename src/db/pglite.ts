@@ -1,7 +1,7 @@
 // Embedded PGlite (Postgres in WebAssembly, with pgvector) behind the Database interface.
 // PGlite has no locking between processes, so the owner takes a lock file in the data
 // folder; a second process is refused instead of silently losing writes.
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
@@ -85,7 +85,40 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
     async dump() {
       return gate.run(() => db.dumpDataDir('none'));
     },
+    async backup() {
+      return gate.run(async () => {
+        await db.exec('checkpoint');
+        return db.dumpDataDir('gzip');
+      });
+    },
   };
+}
+
+/**
+ * Loads a backup (from `backup()`) as the embedded database in `dataDir`, which no process
+ * may hold. A database already there is moved aside, never deleted: the returned path says
+ * where. The restored database is opened once to prove it loads.
+ */
+export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ movedAside?: string }> {
+  const dir = resolve(dataDir);
+  const releaseLock = lockDataDir(dir);
+  try {
+    const pgdata = join(dir, 'pgdata');
+    let movedAside: string | undefined;
+    if (existsSync(pgdata)) {
+      movedAside = join(dir, `pgdata.before-restore-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+      renameSync(pgdata, movedAside);
+    }
+    const db = await PGlite.create({ dataDir: pgdata, loadDataDir: backup, extensions: { vector } });
+    try {
+      await db.query('select count(*) from aiq_migrations');
+    } finally {
+      await db.close();
+    }
+    return { movedAside };
+  } finally {
+    releaseLock();
+  }
 }
 
 /**

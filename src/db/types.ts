@@ -28,5 +28,10 @@ export interface Database extends Queryable {
    * where notifications cannot arrive at all.
    */
   listen(channel: string, onNotify: (payload: string) => void, onReconnect?: () => void): Promise<() => Promise<void>>;
+  /**
+   * The embedded database only: a consistent copy of the whole data folder (a gzipped tar
+   * that `pgliteRestore` loads), taken after a checkpoint in one turn of the session.
+   */
+  backup?(): Promise<Blob>;
   close(): Promise<void>;
 }

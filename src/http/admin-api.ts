@@ -59,6 +59,15 @@ export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth; l
       .send({ error: 'missing or wrong admin token: send the header "Authorization: Bearer <ADMIN_TOKEN>"' });
   });
 
+  // A consistent copy of the embedded database while it runs (`aiq backup` asks here when
+  // the server holds the folder). A server database has pg_dump for this.
+  app.get('/api/backup', async (_request, reply) => {
+    if (!runtime.db.backup) return reply.status(409).send({ error: 'this aiq runs on a PostgreSQL server: back it up with pg_dump (README, Operations)' });
+    const backup = Buffer.from(await (await runtime.db.backup()).arrayBuffer());
+    const name = `aiq-backup-${new Date().toISOString().replace(/[:.]/g, '-')}.tar.gz`;
+    return reply.header('content-type', 'application/gzip').header('content-disposition', `attachment; filename="${name}"`).header('cache-control', 'no-store').send(backup);
+  });
+
   app.get('/api/stats', async () => {
     const [stats, minutes, slow] = await Promise.all([jobStats(db), jobMinuteStats(db), jobSlowList(db, runtime.config.SLOW_JOB_THRESHOLD_MS)]);
     return { ...stats, lastHour: minutes, slow: slow.map((s) => ({ id: s.job.id, type: s.job.type, status: s.job.status, durationMs: s.durationMs })) };

@@ -1,0 +1,70 @@
+// `aiq backup` and `aiq restore` for the embedded database (loaded when one of them runs).
+// A backup is PGlite's data folder as a gzipped tar, taken after a checkpoint in one turn of
+// the session: consistent, like a snapshot. While `aiq start` holds the folder, the running
+// process takes it (GET /api/backup); otherwise this process opens the folder itself.
+import { chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { Env } from '../config.ts';
+import { DataDirLockedError } from '../db/errors.ts';
+import { openPglite, pgliteRestore } from '../db/pglite.ts';
+import { UsageError, type CommandInput } from './command.ts';
+
+const SERVER_DATABASE = 'this aiq runs on a PostgreSQL server (DATABASE_URL):';
+
+async function backupFromRunningServer(config: Env): Promise<Blob> {
+  const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST;
+  const url = `http://${host}:${config.PORT}/api/backup`;
+  let response: Response;
+  try {
+    response = await fetch(url, { headers: { authorization: `Bearer ${config.ADMIN_TOKEN ?? 'local'}` } });
+  } catch (err) {
+    throw new Error(`the embedded database is held by a running aiq, and its API at ${url} did not answer (${(err as Error).message}): run this with the same HOST, PORT and ADMIN_TOKEN as the server`);
+  }
+  if (!response.ok) throw new Error(`the running aiq at ${url} answered ${response.status}: ${(await response.text()).slice(0, 200)}`);
+  return response.blob();
+}
+
+export async function backup({ positionals }: CommandInput, config: Env): Promise<number> {
+  const [file] = positionals;
+  if (!file) throw new UsageError('backup needs a file to write, e.g. aiq backup aiq-backup.tar.gz');
+  if (config.DATABASE_URL) throw new UsageError(`${SERVER_DATABASE} back it up with pg_dump --format=custom --file=aiq.dump "$DATABASE_URL"`);
+  let blob: Blob;
+  let via = 'the data folder';
+  try {
+    const db = await openPglite({ dataDir: config.DATA_DIR });
+    try {
+      blob = await db.backup!();
+    } finally {
+      await db.close();
+    }
+  } catch (err) {
+    if (!(err instanceof DataDirLockedError)) throw err;
+    blob = await backupFromRunningServer(config);
+    via = 'the running aiq';
+  }
+  // Written whole or not at all, and readable by this user only: it holds personal data.
+  const target = resolve(file);
+  const partial = `${target}.partial`;
+  writeFileSync(partial, Buffer.from(await blob.arrayBuffer()), { mode: 0o600 });
+  chmodSync(partial, 0o600);
+  renameSync(partial, target);
+  console.log(`backed up the embedded database in ${config.DATA_DIR} (through ${via}) to ${file}: ${(blob.size / 1e6).toFixed(1)} MB`);
+  return 0;
+}
+
+export async function restore({ positionals }: CommandInput, config: Env): Promise<number> {
+  const [file] = positionals;
+  if (!file) throw new UsageError('restore needs a backup file, e.g. aiq restore aiq-backup.tar.gz');
+  if (config.DATABASE_URL) throw new UsageError(`${SERVER_DATABASE} restore with pg_restore --dbname="$DATABASE_URL" aiq.dump`);
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(file);
+  } catch (err) {
+    throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+  // gzip's magic number: anything else is not a backup of ours.
+  if (bytes[0] !== 0x1f || bytes[1] !== 0x8b) throw new UsageError(`${file} is not an aiq backup (a gzipped tar from \`aiq backup\`)`);
+  const { movedAside } = await pgliteRestore(config.DATA_DIR, new Blob([new Uint8Array(bytes)]));
+  console.log(`restored ${file} into ${config.DATA_DIR}${movedAside ? `; the database that was there is kept in ${movedAside}` : ''}`);
+  return 0;
+}

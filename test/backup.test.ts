@@ -1,0 +1,99 @@
+// Backup and restore of the embedded database as an operator does it: `aiq backup` while
+// `aiq start` runs and after it stopped, `aiq restore` into another folder and over an
+// existing one (which is moved aside, not deleted). A conversation with its reply, its jobs
+// and the knowledge base's embeddings come back whole.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { openPglite } from '../src/db/pglite.ts';
+import { freePort } from './helpers/fake-http.ts';
+import { ROOT, waitFor } from './helpers/processes.ts';
+
+function aiq(args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['bin/aiq.js', ...args], { cwd: ROOT, env: { PATH: process.env.PATH!, ...env } });
+    let out = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.stderr.on('data', (c) => (out += c));
+    child.on('exit', (code) => resolve({ code, out }));
+  });
+}
+
+/** What a restore must bring back, read from a data folder no process holds. */
+async function contents(dataDir: string) {
+  const db = await openPglite({ dataDir });
+  try {
+    const one = async (sql: string) => (await db.query<{ v: unknown }>(sql)).rows[0]!.v;
+    return {
+      messages: await one(`select json_agg(json_build_object('source', source, 'body', body) order by created_at, source) as v from messages`),
+      jobs: await one(`select json_agg(json_build_object('id', id, 'type', type, 'status', status, 'attempts', attempts) order by id) as v from ai_jobs`),
+      embeddedChunks: await one(`select count(*)::int as v from document_chunks where embedding is not null`),
+    };
+  } finally {
+    await db.close();
+  }
+}
+
+test('aiq backup (while aiq start runs, and after) and aiq restore round-trip a conversation, its jobs and embeddings', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'aiq-backup-'));
+  const dataDir = join(root, 'data');
+  const port = await freePort();
+  const env = { DATA_DIR: dataDir, PORT: String(port), AI_PROVIDER: 'local', LOG_LEVEL: 'warn', WORKER_POLL_INTERVAL_MS: '200' };
+  const server = spawn(process.execPath, ['bin/aiq.js', 'start'], { cwd: ROOT, env: { PATH: process.env.PATH!, ...env }, stdio: 'ignore' });
+  const base = `http://127.0.0.1:${port}`;
+  const api = async (path: string) => (await fetch(`${base}${path}`)).json() as Promise<any>;
+  try {
+    await waitFor(async () => (await fetch(`${base}/readyz`).then((r) => r.ok, () => false)), 'aiq start to be ready', 60_000, 100);
+    const doc = join(root, 'handbook.md');
+    writeFileSync(doc, '# Holidays\n\nEvery employee has 25 days of holiday a year.\n');
+    assert.equal((await aiq(['add-document', doc, '--title', 'Handbook'], env)).code, 0);
+    const sent = await aiq(['simulate', 'How many holidays do I have?', '--from', '+31612345678', '--url', base], env);
+    assert.equal(sent.code, 0, sent.out);
+    await waitFor(async () => {
+      const stats = await api('/api/stats');
+      return stats.totals.done === 2 && stats.totals.pending + stats.totals.processing === 0;
+    }, 'the embedding and the reply to be done', 30_000, 100);
+
+    const live = join(root, 'live.tar.gz');
+    const during = await aiq(['backup', live], env);
+    assert.equal(during.code, 0, during.out);
+    assert.match(during.out, /through the running aiq/);
+    assert.equal(statSync(live).mode & 0o777, 0o600, 'a backup holds personal data: owner only');
+  } finally {
+    server.kill('SIGTERM');
+    await new Promise((resolve) => server.once('exit', resolve));
+  }
+
+  const original = await contents(dataDir);
+  assert.equal((original.messages as unknown[]).length, 2, 'the message and its reply');
+  assert.equal(original.embeddedChunks, 1);
+
+  const stopped = join(root, 'stopped.tar.gz');
+  const after = await aiq(['backup', stopped], { DATA_DIR: dataDir });
+  assert.equal(after.code, 0, after.out);
+  assert.match(after.out, /through the data folder/);
+
+  for (const file of [join(root, 'live.tar.gz'), stopped]) {
+    const target = join(root, `restored-${file.endsWith('live.tar.gz') ? 'live' : 'stopped'}`);
+    const restored = await aiq(['restore', file], { DATA_DIR: target });
+    assert.equal(restored.code, 0, restored.out);
+    assert.deepEqual(await contents(target), original, `${file} restores what was there`);
+  }
+
+  // Over an existing database: that one is moved aside, not deleted.
+  const again = await aiq(['restore', stopped], { DATA_DIR: join(root, 'restored-live') });
+  assert.match(again.out, /the database that was there is kept in .*pgdata\.before-restore-/);
+  assert.equal(readdirSync(join(root, 'restored-live')).filter((f) => f.startsWith('pgdata.before-restore-')).length, 1);
+
+  // Not a backup, and a folder in use: refused with a reason, nothing changed.
+  const junk = join(root, 'junk.tar.gz');
+  writeFileSync(junk, 'not a backup');
+  const refused = await aiq(['restore', junk], { DATA_DIR: join(root, 'fresh') });
+  assert.equal(refused.code, 2);
+  assert.match(refused.out, /is not an aiq backup/);
+  assert.equal(existsSync(join(root, 'fresh')), false);
+  rmSync(root, { recursive: true, force: true });
+});
