@@ -6,7 +6,11 @@
 //   npm run chaos -- [--messages 1000] [--conversations 200] [--rate 25] [--kill-every-ms 3000]
 //                    [--workers 3] [--no-restart-postgres] [--keep-database]
 //                    [--pooler-url postgres://…:6432/postgres]   (aiq through PgBouncer, polling)
+//                    [--serves 2]        (serve processes behind a loopback round-robin proxy)
+//                    [--rolling-restart] (restart workers one by one with SIGTERM instead of
+//                                         killing them: a deploy; every stop must be clean)
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createServer, connect, type Server } from 'node:net';
 import { parseArgs, promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -29,6 +33,8 @@ const { values: args } = parseArgs({
     // aiq's processes reach the database through this pooler (transaction mode), with no
     // direct URL: they migrate through it and their workers poll. Checks stay direct.
     'pooler-url': { type: 'string' },
+    serves: { type: 'string', default: '1' },
+    'rolling-restart': { type: 'boolean', default: false },
     'settle-timeout-s': { type: 'string', default: '300' },
     seed: { type: 'string', default: '7' },
     // The timings a deployment runs with (60 s leases, 5 s backoff base …) instead of the
@@ -44,6 +50,8 @@ const CONVERSATIONS = Number(args.conversations);
 const RATE = Number(args.rate);
 const KILL_EVERY_MS = Number(args['kill-every-ms']);
 const WORKERS = Number(args.workers);
+const SERVES = Number(args.serves);
+const ROLLING = args['rolling-restart'];
 const RESTART_POSTGRES = args['restart-postgres'] && !args['no-restart-postgres'];
 const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const DATABASE = `aiq_chaos_${process.pid}`;
@@ -132,8 +140,8 @@ interface Proc {
 /** Processes that exited without being killed: a crash (PostgreSQL restart, say). */
 const crashes: string[] = [];
 
-function startAiq(role: 'serve' | 'worker', name: string): Proc {
-  const child = spawn(process.execPath, ['bin/aiq.js', role], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+function startAiq(role: 'serve' | 'worker', name: string, servePort?: number): Proc {
+  const child = spawn(process.execPath, ['bin/aiq.js', role], { env: servePort ? { ...env, PORT: String(servePort) } : env, stdio: ['ignore', 'pipe', 'pipe'] });
   const proc: Proc = { name, child, output: '', expectedExit: false };
   const keep = (chunk: Buffer) => {
     proc.output = (proc.output + chunk.toString()).slice(-20_000);
@@ -159,10 +167,25 @@ async function waitForHttp(url: string, timeoutMs: number): Promise<void> {
 
 // Migrate once up front, so that serve and the workers start against a ready schema.
 execFileSync(process.execPath, ['bin/aiq.js', 'migrate'], { env, stdio: 'ignore' });
-const serve = startAiq('serve', 'serve');
+// With several serve processes, each listens on a port of its own and a round-robin TCP
+// proxy on the public port spreads connections over them, as a load balancer would.
+const servePorts = SERVES > 1 ? await Promise.all(Array.from({ length: SERVES }, () => freePort())) : [port];
+const serves: Proc[] = servePorts.map((p, i) => startAiq('serve', SERVES > 1 ? `serve-${i + 1}` : 'serve', p));
+for (const p of servePorts) await waitForHttp(`http://127.0.0.1:${p}/readyz`, 30_000);
+let proxy: Server | undefined;
+if (SERVES > 1) {
+  let next = 0;
+  proxy = createServer((client) => {
+    const upstream = connect(servePorts[next++ % servePorts.length]!, '127.0.0.1');
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => proxy!.listen(port, '127.0.0.1', resolve));
+}
 await waitForHttp(`${publicUrl}/readyz`, 30_000);
 const workers: Proc[] = Array.from({ length: WORKERS }, (_, i) => startAiq('worker', `worker-${i + 1}`));
-log(`serve on ${publicUrl}, ${WORKERS} workers, database ${DATABASE}${args["pooler-url"] ? " through the pooler (workers poll)" : ""}; fake OpenAI ${fakeOpenAi.url}, fake Twilio ${fakeTwilio.url}`);
+log(`${SERVES} serve on ${publicUrl}${SERVES > 1 ? ' (round-robin proxy)' : ''}, ${WORKERS} workers${ROLLING ? ' (rolling restarts)' : ''}, database ${DATABASE}${args["pooler-url"] ? " through the pooler (workers poll)" : ""}; fake OpenAI ${fakeOpenAi.url}, fake Twilio ${fakeTwilio.url}`);
 
 // ---- the traffic -----------------------------------------------------------------------
 
@@ -229,9 +252,28 @@ function send(params: Record<string, string>): void {
 // ---- the chaos -------------------------------------------------------------------------
 
 let kills = 0;
+let rollingRestarts = 0;
+/** Workers that did not stop cleanly (exit code 0) on SIGTERM during a rolling restart. */
+const uncleanStops: string[] = [];
 let postgresRestarts = 0;
 let sending = true;
-const killer = (async () => {
+// A deploy: each worker in turn gets SIGTERM, finishes or releases its jobs and exits 0,
+// and its replacement starts; the others keep working meanwhile.
+const rolling = async () => {
+  for (let index = 0; sending; index = (index + 1) % workers.length) {
+    await sleep(KILL_EVERY_MS * (0.5 + random()));
+    if (!sending) break;
+    const old = workers[index]!;
+    old.expectedExit = true;
+    const exited = new Promise<number | string>((resolve) => old.child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+    old.child.kill('SIGTERM');
+    const code = await exited;
+    if (code !== 0) uncleanStops.push(`${old.name} exited with ${code} on SIGTERM: ${old.output.slice(-500)}`);
+    workers[index] = startAiq('worker', `${old.name}'`);
+    rollingRestarts++;
+  }
+};
+const killer = ROLLING ? rolling() : (async () => {
   while (sending) {
     await sleep(KILL_EVERY_MS * (0.5 + random()));
     if (!sending) break;
@@ -295,11 +337,12 @@ while (Date.now() < settleDeadline) {
 const settleSeconds = (Date.now() - settleStarted) / 1000;
 log(open === 0 ? `settled in ${settleSeconds.toFixed(1)} s` : `NOT settled after ${settleSeconds.toFixed(0)} s: ${open} jobs open`);
 
-for (const proc of [...workers, serve]) {
+for (const proc of [...workers, ...serves]) {
   proc.expectedExit = true;
   proc.child.kill('SIGTERM');
 }
-await Promise.all([...workers, serve].map((p) => new Promise((resolve) => (p.child.exitCode !== null ? resolve(null) : p.child.once('exit', resolve)))));
+proxy?.close();
+await Promise.all([...workers, ...serves].map((p) => new Promise((resolve) => (p.child.exitCode !== null ? resolve(null) : p.child.once('exit', resolve)))));
 // Callbacks still in flight at stop would find serve gone; that is fine, sends are counted.
 
 // ---- the checks ------------------------------------------------------------------------
@@ -381,7 +424,10 @@ const report = {
   neverAcknowledged,
   processCrashes: crashes.length,
   webhookRetries,
+  servers: SERVES,
+  workers: WORKERS,
   workersKilled: kills,
+  rollingRestarts,
   postgresRestarts,
   sentSeconds: Number(sentFor.toFixed(1)),
   settleSeconds: Number(settleSeconds.toFixed(1)),
@@ -404,6 +450,7 @@ const report = {
 
 const violations: string[] = [];
 for (const crash of crashes) violations.push(crash);
+for (const stop of uncleanStops) violations.push(stop);
 if (neverAcknowledged > 0) violations.push(`${neverAcknowledged} messages were never acknowledged by the webhook in 15 s of retries (last: ${lastWebhookFailure})`);
 if (open !== 0) violations.push(`${open} jobs still pending or processing after the settle time-out`);
 if (stored.distinct_sids !== acknowledged.size) violations.push(`${acknowledged.size - stored.distinct_sids} acknowledged messages are not stored`);
@@ -431,6 +478,6 @@ await fakeTwilio.close();
 if (violations.length === 0 && !args['keep-database']) await adminQuery(`drop database if exists ${DATABASE} with (force)`);
 else log(`database kept for inspection: ${DATABASE_URL}`);
 if (violations.length > 0) {
-  for (const proc of [serve, ...workers]) console.error(`--- last output of ${proc.name} ---\n${proc.output.slice(-3000)}`);
+  for (const proc of [...serves, ...workers]) console.error(`--- last output of ${proc.name} ---\n${proc.output.slice(-3000)}`);
 }
 process.exit(violations.length === 0 ? 0 : 1);
