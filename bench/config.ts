@@ -20,6 +20,9 @@ export interface Plan {
   webhookSeconds: number;
   /** Runs per round of each whole-process CLI timing (their median is the round's figure). */
   cliRuns: number;
+  /** The capacity matrix: LLM latencies (ms) × worker concurrencies, 3 waves of messages each. */
+  capacityLlmMs: number[];
+  capacityConcurrency: number[];
   webhookConnections: number;
   /** End to end (issue #5): messages one at a time with an instant LLM, then a burst with a slow one. */
   pipelineOverheadMessages: number;
@@ -43,6 +46,8 @@ export const FULL: Plan = {
   scaleFinished: [10_000, 1_000_000],
   webhookSeconds: 10,
   cliRuns: 7,
+  capacityLlmMs: [500, 2_000, 5_000],
+  capacityConcurrency: [50, 200, 500],
   webhookConnections: 10,
   pipelineOverheadMessages: 200,
   pipelineBurstMessages: 1_600,
@@ -65,6 +70,8 @@ export const QUICK: Plan = {
   scaleFinished: [1_000, 20_000],
   webhookSeconds: 2,
   cliRuns: 3,
+  capacityLlmMs: [500],
+  capacityConcurrency: [50],
   webhookConnections: 10,
   pipelineOverheadMessages: 10,
   pipelineBurstMessages: 100,

@@ -40,6 +40,20 @@ export interface PipelineFigures {
   messagesPerSecond: number;
   delivered: number;
   lost: number;
+  /** PostgreSQL commits in the run's database per delivered message, everything included. */
+  commitsPerMessage: number;
+}
+
+async function commitCount(url: string): Promise<number> {
+  const db = openPostgres({ connectionString: url, poolSize: 1 });
+  try {
+    // Backends flush their statistics at most once a second.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const { rows } = await db.query<{ commits: number }>('select xact_commit as commits from pg_stat_database where datname = current_database()');
+    return rows[0]!.commits;
+  } finally {
+    await db.close();
+  }
 }
 
 export async function pipelineRun(options: PipelineOptions): Promise<PipelineFigures> {
@@ -130,6 +144,7 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
 
     // Let the worker finish starting (LISTEN) before the first message.
     await new Promise((resolve) => setTimeout(resolve, 1000));
+    const commitsBefore = await commitCount(url);
     const started = nowMs();
     let next = 0;
     await Promise.all(
@@ -143,7 +158,9 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
       }),
     );
     await waitDelivered(options.messages, 60_000 + options.llmMs * 10);
+    const commits = (await commitCount(url)) - commitsBefore;
     return {
+      commitsPerMessage: commits / Math.max(1, latencies.length),
       p50: percentile(latencies, 50),
       p99: percentile(latencies, 99),
       messagesPerSecond: (latencies.length / (lastDelivered - started)) * 1000,

@@ -28,7 +28,8 @@ const { values: args } = parseArgs({
 });
 const plan = { ...(args.quick ? QUICK : FULL) };
 if (args.rounds) plan.rounds = Number(args.rounds);
-const scenarios = new Set((args.only ?? 'drain,pickup,hol,scale,webhook,pipeline,cli').split(','));
+// The capacity matrix takes minutes: in a full run, or asked for with --only.
+const scenarios = new Set((args.only ?? `drain,pickup,hol,scale,webhook,pipeline,cli${args.quick ? '' : ',capacity'}`).split(','));
 
 const results = new Results();
 const started = Date.now();
@@ -115,6 +116,19 @@ async function main(): Promise<void> {
       await measure(round, `pipeline burst (${plan.pipelineLlmMs} ms LLM)`, () => outcome(() => pipelineRun(burst)), (f) =>
         results.record('pipeline burst', 'aiq serve + worker', round, f.messagesPerSecond!),
       );
+    }
+    if (scenarios.has('capacity') && pipelineAvailable()) {
+      // One worker process: messages per second per worker, and what each costs PostgreSQL.
+      for (const llmMs of plan.capacityLlmMs) {
+        for (const concurrency of plan.capacityConcurrency) {
+          const name = `1 worker, LLM ${llmMs / 1000} s, concurrency ${concurrency}`;
+          const run = { messages: concurrency * 3, llmMs, workerConcurrency: concurrency, senders: 20 };
+          await measure(round, `capacity ${name}`, () => outcome(() => pipelineRun(run)), (f) => {
+            results.record('capacity', name, round, f.messagesPerSecond!);
+            results.record('commits per message', name, round, f.commitsPerMessage!);
+          });
+        }
+      }
     }
     if (scenarios.has('cli')) {
       await measure(round, `cli timings (median of ${plan.cliRuns} runs each)`, () => outcome(() => cliRun(plan.cliRuns)), (f) => {

@@ -115,7 +115,7 @@ export function renderMarkdown(results: Results, ratios: RatioRow[], machine: Ma
     '',
     '| other figure | value |',
     '|---|---:|',
-    ...(['scale', 'webhook', 'webhook p50', 'webhook p99', 'pipeline overhead p50', 'pipeline overhead p99', 'pipeline burst', 'cli'] as Figure[]).flatMap((f) =>
+    ...(['scale', 'webhook', 'webhook p50', 'webhook p99', 'pipeline overhead p50', 'pipeline overhead p99', 'pipeline burst', 'cli', 'capacity', 'commits per message'] as Figure[]).flatMap((f) =>
       [...(results.values.get(f)?.keys() ?? [])].map((c) => `| ${f} ${UNITS[f]}: ${c} | ${cell(f, c)} |`),
     ),
     '',

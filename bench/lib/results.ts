@@ -17,7 +17,9 @@ export type Figure =
   | 'pipeline overhead p50'
   | 'pipeline overhead p99'
   | 'pipeline burst'
-  | 'cli';
+  | 'cli'
+  | 'capacity'
+  | 'commits per message';
 
 export const UNITS: Record<Figure, string> = {
   drain: 'jobs/s',
@@ -35,6 +37,8 @@ export const UNITS: Record<Figure, string> = {
   'pipeline overhead p99': 'ms',
   'pipeline burst': 'msg/s',
   cli: 'ms',
+  capacity: 'msg/s',
+  'commits per message': 'commits',
 };
 
 export class Results {
