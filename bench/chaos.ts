@@ -132,6 +132,7 @@ const env: NodeJS.ProcessEnv = {
 interface Proc {
   name: string;
   child: ChildProcess;
+  startedAt: number;
   output: string;
   /** Set when we kill it; any other exit is a crash, and a broken invariant. */
   expectedExit: boolean;
@@ -142,7 +143,7 @@ const crashes: string[] = [];
 
 function startAiq(role: 'serve' | 'worker', name: string, servePort?: number): Proc {
   const child = spawn(process.execPath, ['bin/aiq.js', role], { env: servePort ? { ...env, PORT: String(servePort) } : env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const proc: Proc = { name, child, output: '', expectedExit: false };
+  const proc: Proc = { name, child, output: '', expectedExit: false, startedAt: Date.now() };
   const keep = (chunk: Buffer) => {
     proc.output = (proc.output + chunk.toString()).slice(-20_000);
   };
@@ -264,6 +265,9 @@ const rolling = async () => {
     await sleep(KILL_EVERY_MS * (0.5 + random()));
     if (!sending) break;
     const old = workers[index]!;
+    // A deploy moves on once the new instance is up: a process is not stopped in its
+    // first second, before it could even take the signal (Node's default would kill it).
+    await sleep(Math.max(0, old.startedAt + 1000 - Date.now()));
     old.expectedExit = true;
     const exited = new Promise<number | string>((resolve) => old.child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
     old.child.kill('SIGTERM');

@@ -15,6 +15,7 @@ import { createLogger, logFormatOf } from './logger.ts';
 import { createTransport } from './messaging/transport.ts';
 import { Worker } from './queue/index.ts';
 import type { Runtime } from './runtime.ts';
+import { stopOnSignals } from './shutdown.ts';
 import type { Database } from './db/types.ts';
 
 export type Role = 'start' | 'serve' | 'worker';
@@ -32,14 +33,15 @@ const START_UP_PATIENCE_MS = 60_000;
  * at start-up goes through here, since a restart can begin between two of them. Any other
  * error fails at once.
  */
-async function whenReachable<T>(logger: Runtime['logger'], step: () => Promise<T>): Promise<T> {
+async function whenReachable<T>(logger: Runtime['logger'], step: () => Promise<T>, stop?: AbortSignal): Promise<T> {
   const deadline = Date.now() + START_UP_PATIENCE_MS;
   for (let attempt = 1; ; attempt++) {
     try {
       return await step();
     } catch (err) {
       const code = (err as { code?: string }).code ?? '';
-      if (!NOT_YET_REACHABLE.has(code) || Date.now() > deadline) throw err;
+      // Told to stop while waiting (Ctrl-C, a supervisor's SIGTERM): stop waiting.
+      if (!NOT_YET_REACHABLE.has(code) || Date.now() > deadline || stop?.aborted) throw err;
       logger.warn({ err: (err as Error).message, attempt }, 'database not reachable yet; retrying');
       await new Promise((resolve) => setTimeout(resolve, Math.min(250 * attempt, 2000)));
     }
@@ -66,7 +68,7 @@ async function migrateDirect(config: Env, db: Database): Promise<string[]> {
 }
 
 /** Opens the database, applies migrations and builds the job handlers. */
-export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runtime> {
+export async function openRuntime(config: Env, role: Role | 'cli', stop?: AbortSignal): Promise<Runtime> {
   const logger = createLogger(config.LOG_LEVEL, logFormatOf(config.LOG_FORMAT));
   if (!config.DATABASE_URL && (role === 'serve' || role === 'worker')) {
     throw new Error(
@@ -85,7 +87,7 @@ export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runt
     joinRunning: role === 'cli',
   });
   try {
-    const applied = await whenReachable(logger, () => migrateDirect(config, db));
+    const applied = await whenReachable(logger, () => migrateDirect(config, db), stop);
     if (applied.length > 0) logger.info({ applied }, 'applied migrations');
   } catch (err) {
     await db.close();
@@ -96,7 +98,7 @@ export async function openRuntime(config: Env, role: Role | 'cli'): Promise<Runt
   try {
     // Never drops embeddings: another provider, model or dimension than the stored one only
     // pauses retrieval and embedding (with this reason) until `aiq reembed --switch`.
-    const vectors = await whenReachable(logger, () => vectorSpaceOpen(db, embeddingSpaceOf(ai)));
+    const vectors = await whenReachable(logger, () => vectorSpaceOpen(db, embeddingSpaceOf(ai)), stop);
     if (vectors.status === 'mismatch') logger.warn({ stored: vectors.stored, configured: vectors.configured }, vectors.reason);
   } catch (err) {
     await db.close();
@@ -138,7 +140,10 @@ export function checkAdminExposure(config: Env, logger: Runtime['logger']): void
 
 /** Runs `aiq start | serve | worker` until SIGINT/SIGTERM, then shuts down in order. */
 export async function run(config: Env, role: Role): Promise<void> {
-  const runtime = await openRuntime(config, role);
+  // A SIGTERM during start-up (a rolling deploy that moves on quickly) lets start-up finish,
+  // then shuts down in order with exit code 0 (src/shutdown.ts).
+  const stop = stopOnSignals();
+  const runtime = await openRuntime(config, role, stop);
   const { logger } = runtime;
   let app: FastifyInstance | undefined;
   let worker: Worker | undefined;
@@ -169,14 +174,8 @@ export async function run(config: Env, role: Role): Promise<void> {
     throw err;
   }
 
-  await new Promise<void>((resolve) => {
-    const onSignal = (signal: string) => {
-      logger.info({ signal }, 'shutting down');
-      resolve();
-    };
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
-  });
+  if (!stop.aborted) await new Promise((resolve) => stop.addEventListener('abort', resolve, { once: true }));
+  logger.info({ signal: stop.reason }, 'shutting down');
   // Stop taking webhooks first, then let the worker finish or release its jobs.
   await app?.close();
   await worker?.stop();

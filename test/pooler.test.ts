@@ -18,7 +18,9 @@ import { ROOT, waitFor } from './helpers/processes.ts';
 /** Session state a transaction-mode pooler loses between statements, and how it looks in our SQL. */
 const SESSION_STATE: Array<[string, RegExp]> = [
   ['a session advisory lock (use pg_advisory_xact_lock)', /pg_(try_)?advisory_lock(_shared)?\s*\(/i],
-  ['a session-wide setting (use set local or set_config(…, true))', /(^|[`'";(])\s*set\s+(session\s+)?(?!local\b)[a-z_.]+\s*(=|to\b)/i],
+  // A setting's name is lower case with an underscore or a dot (statement_timeout, aiq.x),
+  // or role; `set ADMIN_TOKEN to …` in a hint is not SQL.
+  ['a session-wide setting (use set local or set_config(…, true))', /(^|[`'";(])\s*[sS][eE][tT]\s+([sS][eE][sS][sS][iI][oO][nN]\s+)?(?!local\b)([a-z]+[_.][a-z_.]+|role)\s*(=|[tT][oO]\b)/],
   ['a session-wide set_config (pass true: transaction-local)', /set_config\s*\([^)]*,\s*false\s*\)/i],
   ['a temporary table', /create\s+(global\s+|local\s+)?temp(orary)?\s+table/i],
   ['a named prepared statement', /\bprepare\s+[a-z_]+\s+(\(|as\b)|\bname\s*:\s*['"`][^'"`]+['"`]\s*,\s*text\s*:/i],

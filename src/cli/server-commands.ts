@@ -1,10 +1,12 @@
 // Long-running commands (start, serve, worker) and migrate.
 import type { Env } from '../config.ts';
 import type { Role } from '../main.ts';
+import { stopOnSignals } from '../shutdown.ts';
 import type { Command } from './command.ts';
 
 /** The application is loaded when a server starts, not for `aiq --help`. */
 async function run(config: Env, role: Role): Promise<void> {
+  stopOnSignals(); // before the application loads: a SIGTERM meanwhile must not kill it half-started
   const main = await import('../main.ts');
   await main.run(config, role);
 }
@@ -35,7 +37,7 @@ export const serverCommands: Command[] = [
     name: 'doctor',
     group: 'Run aiq',
     summary: 'check configuration, database, pooler, schema, embeddings, Twilio and the AI provider',
-    example: 'aiq doctor\nDATABASE_URL=postgres://db:6432/aiq DATABASE_DIRECT_URL=postgres://db:5432/aiq aiq doctor',
+    example: 'aiq doctor\nDATABASE_DIRECT_URL=postgres://db:5432/aiq aiq doctor',
     run: async (_input, config) => (await import('./doctor.ts')).doctor(config),
   },
   {
