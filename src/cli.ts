@@ -6,10 +6,11 @@ import { knowledgeCommands } from './cli/knowledge-commands.ts';
 import { messagingCommands } from './cli/messaging-commands.ts';
 import { queueCommands } from './cli/queue-commands.ts';
 import { serverCommands } from './cli/server-commands.ts';
+import { privacyCommands } from './cli/privacy-commands.ts';
 import { UsageError, type Command } from './cli/command.ts';
 import { CommandLineError, commandHelp, overviewHelp, parseCommandLine, usageLine } from './cli/help.ts';
 
-const COMMANDS: Command[] = [...serverCommands, ...queueCommands, ...messagingCommands, ...knowledgeCommands];
+const COMMANDS: Command[] = [...serverCommands, ...queueCommands, ...messagingCommands, ...knowledgeCommands, ...privacyCommands];
 const HELP = new Set(['--help', '-h']);
 
 async function main(argv: string[]): Promise<number> {

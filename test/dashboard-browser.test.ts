@@ -209,6 +209,25 @@ describe('dashboard in a browser', () => {
     assert.deepEqual(sent.rows, [{ status: 'sent' }]);
   });
 
+  test('forget a person from their conversation: the page asks first, then nothing of them is left', async () => {
+    await page.goto(`${base}/admin/simulate`);
+    await page.fill('input[name=from]', '+31655566677');
+    await page.fill('textarea[name=body]', 'Verwijder mijn gegevens alstublieft');
+    await page.getByRole('button', { name: 'Send as this contact' }).click();
+    await page.waitForURL(/\/admin\/conversations\/[0-9a-f-]{36}/);
+    let asked = '';
+    page.once('dialog', (dialog) => (asked = dialog.message())); // the suite's handler accepts it
+    await page.getByRole('button', { name: 'Forget this person…' }).click();
+    await page.waitForURL(/\/admin\/conversations\?notice=/);
+    await page.getByText(/Erased: \d+ message\(s\)/).waitFor();
+    assert.match(asked, /Erase everything aiq holds about \+31655566677/);
+    assert.doesNotMatch(page.url(), /655566677/, 'the number stays out of the address');
+    const left = await t.runtime.db.query(`select 1 from messages where body like '%Verwijder mijn gegevens%' union all select 1 from contacts where whatsapp_number = '+31655566677'`);
+    assert.equal(left.rowCount, 0);
+    const audit = await t.runtime.db.query<{ actor: string; result: string }>(`select actor, result from audit_log where action = 'erase'`);
+    assert.deepEqual(audit.rows, [{ actor: 'dashboard', result: 'ok' }]);
+  });
+
   test('knowledge pages: add a document, import a CSV and watch it finish, find the person', async () => {
     await page.goto(`${base}/admin/documents`);
     await page.fill('input[name=title]', 'Opening hours');

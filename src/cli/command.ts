@@ -27,7 +27,7 @@ export interface Command {
   args?: string;
   summary: string;
   /** The task group `aiq --help` lists it under. */
-  group: 'Run aiq' | 'The queue' | 'Knowledge' | 'WhatsApp';
+  group: 'Run aiq' | 'The queue' | 'Knowledge' | 'WhatsApp' | 'Personal data';
   options?: Record<string, OptionSpec>;
   /** One command line (or a few) that shows it in use. */
   example: string;

@@ -8,6 +8,7 @@ import { jobCancel, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats 
 import type { Runtime } from '../runtime.ts';
 import { conversationApi } from './admin-api-conversations.ts';
 import { knowledgeApi } from './admin-api-knowledge.ts';
+import { privacyApi } from './admin-api-privacy.ts';
 import { parseOr400 } from './api-input.ts';
 import type { AuthFailureLimiter } from './auth-failures.ts';
 import { OPEN_ELSEWHERE, bearerToken, loopbackHost, type AdminAuth } from './auth.ts';
@@ -129,4 +130,6 @@ export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth; l
 
   await app.register(conversationApi, { runtime });
   await app.register(knowledgeApi, { runtime });
+  // The admin token is one shared secret: the audit log can say no more than that it was used.
+  await app.register(privacyApi, { runtime, actor: runtime.config.ADMIN_TOKEN ? 'api:token' : 'api:open (loopback, no ADMIN_TOKEN)' });
 };

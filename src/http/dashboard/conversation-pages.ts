@@ -5,6 +5,7 @@ import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { suggestionDiscard, suggestionGet, suggestionList, type Suggestion } from '../../jobs/suggest.ts';
 import { conversationAiPausedSet, conversationGet, messageListRecent, type Conversation, type Message } from '../../messaging/conversations.ts';
+import { personErase } from '../../privacy/erasure.ts';
 import type { Runtime } from '../../runtime.ts';
 import { pageContext } from './access.ts';
 import { ActionError, adminReplySend, inboundSimulate, outcomeText, suggestionRequest, suggestionSend } from '../admin/conversation-actions.ts';
@@ -77,6 +78,10 @@ function threadPage(ctx: PageContext, conversation: Conversation, messages: Mess
 <button id="pause-switch" type="submit" class="${conversation.aiPaused ? 'primary' : ''}" aria-pressed="${conversation.aiPaused ? 'true' : 'false'}">${conversation.aiPaused ? 'AI paused: resume the AI' : 'AI answers: pause it (take over)'}</button></form>
 <span class="muted">${conversation.aiPaused ? 'The AI sends nothing here until you resume it; answer yourself below.' : 'The AI answers every inbound message.'}</span>
 ${actionButton(ctx, `/admin/conversations/${conversation.id}/suggest`, 'Draft a reply with AI')}
+${actionButton(ctx, `/admin/conversations/${conversation.id}/forget`, 'Forget this person…', {
+  className: 'danger',
+  confirm: `Erase everything aiq holds about ${conversation.whatsappNumber}: this conversation, every message, their person record and the jobs about them? This cannot be undone.`,
+})}
 </div>
 <div id="live" data-refresh-ms="2000">
 <div class="thread">${messages.length === 0 ? html`<p class="muted">No messages.</p>` : messages.map(messageBubble)}</div>
@@ -143,6 +148,17 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const paused = (request.body as { paused?: string } | undefined)?.paused === 'true';
     if (!params.success || !(await conversationAiPausedSet(db, params.data.id, paused))) return reply.status(404).send('no such conversation');
     return back(reply, params.data.id, { notice: paused ? 'AI paused: it will not answer here until you resume it.' : 'AI resumed: it answers new messages again.' });
+  });
+
+  // Erasure on request (GDPR art. 17), confirmed in the page; the audit log keeps the fact.
+  app.post('/admin/conversations/:id/forget', async (request, reply) => {
+    const params = Id.safeParse(request.params);
+    const conversation = params.success ? await conversationGet(db, params.data.id) : null;
+    if (!conversation) return reply.status(404).send('no such conversation');
+    const outcome = await personErase(db, conversation.whatsappNumber, 'dashboard');
+    // The notice travels in the address (and so into history and access logs): no number in it.
+    const notice = outcome.status === 'erased' ? `Erased: ${outcome.counts.messages} message(s), ${outcome.counts.jobs} job(s)${outcome.counts.people ? ' and the person record' : ''}.` : 'Nothing was left to erase.';
+    return reply.redirect(`/admin/conversations${queryString({ notice })}`, 303);
   });
 
   app.post('/admin/conversations/:id/reply', async (request, reply) => {

@@ -1,0 +1,70 @@
+// What `aiq forget` and `aiq export` do (src/cli/privacy-commands.ts declares them).
+import { writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import { createInterface } from 'node:readline/promises';
+import type { Env } from '../config.ts';
+import { auditRecord } from '../privacy/audit.ts';
+import { erasurePhone, ErasureInputError, personErase } from '../privacy/erasure.ts';
+import { personExport } from '../privacy/export.ts';
+import { UsageError, withRuntime, type CommandInput } from './command.ts';
+
+const actor = () => `cli:${userInfo().username}`;
+
+function phoneOf(positionals: string[], command: string): string {
+  const [raw] = positionals;
+  if (!raw) throw new UsageError(`${command} needs a phone number, e.g. aiq ${command} +31612345678`);
+  try {
+    return erasurePhone(raw);
+  } catch (err) {
+    if (err instanceof ErasureInputError) throw new UsageError(err.message);
+    throw err;
+  }
+}
+
+export async function forget({ values, positionals }: CommandInput, config: Env): Promise<number> {
+  const phone = phoneOf(positionals, 'forget');
+  if (!values.yes) {
+    if (!process.stdin.isTTY) throw new UsageError('forget erases for good: pass --yes to confirm when not at a terminal');
+    const prompt = createInterface({ input: process.stdin, output: process.stdout });
+    try {
+      const answer = await prompt.question(`Erase everything aiq holds about ${phone}? This cannot be undone. Type "yes": `);
+      if (answer.trim().toLowerCase() !== 'yes') {
+        console.log('nothing erased');
+        return 1;
+      }
+    } finally {
+      prompt.close();
+    }
+  }
+  return withRuntime(config, async (rt) => {
+    const outcome = await personErase(rt.db, phone, actor());
+    if (outcome.status === 'not_found') {
+      console.error(`aiq: nothing is held for ${phone}: no contact and no person with that number (already erased, or a typo?)`);
+      return 1;
+    }
+    const c = outcome.counts;
+    console.log(
+      `erased ${phone}: ${c.contacts} contact, ${c.people} person record, ${c.conversations} conversation(s), ${c.messages} message(s), ` +
+        `${c.jobs} job(s); ${c.importsScrubbed} stored upload(s) and ${c.textsScrubbed} other text(s) scrubbed. The audit log records the erasure, not the data.`,
+    );
+    return 0;
+  });
+}
+
+export async function exportPerson({ values, positionals }: CommandInput, config: Env): Promise<number> {
+  const phone = phoneOf(positionals, 'export');
+  return withRuntime(config, async (rt) => {
+    const document = await personExport(rt.db, phone);
+    await auditRecord(rt.db, { actor: actor(), action: 'export', result: document ? 'ok' : 'not_found' });
+    if (!document) {
+      console.error(`aiq: nothing is held for ${phone}: no contact and no person with that number`);
+      return 1;
+    }
+    const json = `${JSON.stringify(document, null, 2)}\n`;
+    if (typeof values.output === 'string') {
+      writeFileSync(values.output, json, { mode: 0o600 });
+      console.log(`wrote everything held about ${phone} to ${values.output}`);
+    } else process.stdout.write(json);
+    return 0;
+  });
+}

@@ -1,0 +1,43 @@
+// Admin API for personal data: erase a person (POST, so it takes the same cross-site and
+// bearer checks as every change) and export what is held about them. Both are audited.
+// Registered inside adminApi.
+import type { FastifyPluginAsync } from 'fastify';
+import { z } from 'zod';
+import { auditRecord } from '../privacy/audit.ts';
+import { ErasureInputError, personErase } from '../privacy/erasure.ts';
+import { personExport } from '../privacy/export.ts';
+import type { Runtime } from '../runtime.ts';
+import { parseOr400 } from './api-input.ts';
+
+const PhoneInput = z.object({ phone: z.string().trim().min(1, 'a phone number is required').max(40) });
+
+export const privacyApi: FastifyPluginAsync<{ runtime: Runtime; actor: string }> = async (app, { runtime, actor }) => {
+  const { db } = runtime;
+
+  app.post('/api/privacy/erase', async (request, reply) => {
+    const input = parseOr400(PhoneInput, request.body, reply);
+    if (!input) return reply;
+    try {
+      const outcome = await personErase(db, input.phone, actor);
+      if (outcome.status === 'not_found') return reply.status(404).send({ error: 'nothing is held for this number: no contact and no person' });
+      return { erased: true, counts: outcome.counts };
+    } catch (err) {
+      if (err instanceof ErasureInputError) return reply.status(400).send({ error: `phone: ${err.message}` });
+      throw err;
+    }
+  });
+
+  app.get('/api/privacy/export', async (request, reply) => {
+    const input = parseOr400(PhoneInput, request.query, reply);
+    if (!input) return reply;
+    try {
+      const document = await personExport(db, input.phone);
+      await auditRecord(db, { actor, action: 'export', result: document ? 'ok' : 'not_found' });
+      if (!document) return reply.status(404).send({ error: 'nothing is held for this number: no contact and no person' });
+      return reply.header('cache-control', 'no-store').send(document);
+    } catch (err) {
+      if (err instanceof ErasureInputError) return reply.status(400).send({ error: `phone: ${err.message}` });
+      throw err;
+    }
+  });
+};

@@ -1,0 +1,119 @@
+// Erasing a person on request (GDPR art. 17): their contact, conversations, messages,
+// suggestions, person record and its embedding, the jobs about them (their payloads, results
+// and errors), their lines in stored CSV uploads and any error text that names their number,
+// in one transaction with an audit record that says how much was erased, not whose.
+//
+// Safe while a job for them runs: its job row is gone, so its fenced completion changes
+// nothing, and a reply it tries to store fails on the deleted conversation; nothing is
+// re-created afterwards. A message that arrives later from the same number is a new contact.
+import type { Database, Queryable } from '../db/types.ts';
+import { phoneToE164 } from '../knowledge/people.ts';
+import { auditRecord } from './audit.ts';
+
+export class ErasureInputError extends Error {
+  override name = 'ErasureInputError';
+}
+
+export interface ErasureCounts {
+  contacts: number;
+  people: number;
+  conversations: number;
+  messages: number;
+  jobs: number;
+  importsScrubbed: number;
+  textsScrubbed: number;
+}
+
+export type ErasureOutcome = { status: 'erased'; counts: ErasureCounts } | { status: 'not_found' };
+
+/** The number in E.164, or an ErasureInputError that says what is wrong with it. */
+export function erasurePhone(raw: string): string {
+  const phone = phoneToE164(raw);
+  if (!phone) throw new ErasureInputError(`"${raw}" is not a phone number in international form (e.g. +31612345678)`);
+  return phone;
+}
+
+// Jobs are found by what they are about: the conversation (ordering key and payload), an
+// inbound message, or the person's record.
+const JOBS_DELETE_SQL = `
+  delete from ai_jobs
+  where ordering_key = any($1::text[])
+     or payload->>'conversationId' = any($1::text[])
+     or payload->>'messageId' = any($2::text[])
+     or (payload->>'table' = 'people' and payload->>'id' = $3::text)
+  returning id`;
+
+// Any other text that names the number (a Twilio error in another job's history, an import's
+// row error): its national part (the last 9 digits) gives way to a marker, which covers
+// "+31612345678", "31612345678" and "0612345678" alike.
+const TEXTS_SCRUB_SQL = `
+  with jobs as (
+    update ai_jobs set last_error = replace(last_error, $1, '[erased]'),
+                       errors = replace(errors::text, $1, '[erased]')::jsonb,
+                       result = replace(result::text, $1, '[erased]')::jsonb,
+                       payload = replace(payload::text, $1, '[erased]')::jsonb
+    where last_error like '%' || $1 || '%' or errors::text like '%' || $1 || '%'
+       or result::text like '%' || $1 || '%' or payload::text like '%' || $1 || '%'
+    returning 1
+  ), imports as (
+    update imports set row_errors = replace(row_errors::text, $1, '[erased]')::jsonb,
+                       error = replace(error, $1, '[erased]')
+    where row_errors::text like '%' || $1 || '%' or error like '%' || $1 || '%'
+    returning 1
+  )
+  select (select count(*) from jobs)::int + (select count(*) from imports)::int as n`;
+
+export async function personErase(db: Database, rawPhone: string, actor: string): Promise<ErasureOutcome> {
+  const phone = erasurePhone(rawPhone);
+  return db.transaction(async (tx) => {
+    // Row locks first: a webhook for this number waits, then finds no contact and makes a new one.
+    const contact = (await tx.query<{ id: string }>('select id from contacts where whatsapp_number = $1 for update', [phone])).rows[0];
+    const person = (await tx.query<{ id: string; name: string; email: string | null }>('select id, name, email from people where phone = $1 for update', [phone])).rows[0];
+    if (!contact && !person) {
+      await auditRecord(tx, { actor, action: 'erase', result: 'not_found' });
+      return { status: 'not_found' } as const;
+    }
+    const conversations = contact ? (await tx.query<{ id: string }>('select id from conversations where contact_id = $1', [contact.id])).rows.map((r) => r.id) : [];
+    const messages = (await tx.query<{ id: string }>('select id from messages where conversation_id = any($1::uuid[])', [conversations])).rows.map((r) => r.id);
+    const jobs = await tx.query(JOBS_DELETE_SQL, [conversations, messages, person?.id ?? null]);
+    // Usage rows stay for the cost figures; their link to the erased rows goes.
+    await tx.query('update ai_usage set subject_id = null where subject_id = any($1::uuid[])', [[...messages, ...(person ? [person.id] : [])]]);
+    if (contact) await tx.query('delete from contacts where id = $1', [contact.id]); // cascades: conversations, messages, suggestions
+    if (person) await tx.query('delete from people where id = $1', [person.id]);
+    const importsScrubbed = await uploadsScrub(tx, phone, person?.email ?? null);
+    const textsScrubbed = (await tx.query<{ n: number }>(TEXTS_SCRUB_SQL, [phone.slice(-9)])).rows[0]!.n;
+    const counts: ErasureCounts = {
+      contacts: contact ? 1 : 0,
+      people: person ? 1 : 0,
+      conversations: conversations.length,
+      messages: messages.length,
+      jobs: jobs.rowCount,
+      importsScrubbed,
+      textsScrubbed,
+    };
+    await auditRecord(tx, { actor, action: 'erase', result: 'ok', details: { ...counts } });
+    return { status: 'erased', counts } as const;
+  });
+}
+
+/**
+ * Removes the person's lines from CSV uploads kept in the database: a line goes when its
+ * digits hold the number's national part (so "06 1234 5678" and "+31 6 12345678" both
+ * match) or it holds their email.
+ */
+async function uploadsScrub(tx: Queryable, phone: string, email: string | null): Promise<number> {
+  // The last 9 digits: the national significant number without a trunk or country prefix.
+  const national = phone.slice(-9);
+  const { rows } = await tx.query<{ id: string; content: Buffer }>(
+    `select id, content from imports where content is not null
+       and (regexp_replace(convert_from(content, 'UTF8'), '[^0-9\n]', '', 'g') like '%' || $1 || '%'
+            or ($2::text is not null and position(lower($2) in lower(convert_from(content, 'UTF8'))) > 0))`,
+    [national, email],
+  );
+  for (const row of rows) {
+    const lines = row.content.toString('utf8').split('\n');
+    const kept = lines.filter((line) => !line.replace(/\D/g, '').includes(national) && !(email && line.toLowerCase().includes(email.toLowerCase())));
+    await tx.query('update imports set content = $2 where id = $1', [row.id, Buffer.from(kept.join('\n'))]);
+  }
+  return rows.length;
+}

@@ -1,0 +1,79 @@
+// Everything aiq holds about one person (GDPR art. 15, 20), as one JSON document: their
+// WhatsApp contact, their person record (without the embedding, which is derived data),
+// every conversation with its messages and suggestions, and the jobs about them.
+import type { Queryable } from '../db/types.ts';
+import { erasurePhone } from './erasure.ts';
+
+export interface PersonExport {
+  exportedAt: string;
+  phone: string;
+  contact: { profileName: string | null; createdAt: Date; updatedAt: Date } | null;
+  person: { name: string; email: string | null; department: string | null; role: string | null; attributes: unknown; createdAt: Date; updatedAt: Date } | null;
+  conversations: Array<{
+    id: string;
+    createdAt: Date;
+    lastMessageAt: Date;
+    aiPaused: boolean;
+    messages: Array<{ id: string; at: Date; source: string; direction: string; body: string; mediaUrls: string[]; status: string }>;
+    suggestions: Array<{ id: string; at: Date; body: string; status: string }>;
+  }>;
+  jobs: Array<{ id: string; type: string; status: string; createdAt: Date; finishedAt: Date | null; lastError: string | null }>;
+}
+
+/** Null when aiq holds nothing for the number. */
+export async function personExport(db: Queryable, rawPhone: string): Promise<PersonExport | null> {
+  const phone = erasurePhone(rawPhone);
+  const contact = (await db.query<{ id: string; profile_name: string | null; created_at: Date; updated_at: Date }>(
+    'select id, profile_name, created_at, updated_at from contacts where whatsapp_number = $1',
+    [phone],
+  )).rows[0];
+  const person = (await db.query<{ id: string; name: string; email: string | null; department: string | null; role: string | null; attributes: unknown; created_at: Date; updated_at: Date }>(
+    'select id, name, email, department, role, attributes, created_at, updated_at from people where phone = $1',
+    [phone],
+  )).rows[0];
+  if (!contact && !person) return null;
+
+  const conversations = contact
+    ? (await db.query<{ id: string; created_at: Date; last_message_at: Date; ai_paused: boolean }>(
+        'select id, created_at, last_message_at, ai_paused from conversations where contact_id = $1 order by created_at',
+        [contact.id],
+      )).rows
+    : [];
+  const ids = conversations.map((c) => c.id);
+  const messages = (await db.query<{ id: string; conversation_id: string; created_at: Date; source: string; direction: string; body: string; media_urls: string[]; status: string }>(
+    `select id, conversation_id, created_at, source, direction, body, media_urls, status from messages
+     where conversation_id = any($1::uuid[]) order by created_at, id`,
+    [ids],
+  )).rows;
+  const suggestions = (await db.query<{ id: string; conversation_id: string; created_at: Date; body: string; status: string }>(
+    'select id, conversation_id, created_at, body, status from suggestions where conversation_id = any($1::uuid[]) order by created_at',
+    [ids],
+  )).rows;
+  const jobs = (await db.query<{ id: string; type: string; status: string; created_at: Date; finished_at: Date | null; last_error: string | null }>(
+    `select id, type, status, created_at, finished_at, last_error from ai_jobs
+     where ordering_key = any($1::text[]) or payload->>'conversationId' = any($1::text[])
+        or (payload->>'table' = 'people' and payload->>'id' = $2::text)
+     order by created_at`,
+    [ids, person?.id ?? null],
+  )).rows;
+
+  return {
+    exportedAt: new Date().toISOString(),
+    phone,
+    contact: contact ? { profileName: contact.profile_name, createdAt: contact.created_at, updatedAt: contact.updated_at } : null,
+    person: person
+      ? { name: person.name, email: person.email, department: person.department, role: person.role, attributes: person.attributes, createdAt: person.created_at, updatedAt: person.updated_at }
+      : null,
+    conversations: conversations.map((c) => ({
+      id: c.id,
+      createdAt: c.created_at,
+      lastMessageAt: c.last_message_at,
+      aiPaused: c.ai_paused,
+      messages: messages
+        .filter((m) => m.conversation_id === c.id)
+        .map((m) => ({ id: m.id, at: m.created_at, source: m.source, direction: m.direction, body: m.body, mediaUrls: m.media_urls, status: m.status })),
+      suggestions: suggestions.filter((s) => s.conversation_id === c.id).map((s) => ({ id: s.id, at: s.created_at, body: s.body, status: s.status })),
+    })),
+    jobs: jobs.map((j) => ({ id: j.id, type: j.type, status: j.status, createdAt: j.created_at, finishedAt: j.finished_at, lastError: j.last_error })),
+  };
+}

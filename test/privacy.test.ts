@@ -1,0 +1,155 @@
+// Erasure and export of a person (GDPR), through the admin API and the CLI, against the
+// server database with real HTTP, a real worker and the fake Twilio and OpenAI servers.
+// After an erasure no column of any table holds the number or a message of that person,
+// while everyone else's data is untouched; an erasure during a running autoreply leaves
+// nothing behind.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { after, before, test } from 'node:test';
+import type { Queryable } from '../src/db/types.ts';
+import { importUpload } from '../src/http/admin/knowledge-store.ts';
+import { jobStats } from '../src/queue/index.ts';
+import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
+import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
+import { inboundParams, injectSigned, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
+import { ROOT, waitFor } from './helpers/processes.ts';
+
+const ANNA = '+31612345678';
+const BOB = '+31687654321';
+const BEARER = { authorization: 'Bearer test-admin-token-0123456789' };
+
+let t: TestDatabase;
+let twilio: FakeTwilio;
+let openai: FakeOpenAi;
+let m: MessagingApp;
+
+before(async () => {
+  [t, twilio] = await Promise.all([freshServerDatabase(), startFakeTwilio()]);
+  // Chat answers take a while, so an erasure can land while a reply is being composed.
+  openai = await startFakeOpenAi({ randomFault: { probability: 1, fault: { kind: 'delay', ms: 600 }, endpoint: 'chat' } });
+  m = await startMessagingApp(
+    messagingEnv(t.url, twilio.url, { ADMIN_TOKEN: 'test-admin-token-0123456789', AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: openai.openaiBaseUrl, EMBEDDING_DIMENSIONS: '32' }),
+    { listen: true },
+  );
+  await m.startWorker();
+});
+after(async () => {
+  await m.close();
+  await Promise.all([t.close(), twilio.close(), openai.close()]);
+});
+
+async function send(from: string, body: string) {
+  const response = await injectSigned(m.app, '/webhooks/twilio/whatsapp', inboundParams(body, from), { signedUrl: `${m.url}/webhooks/twilio/whatsapp` });
+  assert.equal(response.statusCode, 200, response.body);
+}
+
+async function settled() {
+  await waitFor(async () => {
+    const { totals } = await jobStats(t.db);
+    return totals.pending + totals.processing === 0;
+  }, 'the queue to settle', 30_000, 50);
+}
+
+/** Every table and column of a text-like type where `needle` occurs: "table.column". */
+async function whereFound(db: Queryable, needle: string): Promise<string[]> {
+  const columns = (await db.query<{ table_name: string; column_name: string; data_type: string }>(
+    `select table_name, column_name, data_type from information_schema.columns
+     where table_schema = 'public' and data_type in ('text', 'jsonb', 'json', 'bytea', 'ARRAY', 'character varying')`,
+  )).rows;
+  const found: string[] = [];
+  for (const c of columns) {
+    const value = c.data_type === 'bytea' ? `convert_from("${c.column_name}", 'UTF8')` : `"${c.column_name}"::text`;
+    const { rows } = await db.query(`select 1 from "${c.table_name}" where ${value} like '%' || $1 || '%' limit 1`, [needle]);
+    if (rows.length > 0) found.push(`${c.table_name}.${c.column_name}`);
+  }
+  return found;
+}
+
+test('erasure removes every trace of one person and nothing of anyone else; export hands over all of it first', async () => {
+  const annaSays = ['Ik ben ziek vandaag, zeg het tegen Mark', 'Mijn adres is Kerkstraat 12'];
+  for (const body of annaSays) await send(ANNA, body);
+  await send(BOB, 'Hoe laat begint de vergadering?');
+  // A CSV upload kept in the database, with both of them and a rejected row in Anna's other spelling.
+  await importUpload(m.runtime, { filename: 'team.csv', content: `Name,Phone,Email\nAnna de Vries,${ANNA},anna@example.org\nBob Jansen,${BOB},bob@example.org\nAnna again,06 1234 5678x,\n` });
+  await settled();
+  assert.equal((await t.db.query(`select 1 from messages m join conversations c on c.id = m.conversation_id join contacts k on k.id = c.contact_id where k.whatsapp_number = $1 and m.source = 'ai'`, [ANNA])).rowCount! > 0, true, 'Anna got replies');
+  const bobBefore = (await t.db.query(`select count(*)::int as n from messages`)).rows[0]!.n as number;
+
+  const exported = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(ANNA)}`, headers: BEARER });
+  assert.equal(exported.statusCode, 200, exported.body);
+  const document = exported.json();
+  assert.equal(document.person.email, 'anna@example.org');
+  assert.deepEqual(document.conversations[0].messages.filter((x: { source: string }) => x.source === 'inbound').map((x: { body: string }) => x.body), annaSays);
+  assert.ok(document.jobs.length >= 2);
+
+  const erased = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: '+31 6 12345678' } });
+  assert.equal(erased.statusCode, 200, erased.body);
+  assert.deepEqual({ ...erased.json().counts, jobs: undefined, textsScrubbed: undefined }, { contacts: 1, people: 1, conversations: 1, messages: erased.json().counts.messages, jobs: undefined, importsScrubbed: 1, textsScrubbed: undefined });
+
+  for (const needle of ['612345678', 'anna@example.org', 'Anna de Vries', ...annaSays]) assert.deepEqual(await whereFound(t.db, needle), [], `"${needle}" is gone`);
+  const bob = await t.db.query(`select k.whatsapp_number, p.name from contacts k join people p on p.phone = k.whatsapp_number`);
+  assert.deepEqual(bob.rows, [{ whatsapp_number: BOB, name: 'Bob Jansen' }], 'Bob is untouched');
+  assert.equal((await t.db.query(`select count(*)::int as n from messages`)).rows[0]!.n, bobBefore - erased.json().counts.messages);
+  assert.match((await t.db.query<{ c: Buffer }>(`select content as c from imports`)).rows[0]!.c.toString(), /Bob Jansen/);
+
+  const audit = (await t.db.query<{ actor: string; action: string; result: string; details: Record<string, number> }>(`select actor, action, result, details from audit_log order by id`)).rows;
+  assert.deepEqual(audit.map((a) => [a.action, a.result, a.actor]), [['export', 'ok', 'api:token'], ['erase', 'ok', 'api:token']]);
+  assert.equal(audit[1]!.details.messages, erased.json().counts.messages);
+
+  // Again: nothing left, and said so. A malformed number is a 400 naming the field.
+  const again = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: ANNA } });
+  assert.equal(again.statusCode, 404);
+  const bad = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: '0612' } });
+  assert.equal(bad.statusCode, 400);
+  assert.match(bad.json().error, /^phone: "0612" is not a phone number/);
+});
+
+test('an erasure while the reply is being composed leaves nothing behind and sends nothing', async () => {
+  const carla = '+31611112222';
+  const sendsBefore = twilio.messages.length;
+  await send(carla, 'Wat is mijn saldo verlof?');
+  await waitFor(() => openai.requests.some((r) => r.endpoint === 'chat' && JSON.stringify(r.body).includes('saldo verlof')), 'the chat request to be under way', 10_000, 10);
+  const erased = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: carla } });
+  assert.equal(erased.statusCode, 200, erased.body);
+  // The worker's chat call returns after the erasure: its reply has nowhere to go.
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  await settled();
+  for (const needle of ['611112222', 'saldo verlof']) assert.deepEqual(await whereFound(t.db, needle), [], `"${needle}" is gone`);
+  assert.equal(twilio.messages.slice(sendsBefore).filter((x) => x.to.includes('611112222')).length, 0, 'no reply was sent');
+});
+
+function aiq(args: string[]): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['bin/aiq.js', ...args], { cwd: ROOT, env: { PATH: process.env.PATH!, DATABASE_URL: t.url!, LOG_LEVEL: 'silent', AI_PROVIDER: 'local' } });
+    let out = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.stderr.on('data', (c) => (out += c));
+    child.on('exit', (code) => resolve({ code, out }));
+  });
+}
+
+test('aiq export and aiq forget: JSON out, confirmation, clear errors', async () => {
+  const dave = '+31633334444';
+  await send(dave, 'Kan ik morgen thuiswerken?');
+  await settled();
+  const exported = await aiq(['export', dave]);
+  assert.equal(exported.code, 0, exported.out);
+  assert.equal(JSON.parse(exported.out).conversations[0].messages[0].body, 'Kan ik morgen thuiswerken?');
+
+  const unconfirmed = await aiq(['forget', dave]);
+  assert.equal(unconfirmed.code, 2);
+  assert.match(unconfirmed.out, /pass --yes/);
+  const forgotten = await aiq(['forget', dave, '--yes']);
+  assert.equal(forgotten.code, 0, forgotten.out);
+  assert.match(forgotten.out, /^erased \+31633334444: 1 contact, 0 person record, 1 conversation\(s\), \d+ message\(s\)/);
+  const again = await aiq(['forget', dave, '--yes']);
+  assert.equal(again.code, 1);
+  assert.match(again.out, /nothing is held for \+31633334444/);
+  const typo = await aiq(['forget', '06-3333', '--yes']);
+  assert.equal(typo.code, 2);
+  assert.match(typo.out, /"06-3333" is not a phone number/);
+  assert.deepEqual(await whereFound(t.db, '633334444'), []);
+  const actors = (await t.db.query<{ actor: string }>(`select distinct actor from audit_log where actor like 'cli:%'`)).rows;
+  assert.equal(actors.length, 1);
+});
