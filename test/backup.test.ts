@@ -10,17 +10,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { openPglite } from '../src/db/pglite.ts';
 import { freePort } from './helpers/fake-http.ts';
-import { ROOT, waitFor } from './helpers/processes.ts';
+import { ROOT, runAiq as aiq, waitFor } from './helpers/processes.ts';
 
-function aiq(args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['bin/aiq.js', ...args], { cwd: ROOT, env: { PATH: process.env.PATH!, ...env } });
-    let out = '';
-    child.stdout.on('data', (c) => (out += c));
-    child.stderr.on('data', (c) => (out += c));
-    child.on('exit', (code) => resolve({ code, out }));
-  });
-}
 
 /** What a restore must bring back, read from a data folder no process holds. */
 async function contents(dataDir: string) {

@@ -226,6 +226,11 @@ describe('dashboard in a browser', () => {
     assert.equal(left.rowCount, 0);
     const audit = await t.runtime.db.query<{ actor: string; result: string }>(`select actor, result from audit_log where action = 'erase'`);
     assert.deepEqual(audit.rows, [{ actor: 'dashboard', result: 'ok' }]);
+    // The audit page lists it, filtered by action.
+    await page.goto(`${base}/admin/audit?q=erase`);
+    await page.locator('#audit td', { hasText: 'erase' }).first().waitFor();
+    assert.equal(await page.locator('#audit tbody tr').count(), 1);
+    assert.doesNotMatch(await page.locator('main').innerText(), /655566677|Verwijder/, 'no personal data on the audit page');
   });
 
   test('knowledge pages: add a document, import a CSV and watch it finish, find the person', async () => {

@@ -1,7 +1,6 @@
 // `aiq doctor` as an operator runs it: a real process against real databases and the fake
 // Twilio and OpenAI servers, one line per check, exit 1 only when something blocks.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +11,7 @@ import { freshServerDatabase, POOLER_URL, SERVER_URL, type TestDatabase } from '
 import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
 import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 import { FROM_NUMBER } from './helpers/messaging.ts';
-import { ROOT } from './helpers/processes.ts';
+import { runAiq } from './helpers/processes.ts';
 
 let t: TestDatabase;
 let twilio: FakeTwilio;
@@ -24,15 +23,8 @@ after(async () => {
   await Promise.all([t.close(), twilio.close(), openai.close()]);
 });
 
-function doctor(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['bin/aiq.js', 'doctor'], { cwd: ROOT, env: { PATH: process.env.PATH!, LOG_LEVEL: 'silent', ...env } });
-    let out = '';
-    child.stdout.on('data', (c) => (out += c));
-    child.stderr.on('data', (c) => (out += c));
-    child.on('exit', (code) => resolve({ code, out }));
-  });
-}
+
+const doctor = (env: Record<string, string>) => runAiq(['doctor'], { LOG_LEVEL: 'silent', ...env });
 
 const healthy = () => ({
   DATABASE_URL: t.directUrl!,

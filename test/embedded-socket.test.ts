@@ -12,7 +12,7 @@ import { migrate } from '../src/db/migrate.ts';
 import { openPglite } from '../src/db/pglite.ts';
 import { socketPathFor } from '../src/db/pglite-socket.ts';
 import { freePort } from './helpers/fake-http.ts';
-import { ROOT, waitFor } from './helpers/processes.ts';
+import { ROOT, runAiq as aiq, waitFor } from './helpers/processes.ts';
 
 function socketClient(dir: string): pg.Client {
   return new pg.Client({ host: dir, user: 'postgres', database: 'postgres' });
@@ -64,15 +64,6 @@ test('a socket client and the app take turns: neither runs inside the other\'s t
   }
 });
 
-function aiq(args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['bin/aiq.js', ...args], { cwd: ROOT, env: { PATH: process.env.PATH!, ...env } });
-    let out = '';
-    child.stdout.on('data', (c) => (out += c));
-    child.stderr.on('data', (c) => (out += c));
-    child.on('exit', (code) => resolve({ code, out }));
-  });
-}
 
 test('CLI commands work while `aiq start` runs on the embedded database, and the server sees what they did', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'aiq-one-'));

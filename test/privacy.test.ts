@@ -4,7 +4,6 @@
 // while everyone else's data is untouched; an erasure during a running autoreply leaves
 // nothing behind.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import type { Queryable } from '../src/db/types.ts';
 import { importUpload } from '../src/http/admin/knowledge-store.ts';
@@ -13,10 +12,11 @@ import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 import { inboundParams, injectSigned, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
-import { ROOT, waitFor } from './helpers/processes.ts';
+import { runAiq, waitFor } from './helpers/processes.ts';
 
 const ANNA = '+31612345678';
 const BOB = '+31687654321';
+const aiq = (args: string[]) => runAiq(args, { DATABASE_URL: t.url!, LOG_LEVEL: 'silent', AI_PROVIDER: 'local' });
 const BEARER = { authorization: 'Bearer test-admin-token-0123456789' };
 
 let t: TestDatabase;
@@ -119,15 +119,6 @@ test('an erasure while the reply is being composed leaves nothing behind and sen
   assert.equal(twilio.messages.slice(sendsBefore).filter((x) => x.to.includes('611112222')).length, 0, 'no reply was sent');
 });
 
-function aiq(args: string[]): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['bin/aiq.js', ...args], { cwd: ROOT, env: { PATH: process.env.PATH!, DATABASE_URL: t.url!, LOG_LEVEL: 'silent', AI_PROVIDER: 'local' } });
-    let out = '';
-    child.stdout.on('data', (c) => (out += c));
-    child.stderr.on('data', (c) => (out += c));
-    child.on('exit', (code) => resolve({ code, out }));
-  });
-}
 
 test('aiq export and aiq forget: JSON out, confirmation, clear errors', async () => {
   const dave = '+31633334444';
@@ -152,4 +143,25 @@ test('aiq export and aiq forget: JSON out, confirmation, clear errors', async ()
   assert.deepEqual(await whereFound(t.db, '633334444'), []);
   const actors = (await t.db.query<{ actor: string }>(`select distinct actor from audit_log where actor like 'cli:%'`)).rows;
   assert.equal(actors.length, 1);
+});
+
+test('every admin action lands in the audit log with actor, route, target and outcome, and no message text', async () => {
+  await t.db.query('delete from audit_log');
+  const missing = '00000000-0000-4000-8000-000000000000';
+  const retried = await m.app.inject({ method: 'POST', url: `/api/jobs/${missing}/retry`, headers: BEARER });
+  assert.equal(retried.statusCode, 404);
+  const login = await m.app.inject({ method: 'POST', url: '/admin/login', headers: { origin: m.url, 'content-type': 'application/x-www-form-urlencoded' }, payload: 'token=wrong-token-123456' });
+  assert.equal(login.statusCode, 401);
+  await send('+31699990000', 'Hallo');
+  const conversation = (await t.db.query<{ id: string }>(`select c.id from conversations c join contacts k on k.id = c.contact_id where k.whatsapp_number = '+31699990000'`)).rows[0]!.id;
+  const replied = await m.app.inject({ method: 'POST', url: `/api/conversations/${conversation}/messages`, headers: { ...BEARER, 'content-type': 'application/json' }, payload: { body: 'Geheim antwoord voor de collega' } });
+  assert.equal(replied.statusCode, 201, replied.body);
+  const rows = (await t.db.query<{ actor: string; action: string; target: string | null; result: string }>('select actor, action, target, result from audit_log order by id')).rows;
+  assert.deepEqual(rows, [
+    { actor: 'api:token', action: 'POST /api/jobs/:id/retry', target: missing, result: 'not_found' },
+    { actor: 'dashboard:none', action: 'POST /admin/login', target: null, result: 'refused' },
+    { actor: 'api:token', action: 'POST /api/conversations/:id/messages', target: conversation, result: 'ok' },
+  ]);
+  assert.deepEqual(await whereFound(t.db, 'Geheim antwoord'), ['messages.body'], 'the text is in the conversation only, not in the audit log');
+  await settled();
 });

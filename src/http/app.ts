@@ -4,6 +4,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { trustProxyOf } from '../config.ts';
 import type { Runtime } from '../runtime.ts';
 import { adminApi } from './admin-api.ts';
+import { auditTrail } from './audit-trail.ts';
 import { authFailureLimiter } from './auth-failures.ts';
 import { AdminAuth } from './auth.ts';
 import { dashboard } from './dashboard/index.ts';
@@ -39,6 +40,7 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
   await app.register(metricsRoutes, { metrics: runtime.metrics, config: runtime.config });
   await app.register(webhookRoutes, { runtime });
   const auth = new AdminAuth(runtime.config.ADMIN_TOKEN);
+  auditTrail(app, runtime.db, auth);
   const limiter = await authFailureLimiter(app, { maxFailures: runtime.config.AUTH_FAILURE_LIMIT, windowSeconds: runtime.config.AUTH_FAILURE_WINDOW_SECONDS });
   await app.register(adminApi, { runtime, auth, limiter });
   await app.register(dashboard, { runtime, auth, limiter, logTransport: runtime.transport.kind === 'log' });

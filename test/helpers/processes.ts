@@ -45,3 +45,17 @@ export async function waitFor(check: () => Promise<boolean> | boolean, what: str
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
 }
+
+/**
+ * Runs `aiq <args>` (bin/aiq.js, the build) as a user would, with PATH and `env` only: the
+ * developer's own DATABASE_URL, .env or TWILIO_* stay out. Output is stdout and stderr.
+ */
+export function runAiq(args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['bin/aiq.js', ...args], { cwd: ROOT, env: { PATH: process.env.PATH!, ...env } });
+    let out = '';
+    child.stdout!.on('data', (c) => (out += c));
+    child.stderr!.on('data', (c) => (out += c));
+    child.on('exit', (code) => resolve({ code, out }));
+  });
+}

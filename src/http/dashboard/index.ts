@@ -10,6 +10,7 @@ import { embeddingsProblem } from '../health.ts';
 import type { AdminAuth } from '../auth.ts';
 import { dashboardAccess } from './access.ts';
 import { conversationPages } from './conversation-pages.ts';
+import { auditPages } from './audit-pages.ts';
 import { knowledgePages } from './knowledge-pages.ts';
 import { loginPages } from './login-pages.ts';
 import { queuePages } from './queue-pages.ts';
@@ -48,4 +49,5 @@ export const dashboard: FastifyPluginAsync<DashboardOptions> = async (app, { run
   await app.register(queuePages, { runtime });
   await app.register(conversationPages, { runtime });
   await app.register(knowledgePages, { runtime });
+  await app.register(auditPages, { runtime });
 };

@@ -25,6 +25,7 @@ const NAV = [
   ['people', '/admin/people', 'People'],
   ['documents', '/admin/documents', 'Documents'],
   ['imports', '/admin/imports', 'Imports'],
+  ['audit', '/admin/audit', 'Audit'],
 ] as const;
 
 export type Section = (typeof NAV)[number][0] | 'simulate' | 'login';

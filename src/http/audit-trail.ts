@@ -1,0 +1,45 @@
+// Every admin action in the audit log, recorded where all of them pass: a hook on the
+// responses to state-changing requests under /api and /admin (retry, cancel, bulk retry,
+// send, edit or discard a suggestion, pause or resume the AI, replies, simulate, imports,
+// documents, login and failed login, and requests refused at the gate). It records the route
+// pattern, the target id and the outcome, never a body: the log holds no personal data.
+// Erasure and export record themselves, with their counts.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Database } from '../db/types.ts';
+import { auditRecord, type AuditResult } from '../privacy/audit.ts';
+import { AdminAuth, bearerToken, readCookie, SESSION_COOKIE } from './auth.ts';
+
+const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+const SELF_RECORDING = new Set(['/api/privacy/erase', '/admin/conversations/:id/forget']);
+
+/** Who, as far as the request tells: a dashboard session (by a prefix of its id), the token, nobody. */
+function actorOf(request: FastifyRequest, auth: AdminAuth): string {
+  const session = auth.readSession(readCookie(request, SESSION_COOKIE));
+  if (session) return `dashboard:${session.sid.slice(0, 8)}`;
+  if (request.url.startsWith('/api')) return bearerToken(request) ? (auth.open ? 'api:open' : 'api:token') : 'api:none';
+  return 'dashboard:none';
+}
+
+function resultOf(status: number, location: string): AuditResult {
+  if (status >= 500) return 'failed';
+  if (status === 404) return 'not_found';
+  if (status >= 400) return 'refused';
+  // A dashboard form that failed redirects back with the problem.
+  return location.includes('problem=') ? 'refused' : 'ok';
+}
+
+export function auditTrail(app: FastifyInstance, db: Database, auth: AdminAuth): void {
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url;
+    if (!STATE_CHANGING.has(request.method) || !route || SELF_RECORDING.has(route)) return;
+    if (!route.startsWith('/api/') && !route.startsWith('/admin')) return;
+    const params = request.params as { id?: unknown } | undefined;
+    await auditRecord(db, {
+      actor: actorOf(request, auth),
+      action: `${request.method} ${route}`,
+      target: typeof params?.id === 'string' ? params.id.slice(0, 100) : null,
+      result: resultOf(reply.statusCode, String(reply.getHeader('location') ?? '')),
+      details: { status: reply.statusCode },
+    }).catch((err: Error) => request.log.error({ err: err.message }, 'audit record not written'));
+  });
+}
