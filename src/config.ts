@@ -90,6 +90,17 @@ const schema = z.object({
     .transform((v) => v.split(',').map((f) => f.trim()).filter(Boolean))
     .pipe(z.array(z.enum(['name', 'phone', 'email', 'department', 'role', 'attributes']))),
   HISTORY_MESSAGES: int(1, 200).default(20),
+
+  // Retention: days each kind of data is kept (0 keeps it forever; done and cancelled jobs
+  // follow JOB_RETENTION_DAYS), purged by the recurring
+  // `retention_purge` job at RETENTION_CRON in RETENTION_TIME_ZONE (README, Personal data).
+  RETENTION_MESSAGES_DAYS: int(0, 36_500).default(365),
+  RETENTION_JOBS_FAILED_DAYS: int(0, 36_500).default(90),
+  RETENTION_USAGE_DAYS: int(0, 36_500).default(730),
+  RETENTION_IMPORTS_DAYS: int(0, 36_500).default(90),
+  RETENTION_AUDIT_DAYS: int(0, 36_500).default(730),
+  RETENTION_CRON: z.string().trim().min(1).default('30 3 * * *'),
+  RETENTION_TIME_ZONE: z.string().trim().min(1).default('UTC'),
 });
 
 export type Env = z.infer<typeof schema>;

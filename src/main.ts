@@ -1,7 +1,7 @@
 // The composition root: config → database → migrations → handlers → HTTP server and/or
 // worker, and an orderly shutdown on SIGINT/SIGTERM. The only module that wires parts.
 import type { FastifyInstance } from 'fastify';
-import { aiProviderOf, isLoopback, type Env } from './config.ts';
+import { aiProviderOf, ConfigError, isLoopback, type Env } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { openPostgres } from './db/postgres.ts';
@@ -13,7 +13,8 @@ import { embeddingSpaceOf } from './ai/types.ts';
 import { vectorSpaceOpen } from './knowledge/vectors.ts';
 import { createLogger, logFormatOf } from './logger.ts';
 import { createTransport } from './messaging/transport.ts';
-import { Worker } from './queue/index.ts';
+import { RETENTION_PURGE } from './jobs/retention.ts';
+import { ScheduleInputError, Scheduler, scheduleSet, Worker } from './queue/index.ts';
 import type { Runtime } from './runtime.ts';
 import { stopOnSignals } from './shutdown.ts';
 import type { Database } from './db/types.ts';
@@ -147,6 +148,7 @@ export async function run(config: Env, role: Role): Promise<void> {
   const { logger } = runtime;
   let app: FastifyInstance | undefined;
   let worker: Worker | undefined;
+  let scheduler: Scheduler | undefined;
   try {
     if (role !== 'worker') {
       checkAdminExposure(config, logger);
@@ -165,8 +167,15 @@ export async function run(config: Env, role: Role): Promise<void> {
     if (role !== 'serve') {
       if (runtime.transport.kind === 'log') logger.warn({}, 'no Twilio credentials: replies are stored and logged, not sent');
       else if (!config.PUBLIC_URL) logger.warn({}, 'PUBLIC_URL is not set: Twilio cannot send status callbacks, so a reply whose sender dies mid-send is flagged instead of confirmed');
+      // The app's recurring jobs, declared at every start (an unchanged schedule keeps its
+      // place; `enabled` stays the operator's). Every worker process looks for due slots.
+      await scheduleSet(runtime.db, { name: 'retention', cron: config.RETENTION_CRON, timeZone: config.RETENTION_TIME_ZONE, type: RETENTION_PURGE, backfill: 'last' }).catch((err: Error) => {
+        throw err instanceof ScheduleInputError ? new ConfigError(`RETENTION_CRON / RETENTION_TIME_ZONE: ${err.message}`) : err;
+      });
       worker = createWorker(runtime);
       await worker.start();
+      scheduler = new Scheduler({ db: runtime.db, logger: runtime.logger });
+      scheduler.start();
     }
   } catch (err) {
     await app?.close();
@@ -178,6 +187,7 @@ export async function run(config: Env, role: Role): Promise<void> {
   logger.info({ signal: stop.reason }, 'shutting down');
   // Stop taking webhooks first, then let the worker finish or release its jobs.
   await app?.close();
+  await scheduler?.stop();
   await worker?.stop();
   await runtime.db.close();
 }

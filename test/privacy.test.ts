@@ -156,6 +156,8 @@ test('every admin action lands in the audit log with actor, route, target and ou
   const conversation = (await t.db.query<{ id: string }>(`select c.id from conversations c join contacts k on k.id = c.contact_id where k.whatsapp_number = '+31699990000'`)).rows[0]!.id;
   const replied = await m.app.inject({ method: 'POST', url: `/api/conversations/${conversation}/messages`, headers: { ...BEARER, 'content-type': 'application/json' }, payload: { body: 'Geheim antwoord voor de collega' } });
   assert.equal(replied.statusCode, 201, replied.body);
+  // Recorded once the response has gone out: wait for the third.
+  await waitFor(async () => (await t.db.query('select 1 from audit_log')).rowCount >= 3, 'three audit records');
   const rows = (await t.db.query<{ actor: string; action: string; target: string | null; result: string }>('select actor, action, target, result from audit_log order by id')).rows;
   assert.deepEqual(rows, [
     { actor: 'api:token', action: 'POST /api/jobs/:id/retry', target: missing, result: 'not_found' },

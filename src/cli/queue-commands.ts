@@ -1,5 +1,5 @@
 // Commands that look at and act on the queue: enqueue, stats, jobs, retry, cancel, cleanup.
-import { JOB_STATUSES, jobCancel, jobCleanup, jobEnqueue, jobList, jobRetry, jobRetryMany, jobStats, type JobStatus } from '../queue/index.ts';
+import { JOB_STATUSES, jobCancel, jobCleanup, jobEnqueue, jobGet, jobList, jobRetry, jobRetryMany, jobStats, scheduleEnable, scheduleList, type JobStatus } from '../queue/index.ts';
 import { printTable, UsageError, withDatabaseReadOnly, withRuntime, type Command } from './command.ts';
 
 function statusOf(value: unknown): JobStatus | undefined {
@@ -132,6 +132,36 @@ export const queueCommands: Command[] = [
         console.error(`aiq: job ${id} was not cancelled: no pending job has that id`);
         return 1;
       });
+    },
+  },
+  {
+    name: 'schedules',
+    group: 'The queue',
+    summary: 'list recurring jobs (cron, next and last slot, last job); enable or disable one',
+    options: {
+      enable: { type: 'string', value: 'NAME', description: 'enable this schedule (it starts from its next slot)' },
+      disable: { type: 'string', value: 'NAME', description: 'disable this schedule' },
+    },
+    example: 'aiq schedules\naiq schedules --disable retention',
+    async run({ values }, config) {
+      const name = (values.enable ?? values.disable) as string | undefined;
+      if (values.enable && values.disable) throw new UsageError('--enable and --disable: one at a time');
+      if (name) {
+        const found = await withRuntime(config, (rt) => scheduleEnable(rt.db, name, values.enable !== undefined));
+        if (!found) throw new UsageError(`no schedule named "${name}" (aiq schedules lists them)`);
+        console.log(`${name} ${values.enable ? 'enabled' : 'disabled'}`);
+        return;
+      }
+      const schedules = await withDatabaseReadOnly(config, async (db) => {
+        const list = await scheduleList(db);
+        const jobs = new Map((await Promise.all(list.filter((s) => s.lastJobId).map(async (s) => [s.lastJobId!, await jobGet(db, s.lastJobId!)] as const))));
+        return list.map((s) => {
+          const job = s.lastJobId ? jobs.get(s.lastJobId) : undefined;
+          return { name: s.name, cron: s.cron, zone: s.timeZone, type: s.type, enabled: s.enabled ? 'yes' : 'no', backfill: s.backfill, next: s.enabled ? s.nextSlotAt : null, last: s.lastSlotAt, last_job: job ? `${job.status}${job.result ? ` ${JSON.stringify(job.result)}` : ''}` : '' };
+        });
+      });
+      if (schedules.length === 0) console.log('no schedules (aiq start and aiq worker declare theirs)');
+      else printTable(schedules, ['name', 'cron', 'zone', 'type', 'enabled', 'backfill', 'next', 'last', 'last_job']);
     },
   },
   {

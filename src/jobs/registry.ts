@@ -7,6 +7,7 @@ import { autoreplyHandler } from './autoreply.ts';
 import { embedRecordHandler } from './embed-record.ts';
 import { importPeopleHandler } from './import-people.ts';
 import { replyDepsOf } from './reply-context.ts';
+import { retentionPurgeHandler } from './retention.ts';
 import { suggestHandler } from './suggest.ts';
 
 // An embedding-space mismatch waits for an operator (fix the AI settings or run `aiq reembed
@@ -37,6 +38,7 @@ export function buildHandlers(runtime: Runtime): JobHandler<any>[] {
     suggestHandler(reply),
     embedRecordHandler({ db: runtime.db, ai: runtime.ai }),
     importPeopleHandler({ db: runtime.db }),
+    retentionPurgeHandler({ db: runtime.db, config: runtime.config }),
   ];
   return handlers.map(waitingForVectorSpace);
 }

@@ -7,4 +7,5 @@ export type { Completion, FailureInput, JobInsertSelect } from './store.ts';
 export * from './admin.ts';
 export { Worker, NOTIFY_CHANNEL } from './worker.ts';
 export { WakeNotifier } from './notifier.ts';
+export * from './schedules.ts';
 export type { WorkerOptions, WorkerEvents, JobEvent, JobFailedEvent } from './worker.ts';

@@ -1,0 +1,124 @@
+// Recurring jobs and the retention purge they run: exactly one job per slot with three
+// `aiq worker` processes racing, the backfill policies for missed slots, bad expressions
+// refused with the reason, and retention that removes exactly what is older than the
+// policy, in batches, while webhooks keep being acknowledged.
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { after, before, test } from 'node:test';
+import { retentionPurge } from '../src/jobs/retention.ts';
+import { createLogger } from '../src/logger.ts';
+import { Scheduler, ScheduleInputError, scheduleEnable, scheduleList, scheduleSet, slotsDue } from '../src/queue/index.ts';
+import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
+import { inboundParams, injectSigned, messagingEnv, startMessagingApp } from './helpers/messaging.ts';
+import { ROOT, runAiq, waitFor } from './helpers/processes.ts';
+
+let t: TestDatabase;
+before(async () => {
+  t = await freshServerDatabase();
+});
+after(async () => {
+  await t.close();
+});
+
+test('three worker processes, one schedule: exactly one job per slot, no slot skipped', async () => {
+  await scheduleSet(t.db, { name: 'tick', cron: '* * * * * *', type: 'tick_noop', backfill: 'none' });
+  const env = { PATH: process.env.PATH!, DATABASE_URL: t.url!, AI_PROVIDER: 'local', LOG_LEVEL: 'error', WORKER_POLL_INTERVAL_MS: '200' };
+  const workers: ChildProcess[] = Array.from({ length: 3 }, () => spawn(process.execPath, ['bin/aiq.js', 'worker'], { cwd: ROOT, env, stdio: 'ignore' }));
+  try {
+    await waitFor(async () => (await t.db.query(`select 1 from ai_jobs where job_key like 'schedule:tick:%'`)).rowCount >= 5, 'five slots enqueued', 30_000, 100);
+  } finally {
+    for (const w of workers) w.kill('SIGTERM');
+    await Promise.all(workers.map((w) => new Promise((resolve) => (w.exitCode !== null ? resolve(null) : w.once('exit', resolve)))));
+  }
+  const slots = (await t.db.query<{ key: string; n: number }>(`select job_key as key, count(*)::int as n from ai_jobs where job_key like 'schedule:tick:%' group by job_key order by job_key`)).rows;
+  assert.ok(slots.every((s) => s.n === 1), 'one job per slot');
+  const times = slots.map((s) => Date.parse(s.key.slice('schedule:tick:'.length)));
+  for (let i = 1; i < times.length; i++) assert.equal(times[i]! - times[i - 1]!, 1000, `slot ${i} follows the one before by one second`);
+  const [tick] = (await scheduleList(t.db)).filter((s) => s.name === 'tick');
+  assert.equal(tick!.lastSlotAt?.getTime(), times.at(-1));
+  assert.ok(tick!.lastJobId);
+  await scheduleEnable(t.db, 'tick', false);
+  // The workers declared the app's own schedule too.
+  assert.ok((await scheduleList(t.db)).some((s) => s.name === 'retention' && s.type === 'retention_purge' && s.cron === '30 3 * * *'));
+});
+
+test('missed slots follow the backfill policy: none, the last one, or all in the window', async () => {
+  const now = new Date('2026-12-04T10:00:30Z');
+  const base = { cron: '* * * * *', timeZone: 'UTC', backfillWindowSeconds: 3600, nextSlotAt: new Date('2026-12-04T09:50:00Z') };
+  assert.deepEqual(slotsDue({ ...base, backfill: 'none' }, now, 5000).slots, []);
+  assert.deepEqual(slotsDue({ ...base, backfill: 'last' }, now, 5000).slots, [new Date('2026-12-04T10:00:00Z')]);
+  assert.equal(slotsDue({ ...base, backfill: 'all' }, now, 5000).slots.length, 11);
+  assert.equal(slotsDue({ ...base, backfill: 'all', backfillWindowSeconds: 180 }, now, 5000).slots.length, 3, 'the window bounds a backfill');
+  assert.deepEqual(slotsDue({ ...base, backfill: 'none' }, new Date('2026-12-04T10:00:02Z'), 5000).slots, [new Date('2026-12-04T10:00:00Z')], 'a slot due just now is not missed');
+  assert.deepEqual(slotsDue({ ...base, backfill: 'all' }, now, 5000).next, new Date('2026-12-04T10:01:00Z'));
+
+  // In the database: all missed slots once, and a second tick adds none.
+  await scheduleSet(t.db, { name: 'missed', cron: '* * * * *', type: 'missed_noop', backfill: 'all', backfillWindowSeconds: 600 });
+  await t.db.query(`update ai_schedules set next_slot_at = date_trunc('minute', now()) - interval '5 minutes' where name = 'missed'`);
+  const scheduler = new Scheduler({ db: t.db, logger: createLogger('silent') });
+  assert.equal(await scheduler.tick(), 6);
+  assert.equal(await scheduler.tick(), 0);
+  await scheduleEnable(t.db, 'missed', false);
+});
+
+test('a bad cron expression or time zone is refused with the reason; the CLI lists, disables and enables', async () => {
+  await assert.rejects(scheduleSet(t.db, { name: 'bad', cron: '61 * * * *', type: 'x' }), (err: Error) => err instanceof ScheduleInputError && /cron "61 \* \* \* \*": Invalid value for minute: 61/.test(err.message));
+  await assert.rejects(scheduleSet(t.db, { name: 'bad', cron: '0 3 * * *', timeZone: 'Mars/Base', type: 'x' }), /time zone "Mars\/Base" is not an IANA zone/);
+  await scheduleSet(t.db, { name: 'nightly', cron: '0 3 * * *', timeZone: 'Europe/Amsterdam', type: 'nightly_noop' });
+  const env = { DATABASE_URL: t.url!, AI_PROVIDER: 'local', LOG_LEVEL: 'silent' };
+  const listed = await runAiq(['schedules'], env);
+  assert.equal(listed.code, 0, listed.out);
+  assert.match(listed.out, /nightly\s+0 3 \* \* \*\s+Europe\/Amsterdam\s+nightly_noop\s+yes\s+last/);
+  assert.equal((await runAiq(['schedules', '--disable', 'nightly'], env)).code, 0);
+  assert.match((await runAiq(['schedules'], env)).out, /nightly\s+.*\s+no\s+/);
+  const unknown = await runAiq(['schedules', '--enable', 'nope'], env);
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.out, /no schedule named "nope"/);
+  const badConfig = await runAiq(['worker'], { ...env, RETENTION_CRON: 'every night' });
+  assert.equal(badConfig.code, 1);
+  assert.match(badConfig.out, /RETENTION_CRON \/ RETENTION_TIME_ZONE: cron "every night"/);
+});
+
+test('retention removes exactly what is older than the policy, in batches, while webhooks are acknowledged', async () => {
+  let twilio: FakeTwilio | undefined;
+  const m = await startMessagingApp(messagingEnv(t.url, (twilio = await startFakeTwilio()).url));
+  try {
+    // 2,500 old messages in one old conversation and a recent one: the purge needs three batches.
+    await t.db.query(`insert into contacts (whatsapp_number) values ('+31600000001'), ('+31600000002')`);
+    await t.db.query(`insert into conversations (contact_id, last_message_at) select id, now() - interval '400 days' from contacts where whatsapp_number = '+31600000001'`);
+    await t.db.query(`insert into conversations (contact_id) select id from contacts where whatsapp_number = '+31600000002'`);
+    await t.db.query(`insert into messages (conversation_id, source, body, twilio_sid, status, created_at, seq)
+      select c.id, 'inbound', 'old ' || i, 'SMold' || i, 'received', now() - interval '400 days', i
+      from conversations c join contacts k on k.id = c.contact_id, generate_series(1, 2500) i where k.whatsapp_number = '+31600000001'`);
+    await t.db.query(`insert into messages (conversation_id, source, body, twilio_sid, status, created_at, seq)
+      select c.id, 'inbound', 'recent', 'SMrecent', 'received', now() - interval '364 days', 1
+      from conversations c join contacts k on k.id = c.contact_id where k.whatsapp_number = '+31600000002'`);
+    await t.db.query(`insert into ai_jobs (type, payload, status, finished_at, attempts) values
+      ('old_done', '{}', 'done', now() - interval '15 days', 1), ('new_done', '{}', 'done', now() - interval '13 days', 1),
+      ('old_failed', '{}', 'failed', now() - interval '91 days', 1), ('new_failed', '{}', 'failed', now() - interval '89 days', 1)`);
+    await t.db.query(`insert into audit_log (actor, action, result, at) values ('x', 'old', 'ok', now() - interval '731 days'), ('x', 'new', 'ok', now())`);
+
+    const policy = { RETENTION_MESSAGES_DAYS: 365, JOB_RETENTION_DAYS: 14, RETENTION_JOBS_FAILED_DAYS: 90, RETENTION_USAGE_DAYS: 730, RETENTION_IMPORTS_DAYS: 90, RETENTION_AUDIT_DAYS: 730 };
+    const webhooks = (async () => {
+      const codes: number[] = [];
+      for (let i = 0; i < 20; i++) codes.push((await injectSigned(m.app, '/webhooks/twilio/whatsapp', inboundParams(`live ${i}`, '+31600000003'))).statusCode);
+      return codes;
+    })();
+    const [removed, codes] = await Promise.all([retentionPurge(t.db, policy), webhooks]);
+    assert.deepEqual(codes, Array(20).fill(200), 'every webhook acknowledged meanwhile');
+    assert.equal(removed.messages, 2500);
+    assert.equal(removed['conversations without messages'], 1);
+    assert.equal(removed['done jobs'], 1);
+    assert.equal(removed['failed jobs'], 1);
+    assert.equal(removed['audit log'], 1);
+    const left = (await t.db.query<{ body: string }>(`select body from messages where body in ('recent') or body like 'old %'`)).rows;
+    assert.deepEqual(left, [{ body: 'recent' }]);
+    assert.deepEqual((await t.db.query(`select type from ai_jobs where type in ('old_done', 'new_done', 'old_failed', 'new_failed') order by type`)).rows, [{ type: 'new_done' }, { type: 'new_failed' }]);
+    assert.equal((await t.db.query(`select 1 from contacts where whatsapp_number = '+31600000001'`)).rowCount, 0, 'the emptied old conversation and its contact are gone');
+    assert.equal((await retentionPurge(t.db, policy)).messages, 0, 'a second run finds nothing');
+  } finally {
+    await m.close();
+    await twilio?.close();
+  }
+});
