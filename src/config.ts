@@ -3,6 +3,7 @@
 // the process with a message that names the variable; secrets are never echoed back.
 import { existsSync } from 'node:fs';
 import { z } from 'zod';
+import { pricesParse } from './ai/costs.ts';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
@@ -100,6 +101,21 @@ const schema = z.object({
   RETENTION_IMPORTS_DAYS: int(0, 36_500).default(90),
   RETENTION_AUDIT_DAYS: int(0, 36_500).default(730),
   RETENTION_CRON: z.string().trim().min(1).default('30 3 * * *'),
+
+  // Prices per million tokens (prompt/completion) for the cost report; the defaults are
+  // OpenAI's list prices for the default models at the time of writing: check your own.
+  AI_PRICES: z
+    .string()
+    .default('gpt-4o-mini=0.15/0.60,gpt-4o=2.50/10.00,text-embedding-3-small=0.02,text-embedding-3-large=0.13')
+    .transform((text, ctx) => {
+      try {
+        return pricesParse(text);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+    }),
+  AI_PRICE_CURRENCY: z.string().trim().min(1).max(10).default('USD'),
   RETENTION_TIME_ZONE: z.string().trim().min(1).default('UTC'),
 });
 

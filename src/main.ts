@@ -95,7 +95,7 @@ export async function openRuntime(config: Env, role: Role | 'cli', stop?: AbortS
     throw err;
   }
   const metrics = new PromMetrics(db, aiProviderOf(config));
-  const ai = aiProviderCreate(config, (operation, durationMs, outcome) => metrics.observeLlmCall(operation, durationMs, outcome));
+  const ai = aiProviderCreate(config, (operation, durationMs, outcome, spent) => metrics.observeLlmCall(operation, durationMs, outcome, spent));
   try {
     // Never drops embeddings: another provider, model or dimension than the stored one only
     // pauses retrieval and embedding (with this reason) until `aiq reembed --switch`.

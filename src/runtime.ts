@@ -4,7 +4,7 @@ import type { Env } from './config.ts';
 import type { Database } from './db/types.ts';
 import type { Logger } from 'pino';
 import type { JobHandler, Worker } from './queue/index.ts';
-import type { AiProvider } from './ai/types.ts';
+import type { AiProvider, TokenUsage } from './ai/types.ts';
 import type { Transport } from './messaging/transport.ts';
 
 export interface Runtime {
@@ -31,7 +31,7 @@ export interface AppMetrics {
   /** One Twilio REST call (`operation`: e.g. `send`), timed by the caller. */
   observeTwilioCall(operation: string, durationMs: number, outcome: CallOutcome): void;
   /** One LLM or embeddings call (`operation`: `chat` or `embed`), timed by the caller. */
-  observeLlmCall(operation: string, durationMs: number, outcome: CallOutcome): void;
+  observeLlmCall(operation: string, durationMs: number, outcome: CallOutcome, spent?: { model: string; usage: TokenUsage }): void;
   /** One answered webhook request (the HTTP layer calls this itself). */
   observeWebhook(route: string, statusCode: number, durationMs: number): void;
   /** Subscribes to a worker's events (main.ts calls this once per worker). */

@@ -233,6 +233,16 @@ describe('dashboard in a browser', () => {
     assert.doesNotMatch(await page.locator('main').innerText(), /655566677|Verwijder/, 'no personal data on the audit page');
   });
 
+  test('AI costs: the page prices the recorded usage per day and per model', async () => {
+    await t.runtime.db.query(`insert into ai_usage (purpose, provider, model, operation, prompt_tokens, completion_tokens, total_tokens)
+      values ('autoreply', 'openai', 'gpt-4o-mini', 'chat', 2000000, 500000, 2500000)`);
+    await page.goto(`${base}/admin/usage?days=7`);
+    assert.match((await page.locator('#usage-total').textContent())!, /Last 7 days: USD 0\.60 for 2,500,000 tokens/);
+    await page.locator('#usage td', { hasText: 'gpt-4o-mini' }).waitFor();
+    assert.equal(await page.locator('header a.active').first().textContent(), 'AI costs');
+    await page.screenshot({ path: `${SCREENSHOTS}/usage.png`, fullPage: true });
+  });
+
   test('knowledge pages: add a document, import a CSV and watch it finish, find the person', async () => {
     await page.goto(`${base}/admin/documents`);
     await page.fill('input[name=title]', 'Opening hours');

@@ -93,7 +93,8 @@ function sdkProvider(
     const started = performance.now();
     try {
       const value = await work();
-      observe(operation, performance.now() - started, 'ok');
+      const { model, usage } = value as { model?: string; usage?: TokenUsage };
+      observe(operation, performance.now() - started, 'ok', model && usage ? { model, usage } : undefined);
       return value;
     } catch (err) {
       const status = (err as { status?: number }).status;

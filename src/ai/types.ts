@@ -67,7 +67,13 @@ export interface AiProvider {
 }
 
 /** Reports each outside call (metrics); `rate_limited` for a 429. */
-export type CallObserver = (operation: 'chat' | 'embed', durationMs: number, outcome: 'ok' | 'error' | 'rate_limited') => void;
+export type CallObserver = (
+  operation: 'chat' | 'embed',
+  durationMs: number,
+  outcome: 'ok' | 'error' | 'rate_limited',
+  /** What a successful call spent, as the provider reported it. */
+  spent?: { model: string; usage: TokenUsage },
+) => void;
 
 export const NO_USAGE: TokenUsage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
 

@@ -22,6 +22,9 @@ export interface PoolerProbe {
 export async function poolerProbe(connectionString: string): Promise<PoolerProbe> {
   const first = new pg.Client({ connectionString, application_name: 'aiq:probe', connectionTimeoutMillis: 10_000 });
   const second = new pg.Client({ connectionString, application_name: 'aiq:probe', connectionTimeoutMillis: 10_000 });
+  // A server that goes away meanwhile (a restart) makes an idle client emit 'error'; without
+  // a listener that would end the process. The probe's own queries fail and say why.
+  for (const client of [first, second]) client.on('error', () => {});
   try {
     await first.connect();
     await second.connect();

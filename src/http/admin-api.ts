@@ -4,6 +4,7 @@
 // registered here, behind the same check.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { usageReport } from '../ai/costs.ts';
 import { jobCancel, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats } from '../queue/index.ts';
 import type { Runtime } from '../runtime.ts';
 import { conversationApi } from './admin-api-conversations.ts';
@@ -28,6 +29,8 @@ const RetryFailedBody = z
     dryRun: z.boolean().default(false),
   })
   .strict();
+
+const UsageQuery = z.object({ days: z.coerce.number().int().min(1).max(366).default(30) });
 
 export const OPEN_MODE_NEEDS_HEADER =
   'Refused: a state-changing API request needs an "Authorization: Bearer …" header, also without ADMIN_TOKEN (any value then, e.g. "Bearer local"). ' +
@@ -67,6 +70,13 @@ export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth; l
     const backup = Buffer.from(await (await runtime.db.backup()).arrayBuffer());
     const name = `aiq-backup-${new Date().toISOString().replace(/[:.]/g, '-')}.tar.gz`;
     return reply.header('content-type', 'application/gzip').header('content-disposition', `attachment; filename="${name}"`).header('cache-control', 'no-store').send(backup);
+  });
+
+  // What the AI cost per day, model and purpose, priced by AI_PRICES (src/ai/costs.ts).
+  app.get('/api/usage', async (request, reply) => {
+    const query = parseOr400(UsageQuery, request.query, reply);
+    if (!query) return reply;
+    return usageReport(db, runtime.config.AI_PRICES, runtime.config.AI_PRICE_CURRENCY, query.days);
   });
 
   app.get('/api/stats', async () => {

@@ -6,6 +6,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { isLoopback, trustProxyOf, type Env } from '../config.ts';
+import type { TokenUsage } from '../ai/types.ts';
 import type { Queryable } from '../db/types.ts';
 import { jobStats, type Worker } from '../queue/index.ts';
 import type { AppMetrics, CallOutcome } from '../runtime.ts';
@@ -34,6 +35,7 @@ export class PromMetrics implements AppMetrics {
   private readonly twilioErrors: Counter<'operation' | 'outcome'>;
   private readonly llmDuration: Histogram<'provider' | 'operation' | 'outcome'>;
   private readonly llmErrors: Counter<'provider' | 'operation' | 'outcome'>;
+  private readonly llmTokens: Counter<'provider' | 'model' | 'operation' | 'kind'>;
 
   constructor(
     private readonly db: Queryable,
@@ -44,6 +46,9 @@ export class PromMetrics implements AppMetrics {
 
     // Counted in the database on each scrape (see scrape()): true for every worker process
     // at once, and correct right after a restart, which in-process counters would not be.
+    // Tokens this process spent, for rate() per model; the cost report reads ai_usage instead.
+    this.llmTokens = new Counter({ name: 'aiq_ai_tokens_total', help: 'AI tokens spent, by provider, model, operation and kind (prompt | completion)', labelNames: ['provider', 'model', 'operation', 'kind'], registers });
+
     this.jobs = new Gauge({ name: 'aiq_jobs', help: 'Jobs in the table by status and type', labelNames: ['status', 'type'], registers });
     this.oldestDue = new Gauge({ name: 'aiq_jobs_oldest_due_age_seconds', help: 'Seconds the oldest due pending job has waited', registers });
     this.scrapeOk = new Gauge({ name: 'aiq_jobs_scrape_ok', help: '1 when the job gauges were read from the database on this scrape, 0 when that failed', registers });
@@ -105,10 +110,15 @@ export class PromMetrics implements AppMetrics {
     if (outcome !== 'ok') this.twilioErrors.inc({ operation, outcome });
   }
 
-  observeLlmCall(operation: string, durationMs: number, outcome: CallOutcome): void {
+  observeLlmCall(operation: string, durationMs: number, outcome: CallOutcome, spent?: { model: string; usage: TokenUsage }): void {
     const labels = { provider: this.aiProvider, operation, outcome };
     this.llmDuration.observe(labels, durationMs / 1000);
     if (outcome !== 'ok') this.llmErrors.inc(labels);
+    if (spent) {
+      const base = { provider: this.aiProvider, model: spent.model, operation };
+      this.llmTokens.inc({ ...base, kind: 'prompt' }, spent.usage.promptTokens);
+      this.llmTokens.inc({ ...base, kind: 'completion' }, spent.usage.completionTokens);
+    }
   }
 
   observeWebhook(route: string, statusCode: number, durationMs: number): void {

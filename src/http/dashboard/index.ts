@@ -11,6 +11,7 @@ import type { AdminAuth } from '../auth.ts';
 import { dashboardAccess } from './access.ts';
 import { conversationPages } from './conversation-pages.ts';
 import { auditPages } from './audit-pages.ts';
+import { usagePages } from './usage-pages.ts';
 import { knowledgePages } from './knowledge-pages.ts';
 import { loginPages } from './login-pages.ts';
 import { queuePages } from './queue-pages.ts';
@@ -50,4 +51,5 @@ export const dashboard: FastifyPluginAsync<DashboardOptions> = async (app, { run
   await app.register(conversationPages, { runtime });
   await app.register(knowledgePages, { runtime });
   await app.register(auditPages, { runtime });
+  await app.register(usagePages, { runtime });
 };
