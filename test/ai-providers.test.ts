@@ -41,8 +41,8 @@ describe('openai provider', () => {
     assert.equal(request!.headers.authorization, 'Bearer sk-test');
     assert.equal(request!.body.model, 'gpt-4o-mini');
     assert.equal(request!.body.messages[0].role, 'system');
-    assert.match(request!.body.messages[0].content, /Name: Anna[\s\S]*25 days of holiday/);
-    assert.deepEqual(request!.body.messages[1], { role: 'user', content: 'How many holiday days?' });
+    assert.match(request!.body.messages[1].content, /^<reference_data>[\s\S]*Name: Anna[\s\S]*25 days of holiday[\s\S]*<\/reference_data>$/);
+    assert.deepEqual(request!.body.messages[2], { role: 'user', content: 'How many holiday days?' });
   });
 
   test('embeds with the configured dimension, as floats', async () => {

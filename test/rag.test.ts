@@ -149,12 +149,15 @@ test('an inbound message gets exactly one reply, prompted with the sender record
   assert.deepEqual(await sentTo(ANNA), ['Reply number 1.']);
 
   const [chat] = llm.chatRequests();
-  const system: string = chat!.body.messages[0].content;
+  // Instructions in the system message; the record and the knowledge as delimited data after it.
+  assert.equal(chat!.body.messages[0].role, 'system');
+  assert.equal(chat!.body.messages[1].role, 'user');
+  const data: string = chat!.body.messages[1].content;
   // Data minimisation: by default (PROMPT_PERSON_FIELDS) the phone and email stay out of the prompt.
-  assert.match(system, /Name: Anna de Vries\nDepartment: Finance\nRole: Controller\nOffice: Utrecht/);
-  assert.ok(!system.includes('anna@example.com') && !system.includes('+31612345678'), 'no email or phone in the prompt');
-  assert.match(system, /Document: Leave policy\nEvery employee has 25 days of paid holiday leave per year/);
-  assert.doesNotMatch(system, /forgotten password/, 'top-k kept the unrelated chunk out');
+  assert.match(data, /<employee_record>\nName: Anna de Vries\nDepartment: Finance\nRole: Controller\nOffice: Utrecht\n<\/employee_record>/);
+  assert.ok(!JSON.stringify(chat!.body.messages).includes('anna@example.com') && !JSON.stringify(chat!.body.messages).includes('+31612345678'), 'no email or phone in the prompt');
+  assert.match(data, /<document index="1" title="Leave policy">\nEvery employee has 25 days of paid holiday leave per year/);
+  assert.doesNotMatch(data, /forgotten password/, 'top-k kept the unrelated chunk out');
   assert.deepEqual(chat!.body.messages.at(-1), { role: 'user', content: 'How many days of holiday leave do I have per year?' });
 
   const result = job.result as { provider: string; usage: { totalTokens: number; promptTokens: number } };
@@ -288,7 +291,7 @@ test('an uploaded CSV is imported by the worker, its people embedded by embed_re
   });
   const messageSid = await inbound('+31655550001', 'Hello, which department am I in?');
   await jobSettled(messageSid, (j) => j.status === 'done');
-  assert.match(llm.chatRequests().at(-1)!.body.messages[0].content, /Name: Cees Visser\nDepartment: Logistics/);
+  assert.match(llm.chatRequests().at(-1)!.body.messages[1].content, /Name: Cees Visser\nDepartment: Logistics/);
 });
 
 describe('suggest', () => {

@@ -1,7 +1,7 @@
 // Drafts the AI's reply to a conversation: the unanswered messages (so one reply answers a
 // burst) after the conversation before them, retrieval, prompt, model call. Shared by autoreply (which sends the draft through
 // the outbox) and suggest (which stores it for an admin). Sends and stores nothing itself.
-import { promptBuild, systemPromptLoad, type HistoryMessage } from '../ai/prompts.ts';
+import { PROMPT_LEAK_REPLY, promptBuild, repliesWithSystemPrompt, systemPromptLoad, type HistoryMessage } from '../ai/prompts.ts';
 import { ragRetrieve } from '../ai/rag.ts';
 import type { AiProvider, KnowledgeItem, Prompt, TokenUsage } from '../ai/types.ts';
 import { usageAdd } from '../ai/types.ts';
@@ -93,8 +93,10 @@ export async function replyDraft(
   const rag = await ragRetrieve(deps.db, ai, { senderPhone: input.senderPhone, history, topK: deps.topK, personFields: deps.personFields }, { signal });
   const prompt = promptBuild(deps.systemPrompt, { person: rag.person, knowledge: rag.knowledge, history });
   const chat = await ai.chat(prompt, { signal });
+  // A reply that repeats the instructions (a prompt injection that worked) is not sent.
+  const leaked = repliesWithSystemPrompt(chat.text, deps.systemPrompt);
   return {
-    text: chat.text,
+    text: leaked ? PROMPT_LEAK_REPLY : chat.text,
     provider: deps.ai.name,
     model: chat.model,
     usage: usageAdd(rag.usage, chat.usage),
