@@ -116,6 +116,16 @@ const schema = z.object({
       }
     }),
   AI_PRICE_CURRENCY: z.string().trim().min(1).max(10).default('USD'),
+
+  // People from an external source, synced by the recurring `people_sync` job: https, or
+  // http to this machine only (a sidecar, tests), since the list holds personal data.
+  PEOPLE_SYNC_URL: optionalUrl.refine(
+    (value) => !value || value.startsWith('https://') || /^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:\d+)?\//.test(value),
+    'must be https:// (or http:// to 127.0.0.1/localhost)',
+  ),
+  PEOPLE_SYNC_TOKEN: optionalText,
+  PEOPLE_SYNC_CRON: z.string().trim().min(1).default('0 * * * *'),
+  PEOPLE_SYNC_MAX_BYTES: int(1024, 1024 * 1024 * 1024).default(20 * 1024 * 1024),
   RETENTION_TIME_ZONE: z.string().trim().min(1).default('UTC'),
 });
 
@@ -127,7 +137,7 @@ export class ConfigError extends Error {
 }
 
 /** The secrets, so that error messages and logs never print their values. */
-const SECRET_NAMES = new Set(['ADMIN_TOKEN', 'METRICS_TOKEN', 'TWILIO_AUTH_TOKEN', 'OPENAI_API_KEY', 'AZURE_OPENAI_API_KEY', 'DATABASE_URL', 'DATABASE_DIRECT_URL']);
+const SECRET_NAMES = new Set(['ADMIN_TOKEN', 'METRICS_TOKEN', 'TWILIO_AUTH_TOKEN', 'OPENAI_API_KEY', 'AZURE_OPENAI_API_KEY', 'DATABASE_URL', 'DATABASE_DIRECT_URL', 'PEOPLE_SYNC_TOKEN']);
 
 /**
  * Validates an environment (process.env by default) and returns the typed configuration.

@@ -13,8 +13,9 @@ import { embeddingSpaceOf } from './ai/types.ts';
 import { vectorSpaceOpen } from './knowledge/vectors.ts';
 import { createLogger, logFormatOf } from './logger.ts';
 import { createTransport } from './messaging/transport.ts';
+import { PEOPLE_SYNC } from './jobs/people-sync.ts';
 import { RETENTION_PURGE } from './jobs/retention.ts';
-import { ScheduleInputError, Scheduler, scheduleSet, Worker } from './queue/index.ts';
+import { ScheduleInputError, Scheduler, scheduleRemove, scheduleSet, Worker } from './queue/index.ts';
 import type { Runtime } from './runtime.ts';
 import { stopOnSignals } from './shutdown.ts';
 import type { Database } from './db/types.ts';
@@ -172,6 +173,11 @@ export async function run(config: Env, role: Role): Promise<void> {
       await scheduleSet(runtime.db, { name: 'retention', cron: config.RETENTION_CRON, timeZone: config.RETENTION_TIME_ZONE, type: RETENTION_PURGE, backfill: 'last' }).catch((err: Error) => {
         throw err instanceof ScheduleInputError ? new ConfigError(`RETENTION_CRON / RETENTION_TIME_ZONE: ${err.message}`) : err;
       });
+      if (config.PEOPLE_SYNC_URL) {
+        await scheduleSet(runtime.db, { name: 'people-sync', cron: config.PEOPLE_SYNC_CRON, type: PEOPLE_SYNC, backfill: 'last' }).catch((err: Error) => {
+          throw err instanceof ScheduleInputError ? new ConfigError(`PEOPLE_SYNC_CRON: ${err.message}`) : err;
+        });
+      } else await scheduleRemove(runtime.db, 'people-sync');
       worker = createWorker(runtime);
       await worker.start();
       scheduler = new Scheduler({ db: runtime.db, logger: runtime.logger });

@@ -3,6 +3,7 @@
 // and watch it become done, bulk-retry, simulate a message and see the reply, send a
 // suggestion, hostile text shown as text, and screenshots of each main page for the README.
 import assert from 'node:assert/strict';
+import { scheduleSet } from '../src/queue/index.ts';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -241,6 +242,13 @@ describe('dashboard in a browser', () => {
     await page.locator('#usage td', { hasText: 'gpt-4o-mini' }).waitFor();
     assert.equal(await page.locator('header a.active').first().textContent(), 'AI costs');
     await page.screenshot({ path: `${SCREENSHOTS}/usage.png`, fullPage: true });
+  });
+
+  test('schedules: the retention schedule and the policy it enforces', async () => {
+    await scheduleSet(t.runtime.db, { name: 'retention', cron: '30 3 * * *', type: 'retention_purge' });
+    await page.goto(`${base}/admin/schedules`);
+    await page.locator('#schedules td', { hasText: 'retention_purge' }).waitFor();
+    assert.match(await page.locator('#retention').innerText(), /messages\s+365 days[\s\S]*done jobs\s+14 days[\s\S]*audit log\s+730 days/);
   });
 
   test('knowledge pages: add a document, import a CSV and watch it finish, find the person', async () => {

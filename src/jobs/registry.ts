@@ -7,6 +7,7 @@ import { autoreplyHandler } from './autoreply.ts';
 import { embedRecordHandler } from './embed-record.ts';
 import { importPeopleHandler } from './import-people.ts';
 import { replyDepsOf } from './reply-context.ts';
+import { peopleSyncConfigOf, peopleSyncHandler } from './people-sync.ts';
 import { retentionPurgeHandler } from './retention.ts';
 import { suggestHandler } from './suggest.ts';
 
@@ -39,6 +40,7 @@ export function buildHandlers(runtime: Runtime): JobHandler<any>[] {
     embedRecordHandler({ db: runtime.db, ai: runtime.ai }),
     importPeopleHandler({ db: runtime.db }),
     retentionPurgeHandler({ db: runtime.db, config: runtime.config }),
+    peopleSyncHandler({ db: runtime.db, config: peopleSyncConfigOf(runtime.config) }),
   ];
   return handlers.map(waitingForVectorSpace);
 }

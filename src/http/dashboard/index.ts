@@ -11,6 +11,7 @@ import type { AdminAuth } from '../auth.ts';
 import { dashboardAccess } from './access.ts';
 import { conversationPages } from './conversation-pages.ts';
 import { auditPages } from './audit-pages.ts';
+import { schedulePages } from './schedule-pages.ts';
 import { usagePages } from './usage-pages.ts';
 import { knowledgePages } from './knowledge-pages.ts';
 import { loginPages } from './login-pages.ts';
@@ -52,4 +53,5 @@ export const dashboard: FastifyPluginAsync<DashboardOptions> = async (app, { run
   await app.register(knowledgePages, { runtime });
   await app.register(auditPages, { runtime });
   await app.register(usagePages, { runtime });
+  await app.register(schedulePages, { runtime });
 };

@@ -25,6 +25,7 @@ const NAV = [
   ['people', '/admin/people', 'People'],
   ['documents', '/admin/documents', 'Documents'],
   ['imports', '/admin/imports', 'Imports'],
+  ['schedules', '/admin/schedules', 'Schedules'],
   ['usage', '/admin/usage', 'AI costs'],
   ['audit', '/admin/audit', 'Audit'],
 ] as const;

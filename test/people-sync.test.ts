@@ -1,0 +1,71 @@
+// People from an external source: a real HTTP server answers a CSV, then JSON, then garbage
+// and errors; the sync imports through the CSV import path (per-row errors, unchanged rows
+// untouched) and a bad answer changes nothing.
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import { after, before, test } from 'node:test';
+import { ConfigError, loadConfig } from '../src/config.ts';
+import { peopleSync } from '../src/jobs/people-sync.ts';
+import { PermanentJobError } from '../src/queue/index.ts';
+import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+
+let t: TestDatabase;
+let server: Server;
+let url = '';
+let answer: { status: number; type: string; body: string } = { status: 200, type: 'text/csv', body: '' };
+const seen: Array<string | undefined> = [];
+
+before(async () => {
+  t = await freshServerDatabase();
+  server = createServer((req, res) => {
+    seen.push(req.headers.authorization);
+    res.writeHead(answer.status, { 'content-type': answer.type });
+    res.end(answer.body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  url = `http://127.0.0.1:${(server.address() as { port: number }).port}/people`;
+});
+after(async () => {
+  server.close();
+  await t.close();
+});
+
+const people = async () => (await t.db.query<{ name: string; phone: string; department: string | null }>('select name, phone, department from people order by phone')).rows;
+const sync = () => peopleSync(t.db, { url, token: 'sync-secret', maxBytes: 10_000 }, new AbortController().signal);
+
+test('a CSV source, then the same as JSON: imported once, unchanged the second time, row errors reported', async () => {
+  answer = { status: 200, type: 'text/csv', body: 'Name,Phone,Department\nAnna,+31612345678,Finance\nBob,0612,IT\n' };
+  const first = await sync();
+  assert.deepEqual([first.inserted, first.rejected], [1, 1]);
+  assert.equal(seen.at(-1), 'Bearer sync-secret');
+  answer = { status: 200, type: 'application/json', body: JSON.stringify([{ name: 'Anna', phone: '+31612345678', department: 'Finance' }, { name: 'Cees, "de" baas', phone: '+31687654321', department: 'Logistics' }]) };
+  const second = await sync();
+  assert.deepEqual([second.inserted, second.unchanged, second.rejected], [1, 1, 0]);
+  assert.deepEqual(await people(), [
+    { name: 'Anna', phone: '+31612345678', department: 'Finance' },
+    { name: 'Cees, "de" baas', phone: '+31687654321', department: 'Logistics' },
+  ]);
+});
+
+test('garbage, an error page or a list without names leaves the last good data in place, with the reason', async () => {
+  const before = await people();
+  const cases: Array<[typeof answer, RegExp, boolean]> = [
+    [{ status: 200, type: 'application/json', body: '{"oops": ' }, /neither a CSV nor valid JSON/, true],
+    [{ status: 200, type: 'application/json', body: '{"people": []}' }, /not an array of objects/, true],
+    [{ status: 200, type: 'text/csv', body: 'Foo,Bar\n1,2\n' }, /no name or phone column/, true],
+    [{ status: 404, type: 'text/plain', body: 'not here' }, /answered 404/, true],
+    [{ status: 503, type: 'text/plain', body: 'busy' }, /answered 503; trying again later/, false],
+    [{ status: 200, type: 'text/csv', body: `Name,Phone\n${'x,+31600000000\n'.repeat(1000)}` }, /larger than 10000 bytes/, true],
+  ];
+  for (const [reply, reason, permanent] of cases) {
+    answer = reply;
+    await assert.rejects(sync(), (err: Error) => reason.test(err.message) && (err instanceof PermanentJobError) === permanent, `${reply.status} ${reply.body.slice(0, 20)}`);
+  }
+  assert.deepEqual(await people(), before);
+});
+
+test('the source must be https, or http to this machine only', () => {
+  assert.throws(() => loadConfig({ PEOPLE_SYNC_URL: 'http://hr.example.org/people.csv' }), (err: Error) => err instanceof ConfigError && /PEOPLE_SYNC_URL: must be https:\/\//.test(err.message));
+  assert.equal(loadConfig({ PEOPLE_SYNC_URL: 'https://hr.example.org/people.csv' }).PEOPLE_SYNC_URL, 'https://hr.example.org/people.csv');
+  assert.equal(loadConfig({ PEOPLE_SYNC_URL: 'http://127.0.0.1:8080/people.json' }).PEOPLE_SYNC_URL, 'http://127.0.0.1:8080/people.json');
+});
