@@ -122,3 +122,22 @@ test('retention removes exactly what is older than the policy, in batches, while
     await twilio?.close();
   }
 });
+
+test('the admin API lists schedules and disables or enables one, and the audit log records it', async () => {
+  const { startAdminApp, TEST_ADMIN_TOKEN } = await import('./helpers/admin-app.ts');
+  const admin = await startAdminApp({}, t);
+  try {
+    const headers = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+    await scheduleSet(t.db, { name: 'api-listed', cron: '0 * * * *', type: 'x_noop' });
+    const listed = await admin.app.inject({ method: 'GET', url: '/api/schedules', headers });
+    assert.ok(listed.json().schedules.some((s: { name: string }) => s.name === 'api-listed'));
+    const off = await admin.app.inject({ method: 'POST', url: '/api/schedules/api-listed/disable', headers });
+    assert.deepEqual(off.json(), { name: 'api-listed', enabled: false });
+    assert.equal((await admin.app.inject({ method: 'POST', url: '/api/schedules/nope/enable', headers })).statusCode, 404);
+    await waitFor(async () => (await t.db.query(`select 1 from audit_log where action = 'POST /api/schedules/:name/:change'`)).rowCount === 2, 'two audit records');
+    const audit = (await t.db.query<{ target: string; result: string }>(`select target, result from audit_log where action = 'POST /api/schedules/:name/:change' order by id`)).rows;
+    assert.deepEqual(audit, [{ target: 'api-listed', result: 'ok' }, { target: 'nope', result: 'not_found' }]);
+  } finally {
+    await admin.close();
+  }
+});

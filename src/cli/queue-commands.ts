@@ -1,5 +1,7 @@
 // Commands that look at and act on the queue: enqueue, stats, jobs, retry, cancel, cleanup.
 import { JOB_STATUSES, jobCancel, jobCleanup, jobEnqueue, jobGet, jobList, jobRetry, jobRetryMany, jobStats, scheduleEnable, scheduleList, type JobStatus } from '../queue/index.ts';
+import { userInfo } from 'node:os';
+import { auditRecord } from '../privacy/audit.ts';
 import { printTable, UsageError, withDatabaseReadOnly, withRuntime, type Command } from './command.ts';
 
 function statusOf(value: unknown): JobStatus | undefined {
@@ -147,7 +149,11 @@ export const queueCommands: Command[] = [
       const name = (values.enable ?? values.disable) as string | undefined;
       if (values.enable && values.disable) throw new UsageError('--enable and --disable: one at a time');
       if (name) {
-        const found = await withRuntime(config, (rt) => scheduleEnable(rt.db, name, values.enable !== undefined));
+        const found = await withRuntime(config, async (rt) => {
+          const ok = await scheduleEnable(rt.db, name, values.enable !== undefined);
+          await auditRecord(rt.db, { actor: `cli:${userInfo().username}`, action: `schedule ${values.enable ? 'enable' : 'disable'}`, target: name.slice(0, 100), result: ok ? 'ok' : 'not_found' });
+          return ok;
+        });
         if (!found) throw new UsageError(`no schedule named "${name}" (aiq schedules lists them)`);
         console.log(`${name} ${values.enable ? 'enabled' : 'disabled'}`);
         return;

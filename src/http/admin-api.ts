@@ -5,7 +5,7 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { usageReport } from '../ai/costs.ts';
-import { jobCancel, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats } from '../queue/index.ts';
+import { jobCancel, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats, scheduleEnable, scheduleList } from '../queue/index.ts';
 import type { Runtime } from '../runtime.ts';
 import { conversationApi } from './admin-api-conversations.ts';
 import { knowledgeApi } from './admin-api-knowledge.ts';
@@ -77,6 +77,15 @@ export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth; l
     const query = parseOr400(UsageQuery, request.query, reply);
     if (!query) return reply;
     return usageReport(db, runtime.config.AI_PRICES, runtime.config.AI_PRICE_CURRENCY, query.days);
+  });
+
+  // Recurring jobs: list, and enable or disable one (recorded by the audit trail).
+  app.get('/api/schedules', async () => ({ schedules: await scheduleList(db) }));
+  app.post('/api/schedules/:name/:change', async (request, reply) => {
+    const { name, change } = request.params as { name: string; change: string };
+    if (change !== 'enable' && change !== 'disable') return reply.status(404).send({ error: 'POST /api/schedules/<name>/enable or /disable' });
+    if (!(await scheduleEnable(db, name, change === 'enable'))) return reply.status(404).send({ error: `no schedule named "${name.slice(0, 100)}"` });
+    return { name, enabled: change === 'enable' };
   });
 
   app.get('/api/stats', async () => {

@@ -33,11 +33,11 @@ export function auditTrail(app: FastifyInstance, db: Database, auth: AdminAuth):
     const route = request.routeOptions.url;
     if (!STATE_CHANGING.has(request.method) || !route || SELF_RECORDING.has(route)) return;
     if (!route.startsWith('/api/') && !route.startsWith('/admin')) return;
-    const params = request.params as { id?: unknown } | undefined;
+    const params = request.params as { id?: unknown; name?: unknown } | undefined;
     await auditRecord(db, {
       actor: actorOf(request, auth),
       action: `${request.method} ${route}`,
-      target: typeof params?.id === 'string' ? params.id.slice(0, 100) : null,
+      target: typeof params?.id === 'string' ? params.id.slice(0, 100) : typeof params?.name === 'string' ? params.name.slice(0, 100) : null,
       result: resultOf(reply.statusCode, String(reply.getHeader('location') ?? '')),
       details: { status: reply.statusCode },
     }).catch((err: Error) => request.log.error({ err: err.message }, 'audit record not written'));
