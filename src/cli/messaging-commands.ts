@@ -87,7 +87,7 @@ export const messagingCommands: Command[] = [
         return 1;
       }
       console.log(`delivered ${sid} from ${from} to ${target}: ${response.status} ${body}`);
-      console.log('The reply is composed by the worker: see its log, or the conversation at /admin.');
+      console.log('The reply is composed by the worker: see the conversation at /admin (the log says when it is made).');
     },
   },
 ];

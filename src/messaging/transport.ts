@@ -65,6 +65,7 @@ type CallObserver = Pick<AppMetrics, 'observeTwilioCall'>;
 /** Logger the log transport prints with (pino's signature). */
 interface InfoLogger {
   info(obj: object, msg?: string): void;
+  debug?(obj: object, msg?: string): void;
 }
 
 /** `twilio` when all Twilio credentials are set (config checks all-or-none), else `log`. */
@@ -87,8 +88,10 @@ export class LogTransport implements Transport {
   constructor(private readonly logger: InfoLogger) {}
 
   async send(message: OutboundMessage): Promise<SentMessage> {
-    // The text is what this transport delivers (to the log); the number needs no more than its mask.
-    this.logger.info({ to: maskPhone(message.to), body: message.body }, 'reply (log transport, no Twilio credentials: not sent)');
+    // Logs carry no message text unless asked to for debugging (LOG_LEVEL=debug); the
+    // dashboard's conversation shows the reply.
+    this.logger.info({ to: maskPhone(message.to), characters: message.body.length }, 'reply not sent (log transport, no Twilio credentials): read it in the dashboard');
+    this.logger.debug?.({ to: maskPhone(message.to), body: message.body }, 'reply text (LOG_LEVEL=debug)');
     return { sid: null, status: 'logged' };
   }
 }
