@@ -21,7 +21,8 @@ const HISTORY = 5;
 function unansweredPart(request: RecordedRequest): string[] {
   const turns = request.body.messages as Array<{ role: string; content: string }>;
   const pending: string[] = [];
-  for (let i = turns.length - 1; i >= 0 && turns[i]!.role === 'user'; i--) pending.unshift(turns[i]!.content);
+  // turns[0] is the system message, turns[1] the reference data: the conversation follows.
+  for (let i = turns.length - 1; i >= 2 && turns[i]!.role === 'user'; i--) pending.unshift(turns[i]!.content);
   return pending;
 }
 
