@@ -63,8 +63,23 @@ const TEXTS_SCRUB_SQL = `
   )
   select (select count(*) from jobs)::int + (select count(*) from imports)::int as n`;
 
+// An erasure crosses the rows a running reply holds (its job, its conversation): PostgreSQL
+// may pick the erasure as a deadlock's victim. It is one transaction, so it runs again.
+const RETRYABLE = new Set(['40P01', '40001']);
+
 export async function personErase(db: Database, rawPhone: string, actor: string): Promise<ErasureOutcome> {
   const phone = erasurePhone(rawPhone);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await eraseOnce(db, phone, actor);
+    } catch (err) {
+      if (attempt >= 5 || !RETRYABLE.has((err as { code?: string }).code ?? '')) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+    }
+  }
+}
+
+async function eraseOnce(db: Database, phone: string, actor: string): Promise<ErasureOutcome> {
   return db.transaction(async (tx) => {
     // Row locks first: a webhook for this number waits, then finds no contact and makes a new one.
     const contact = (await tx.query<{ id: string }>('select id from contacts where whatsapp_number = $1 for update', [phone])).rows[0];
