@@ -41,7 +41,8 @@ async function whenReachable<T>(logger: Runtime['logger'], step: () => Promise<T
     try {
       return await step();
     } catch (err) {
-      const code = (err as { code?: string }).code ?? '';
+      // A connection the server dropped mid-statement (a restart) has no code, only this message.
+      const code = (err as { code?: string }).code ?? ((err as Error).message === 'Connection terminated unexpectedly' ? 'ECONNRESET' : '');
       // Told to stop while waiting (Ctrl-C, a supervisor's SIGTERM): stop waiting.
       if (!NOT_YET_REACHABLE.has(code) || Date.now() > deadline || stop?.aborted) throw err;
       logger.warn({ err: (err as Error).message, attempt }, 'database not reachable yet; retrying');
@@ -131,6 +132,20 @@ export function createWorker(runtime: Runtime): Worker {
   return worker;
 }
 
+/**
+ * The app's recurring jobs, declared at every worker start: an unchanged schedule keeps its
+ * place, and `enabled` stays the operator's. Every worker process looks for due slots.
+ */
+async function schedulesDeclare(runtime: Runtime): Promise<void> {
+  const { config, db } = runtime;
+  const named = (variables: string) => (err: Error) => {
+    throw err instanceof ScheduleInputError ? new ConfigError(`${variables}: ${err.message}`) : err;
+  };
+  await scheduleSet(db, { name: 'retention', cron: config.RETENTION_CRON, timeZone: config.RETENTION_TIME_ZONE, type: RETENTION_PURGE, backfill: 'last' }).catch(named('RETENTION_CRON / RETENTION_TIME_ZONE'));
+  if (config.PEOPLE_SYNC_URL) await scheduleSet(db, { name: 'people-sync', cron: config.PEOPLE_SYNC_CRON, type: PEOPLE_SYNC, backfill: 'last' }).catch(named('PEOPLE_SYNC_CRON'));
+  else await scheduleRemove(db, 'people-sync');
+}
+
 /** Refuses to expose the admin side without a token; says so when it is loopback-only. */
 export function checkAdminExposure(config: Env, logger: Runtime['logger']): void {
   if (config.ADMIN_TOKEN) return;
@@ -168,16 +183,7 @@ export async function run(config: Env, role: Role): Promise<void> {
     if (role !== 'serve') {
       if (runtime.transport.kind === 'log') logger.warn({}, 'no Twilio credentials: replies are stored and logged, not sent');
       else if (!config.PUBLIC_URL) logger.warn({}, 'PUBLIC_URL is not set: Twilio cannot send status callbacks, so a reply whose sender dies mid-send is flagged instead of confirmed');
-      // The app's recurring jobs, declared at every start (an unchanged schedule keeps its
-      // place; `enabled` stays the operator's). Every worker process looks for due slots.
-      await scheduleSet(runtime.db, { name: 'retention', cron: config.RETENTION_CRON, timeZone: config.RETENTION_TIME_ZONE, type: RETENTION_PURGE, backfill: 'last' }).catch((err: Error) => {
-        throw err instanceof ScheduleInputError ? new ConfigError(`RETENTION_CRON / RETENTION_TIME_ZONE: ${err.message}`) : err;
-      });
-      if (config.PEOPLE_SYNC_URL) {
-        await scheduleSet(runtime.db, { name: 'people-sync', cron: config.PEOPLE_SYNC_CRON, type: PEOPLE_SYNC, backfill: 'last' }).catch((err: Error) => {
-          throw err instanceof ScheduleInputError ? new ConfigError(`PEOPLE_SYNC_CRON: ${err.message}`) : err;
-        });
-      } else await scheduleRemove(runtime.db, 'people-sync');
+      await whenReachable(logger, () => schedulesDeclare(runtime), stop);
       worker = createWorker(runtime);
       await worker.start();
       scheduler = new Scheduler({ db: runtime.db, logger: runtime.logger });
