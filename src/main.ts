@@ -17,6 +17,7 @@ import { PEOPLE_SYNC } from './jobs/people-sync.ts';
 import { RETENTION_PURGE } from './jobs/retention.ts';
 import { ScheduleInputError, Scheduler, scheduleRemove, scheduleSet, Worker } from './queue/index.ts';
 import type { Runtime } from './runtime.ts';
+import { runningAddressRemove, runningAddressWrite } from './running-address.ts';
 import { stopOnSignals } from './shutdown.ts';
 import type { Database } from './db/types.ts';
 
@@ -177,6 +178,7 @@ export async function run(config: Env, role: Role): Promise<void> {
       const port = typeof address === 'object' && address ? address.port : config.PORT;
       const base = `http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`;
       logger.info({ url: `${base}/admin`, database: runtime.db.kind }, `aiq is listening: open ${base}/admin`);
+      if (runtime.db.kind === 'pglite') runningAddressWrite(config.DATA_DIR, base);
       // A person at a terminal should not have to find the URL inside a JSON log line.
       if (process.stderr.isTTY) process.stderr.write(`\n  aiq is running: open ${base}/admin\n  try it: node bin/aiq.js simulate "Hello" --from +31612345678\n\n`);
     }
@@ -198,6 +200,7 @@ export async function run(config: Env, role: Role): Promise<void> {
   if (!stop.aborted) await new Promise((resolve) => stop.addEventListener('abort', resolve, { once: true }));
   logger.info({ signal: stop.reason }, 'shutting down');
   // Stop taking webhooks first, then let the worker finish or release its jobs.
+  if (runtime.db.kind === 'pglite') runningAddressRemove(config.DATA_DIR);
   await app?.close();
   await scheduler?.stop();
   await worker?.stop();

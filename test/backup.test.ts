@@ -49,7 +49,9 @@ test('aiq backup (while aiq start runs, and after) and aiq restore round-trip a 
     }, 'the embedding and the reply to be done', 30_000, 100);
 
     const live = join(root, 'live.tar.gz');
-    const during = await aiq(['backup', live], env);
+    // Without PORT: the running aiq's address is found in its data folder.
+    const { PORT: _port, ...withoutPort } = env;
+    const during = await aiq(['backup', live], withoutPort);
     assert.equal(during.code, 0, during.out);
     assert.match(during.out, /through the running aiq/);
     assert.equal(statSync(live).mode & 0o777, 0o600, 'a backup holds personal data: owner only');

@@ -7,18 +7,21 @@ import { resolve } from 'node:path';
 import type { Env } from '../config.ts';
 import { DataDirLockedError } from '../db/errors.ts';
 import { openPglite, pgliteRestore } from '../db/pglite.ts';
+import { runningAddressRead } from '../running-address.ts';
 import { UsageError, type CommandInput } from './command.ts';
 
 const SERVER_DATABASE = 'this aiq runs on a PostgreSQL server (DATABASE_URL):';
 
 async function backupFromRunningServer(config: Env): Promise<Blob> {
-  const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST === '0.0.0.0' ? '127.0.0.1' : config.HOST;
-  const url = `http://${host}:${config.PORT}/api/backup`;
+  // The address the running aiq wrote into the folder; else this shell's HOST and PORT.
+  const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
+  const base = (runningAddressRead(config.DATA_DIR) ?? `http://${host}:${config.PORT}`).replace('://0.0.0.0:', '://127.0.0.1:').replace('://[::]:', '://[::1]:');
+  const url = `${base}/api/backup`;
   let response: Response;
   try {
     response = await fetch(url, { headers: { authorization: `Bearer ${config.ADMIN_TOKEN ?? 'local'}` } });
   } catch (err) {
-    throw new Error(`the embedded database is held by a running aiq, and its API at ${url} did not answer (${(err as Error).message}): run this with the same HOST, PORT and ADMIN_TOKEN as the server`);
+    throw new Error(`the embedded database is held by a running aiq, and its API at ${url} did not answer (${(err as Error).message}): is it still starting? Run this with the same ADMIN_TOKEN as the server`);
   }
   if (!response.ok) throw new Error(`the running aiq at ${url} answered ${response.status}: ${(await response.text()).slice(0, 200)}`);
   return response.blob();
