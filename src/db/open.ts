@@ -35,13 +35,15 @@ export async function openDatabase(options: OpenOptions): Promise<Database> {
       onError: options.onError,
     });
   }
-  const [{ openPglite }, { openPostgres }] = await Promise.all([import('./pglite.ts'), import('./postgres.ts')]);
+  const { openPglite } = await import('./pglite.ts');
   try {
     return await openPglite({ dataDir: options.dataDir, serveSocket: options.serveSocket, onError: options.onError });
   } catch (err) {
     if (!(err instanceof DataDirLockedError) || !options.joinRunning) throw err;
     const socketDir = resolve(options.dataDir);
     if (!existsSync(socketPathFor(socketDir))) throw err;
+    // The running aiq speaks PostgreSQL's protocol on its socket: node-postgres reaches it.
+    const { openPostgres } = await import('./postgres.ts');
     return openPostgres({
       connectionString: `postgresql://postgres@/postgres?host=${encodeURIComponent(socketDir)}`,
       poolSize: options.poolSize,

@@ -33,15 +33,18 @@ export function erasurePhone(raw: string): string {
   return phone;
 }
 
-// Jobs are found by what they are about: the conversation (ordering key and payload), an
-// inbound message, or the person's record.
-const JOBS_DELETE_SQL = `
-  delete from ai_jobs
-  where ordering_key = any($1::text[])
-     or payload->>'conversationId' = any($1::text[])
-     or payload->>'messageId' = any($2::text[])
-     or (payload->>'table' = 'people' and payload->>'id' = $3::text)
-  returning id`;
+/**
+ * The jobs about a person, by what they are about: their conversations ($1: ordering key or
+ * payload), their messages ($2), or their person record ($3). Erasure deletes them; export
+ * lists them.
+ */
+export const JOBS_ABOUT_PERSON = `
+  ordering_key = any($1::text[])
+  or payload->>'conversationId' = any($1::text[])
+  or payload->>'messageId' = any($2::text[])
+  or (payload->>'table' = 'people' and payload->>'id' = $3::text)`;
+
+const JOBS_DELETE_SQL = `delete from ai_jobs where ${JOBS_ABOUT_PERSON} returning id`;
 
 // Any other text that names the number (a Twilio error in another job's history, an import's
 // row error): its national part (the last 9 digits) gives way to a marker, which covers

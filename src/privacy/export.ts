@@ -2,7 +2,7 @@
 // WhatsApp contact, their person record (without the embedding, which is derived data),
 // every conversation with its messages and suggestions, and the jobs about them.
 import type { Queryable } from '../db/types.ts';
-import { erasurePhone } from './erasure.ts';
+import { erasurePhone, JOBS_ABOUT_PERSON } from './erasure.ts';
 
 export interface PersonExport {
   exportedAt: string;
@@ -50,11 +50,8 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
     [ids],
   )).rows;
   const jobs = (await db.query<{ id: string; type: string; status: string; created_at: Date; finished_at: Date | null; last_error: string | null }>(
-    `select id, type, status, created_at, finished_at, last_error from ai_jobs
-     where ordering_key = any($1::text[]) or payload->>'conversationId' = any($1::text[])
-        or (payload->>'table' = 'people' and payload->>'id' = $2::text)
-     order by created_at`,
-    [ids, person?.id ?? null],
+    `select id, type, status, created_at, finished_at, last_error from ai_jobs where ${JOBS_ABOUT_PERSON} order by created_at`,
+    [ids, messages.map((m) => m.id), person?.id ?? null],
   )).rows;
 
   return {
