@@ -261,9 +261,12 @@ let sending = true;
 // A deploy: each worker in turn gets SIGTERM, finishes or releases its jobs and exits 0,
 // and its replacement starts; the others keep working meanwhile.
 const rolling = async () => {
-  for (let index = 0; sending; index = (index + 1) % workers.length) {
+  // Until traffic ends, and at least once through every worker (a busy machine stops
+  // workers slowly, and a deploy restarts them all).
+  const more = () => sending || rollingRestarts < workers.length;
+  for (let index = 0; more(); index = (index + 1) % workers.length) {
     await sleep(KILL_EVERY_MS * (0.5 + random()));
-    if (!sending) break;
+    if (!more()) break;
     const old = workers[index]!;
     // A deploy moves on once the new instance is up: a process is not stopped in its
     // first second, before it could even take the signal (Node's default would kill it).
