@@ -84,6 +84,20 @@ const schema = z.object({
   AI_THROTTLE_WINDOW_SECONDS: int(1, 86_400).default(900),
   SYSTEM_PROMPT_FILE: optionalText,
   RAG_TOP_K: int(0, 50).default(4),
+  // Retrieval (README, Knowledge and retrieval): full-text and vector search fused by
+  // reciprocal rank fusion; the defaults are what `npm run eval` measured best.
+  RAG_MODE: z.enum(['hybrid', 'vector', 'lexical']).default('hybrid'),
+  RAG_RRF_K: int(1, 1000).default(60),
+  RAG_VECTOR_WEIGHT: z.coerce.number().min(0).max(10).default(1),
+  RAG_LEXICAL_WEIGHT: z.coerce.number().min(0).max(10).default(1),
+  RAG_TEXT_SEARCH_CONFIG: z.string().trim().regex(/^[a-z_][a-z0-9_]*$/, 'must be a text-search configuration name such as dutch, english or simple').default('dutch'),
+  // Below this relevance the assistant says it does not know and offers a colleague instead
+  // of answering from weak context; unset: the value the evaluation chose for the provider.
+  RAG_MIN_RELEVANCE: z.coerce.number().min(0).max(1).optional(),
+  // A short "Source: …" line under WhatsApp replies, naming the sections the answer drew on.
+  REPLY_CITE_SOURCES: bool.default(false),
+  CHUNK_MAX_CHARS: int(200, 8000).default(1200),
+  CHUNK_OVERLAP_CHARS: int(0, 2000).default(200),
   // Data minimisation: the parts of the sender's record that reach the model (and offline answers).
   PROMPT_PERSON_FIELDS: z
     .string()
@@ -176,6 +190,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Env {
     for (const name of ['AZURE_OPENAI_ENDPOINT', 'AZURE_OPENAI_API_KEY', 'AZURE_OPENAI_CHAT_DEPLOYMENT', 'AZURE_OPENAI_EMBEDDING_DEPLOYMENT'] as const) {
       if (!config[name]) problems.push(`${name}: required for AI_PROVIDER=azure`);
     }
+  }
+  if (config.CHUNK_OVERLAP_CHARS * 2 > config.CHUNK_MAX_CHARS) {
+    problems.push(`CHUNK_OVERLAP_CHARS: at most half of CHUNK_MAX_CHARS (${config.CHUNK_MAX_CHARS}), so each chunk is mostly new text (got "${config.CHUNK_OVERLAP_CHARS}")`);
   }
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
   return config;

@@ -11,6 +11,9 @@ import { PromMetrics } from './http/metrics.ts';
 import { buildHandlers } from './jobs/registry.ts';
 import { embeddingSpaceOf } from './ai/types.ts';
 import { vectorSpaceOpen } from './knowledge/vectors.ts';
+import { chunkSettingsOf } from './knowledge/chunking.ts';
+import { textSearchConfigSet, TextSearchConfigError } from './knowledge/search.ts';
+import { documentsEmbedStale, documentsRechunkStale } from './jobs/embed-record.ts';
 import { createLogger, logFormatOf } from './logger.ts';
 import { createTransport } from './messaging/transport.ts';
 import { PEOPLE_SYNC } from './jobs/people-sync.ts';
@@ -147,6 +150,24 @@ async function schedulesDeclare(runtime: Runtime): Promise<void> {
   else await scheduleRemove(db, 'people-sync');
 }
 
+/**
+ * The knowledge index as configured, at every worker start: the text-search configuration
+ * (rebuilding the full-text entries when it changed) and every document cut with the
+ * current chunking rule and settings (those cut otherwise are cut again and re-embedded).
+ */
+async function knowledgeIndexPrepare(runtime: Runtime): Promise<void> {
+  const { config, db, logger } = runtime;
+  try {
+    if (await textSearchConfigSet(db, config.RAG_TEXT_SEARCH_CONFIG)) logger.info({ config: config.RAG_TEXT_SEARCH_CONFIG }, 'full-text entries rebuilt for the text-search configuration');
+  } catch (err) {
+    throw err instanceof TextSearchConfigError ? new ConfigError(`RAG_TEXT_SEARCH_CONFIG: ${err.message}`) : err;
+  }
+  const rechunked = await documentsRechunkStale(db, chunkSettingsOf(config));
+  if (rechunked > 0) logger.info({ documents: rechunked }, 'documents cut again with the current chunking settings; their embedding is queued');
+  const queued = await documentsEmbedStale(db);
+  if (queued > 0) logger.info({ documents: queued }, 'embedding queued for documents whose embedding was missing or stale');
+}
+
 /** Refuses to expose the admin side without a token; says so when it is loopback-only. */
 export function checkAdminExposure(config: Env, logger: Runtime['logger']): void {
   if (config.ADMIN_TOKEN) return;
@@ -186,6 +207,7 @@ export async function run(config: Env, role: Role): Promise<void> {
       if (runtime.transport.kind === 'log') logger.warn({}, 'no Twilio credentials: replies are stored and logged, not sent');
       else if (!config.PUBLIC_URL) logger.warn({}, 'PUBLIC_URL is not set: Twilio cannot send status callbacks, so a reply whose sender dies mid-send is flagged instead of confirmed');
       await whenReachable(logger, () => schedulesDeclare(runtime), stop);
+      await whenReachable(logger, () => knowledgeIndexPrepare(runtime), stop);
       worker = createWorker(runtime);
       await worker.start();
       scheduler = new Scheduler({ db: runtime.db, logger: runtime.logger });

@@ -20,7 +20,7 @@ beforeEach(() => fake.reset());
 
 const prompt = promptBuild('You are a test.', {
   person: 'Name: Anna',
-  knowledge: [{ id: 'c1', title: 'Leave', content: 'Employees have 25 days of holiday.', distance: 0.1 }],
+  knowledge: [{ id: 'c1', documentId: 'd1', title: 'Leave', headingPath: [], content: 'Employees have 25 days of holiday.', score: 0.03, relevance: 0.5 }],
   history: [{ role: 'user', body: 'How many holiday days?' }],
 });
 
@@ -179,7 +179,10 @@ describe('local provider', () => {
     const ai = aiProviderCreate(loadConfig({}));
     const handbook = promptBuild('system', {
       person: null,
-      knowledge: [{ id: 'c1', title: 'Handboek', content: '# Lunch\n\nDe kantine serveert warm eten van 12:00 tot 13:30.\n\n# Parkeren\n\nBezoekers melden zich bij de receptie.', distance: 0.1 }],
+      knowledge: [
+        { id: 'c1', documentId: 'd1', title: 'Handboek', headingPath: ['Lunch'], content: 'De kantine serveert warm eten van 12:00 tot 13:30.', score: 0.03, relevance: 0.5 },
+        { id: 'c2', documentId: 'd1', title: 'Handboek', headingPath: ['Parkeren'], content: 'Bezoekers melden zich bij de receptie.', score: 0.02, relevance: 0.4 },
+      ],
       history: [{ role: 'user', body: 'Lunch tijden?' }],
     });
     const answer = (await ai.chat(handbook)).text.split('\n');

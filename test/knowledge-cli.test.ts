@@ -68,7 +68,7 @@ test('add-document chunks and queues the embedding; reembed embeds what is stale
   const reembed = await aiq(['reembed']);
   assert.equal(reembed.code, 0, reembed.out);
   // Two people from the first test and the handbook.
-  assert.match(reembed.out, /reembed with local local-hashing-v1 \(256 dimensions\): 3 embedded/);
+  assert.match(reembed.out, /reembed with local local-hashing-v2 \(256 dimensions\): 3 embedded/);
   assert.match((await aiq(['reembed'])).out, /: 0 embedded/);
   // A new dimension is refused until the switch is asked for; then every record is rebuilt.
   const refusedSpace = await aiq(['reembed'], { EMBEDDING_DIMENSIONS: '64' });

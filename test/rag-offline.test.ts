@@ -51,14 +51,13 @@ test('with no keys at all, a message gets an offline answer from the knowledge b
   assert.equal(runtime.ai.name, 'local');
   assert.equal((await vectorSettingsGet(runtime.db))!.storage, 'pgvector');
   await runtime.db.transaction(async (tx) => {
-    const people = await personUpsertMany(tx, [{ name: 'Anna de Vries', phone: '+31612345678', department: 'Finance', role: 'Controller' }]);
-    await embedRecordEnqueue(tx, 'people', people.inserted);
+    await personUpsertMany(tx, [{ name: 'Anna de Vries', phone: '+31612345678', department: 'Finance', role: 'Controller' }]);
     for (const doc of [
       { title: 'Leave policy', body: 'Every employee has 25 days of paid holiday per year.\n\nRequest holiday in the HR portal two weeks ahead.' },
       { title: 'IT support', body: 'A forgotten password is reset at the service desk on the second floor.' },
     ]) {
       const saved = await documentSave(tx, doc);
-      await embedRecordEnqueue(tx, 'documents', [saved.id]);
+      await embedRecordEnqueue(tx, [saved.id]);
     }
   });
   worker.wake();
@@ -91,4 +90,34 @@ test('with no keys at all, a message gets an offline answer from the knowledge b
   // Offline answers follow the prompt's minimisation: no email or phone by default.
   assert.match(reply.body, /Your record: Name: Anna de Vries; Department: Finance; Role: Controller/);
   assert.ok(!/\+31612345678|@/.test(reply.body), reply.body);
+});
+
+test('a question the knowledge base cannot answer takes the "I don\'t know" path, recorded with the reply and shown in the dashboard', async () => {
+  const response = await app.inject({
+    method: 'POST',
+    url: '/webhooks/twilio/whatsapp',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: new URLSearchParams({
+      MessageSid: `SM${'2'.repeat(32)}`,
+      AccountSid: `AC${'0'.repeat(32)}`,
+      From: 'whatsapp:+31699999999',
+      To: 'whatsapp:+14155238886',
+      Body: 'Hoeveel inwoners heeft de hoofdstad van Peru?',
+      NumMedia: '0',
+    }).toString(),
+  });
+  assert.equal(response.statusCode, 200, response.body);
+  const reply = await until('the reply', async () => {
+    const rows = await runtime.db.query<{ body: string; citations: { noAnswer: boolean; sources: unknown[]; relevance: number; threshold: number }; conversation_id: string }>(
+      `select m.body, m.citations, m.conversation_id from messages m where m.source = 'ai' and m.reply_to_message_id = (select id from messages where twilio_sid = $1)`,
+      [`SM${'2'.repeat(32)}`],
+    );
+    return rows.rows[0];
+  });
+  assert.match(reply.body, /I found nothing in the knowledge base that matches your question; a colleague will follow up/);
+  assert.equal(reply.citations.noAnswer, true);
+  assert.deepEqual(reply.citations.sources, []);
+  assert.ok(reply.citations.relevance < reply.citations.threshold);
+  const page = await app.inject({ method: 'GET', url: `/admin/conversations/${reply.conversation_id}` });
+  assert.match(page.body, /data-no-answer="true">no source relevant enough/);
 });

@@ -1,20 +1,93 @@
-// Retrieval for one reply: the sender's own record (matched by phone) and the top-k
-// document chunks nearest to the messages being answered, by cosine distance. The
-// conversation history is the caller's: it owns the messages.
+// Retrieval for one reply: the sender's own record (matched by phone) and the document
+// chunks that best answer the messages being answered, by hybrid search (search.ts), with
+// the "I don't know" gate: when even the best chunk is less relevant than the threshold,
+// the reply gets no knowledge and says it does not know. The conversation history is the
+// caller's: it owns the messages.
+import type { Env } from '../config.ts';
 import type { Queryable } from '../db/types.ts';
 import { personGetByPhone, personText, type PersonTextField } from '../knowledge/people.ts';
-import { chunkNearest, vectorSpaceCheck } from '../knowledge/vectors.ts';
+import { chunkSearch, QUESTION_MAX_CHARS, type SearchHit, type SearchMode } from '../knowledge/search.ts';
+import { vectorSpaceCheck } from '../knowledge/vectors.ts';
 import { pendingQuestions, type HistoryMessage } from './prompts.ts';
 import type { AiProvider, CallOptions, KnowledgeItem, TokenUsage } from './types.ts';
 import { NO_USAGE, embeddingSpaceOf } from './types.ts';
+
+export interface RetrievalSettings {
+  /** RAG_TOP_K: how many chunks a reply may use. */
+  topK: number;
+  mode: SearchMode;
+  rrfK: number;
+  vectorWeight: number;
+  lexicalWeight: number;
+  /** Below this relevance (0–1) the best chunk is too weak to answer from. */
+  minRelevance: number;
+}
+
+/**
+ * The relevance threshold `npm run eval` chose for the offline embeddings (bench/results/
+ * eval.md: the value with the best F1 for telling unanswerable questions apart). Other
+ * providers' similarities live on other scales: for them the gate is off until
+ * RAG_MIN_RELEVANCE is set from `npm run eval` run with that provider.
+ */
+export const LOCAL_MIN_RELEVANCE = 0.14;
+
+export function retrievalSettingsOf(config: Env, provider: AiProvider): RetrievalSettings {
+  return {
+    topK: config.RAG_TOP_K,
+    mode: config.RAG_MODE,
+    rrfK: config.RAG_RRF_K,
+    vectorWeight: config.RAG_VECTOR_WEIGHT,
+    lexicalWeight: config.RAG_LEXICAL_WEIGHT,
+    minRelevance: config.RAG_MIN_RELEVANCE ?? (provider.name === 'local' ? LOCAL_MIN_RELEVANCE : 0),
+  };
+}
+
+/**
+ * How well a chunk answers the question: its cosine similarity to the question (0 while it
+ * has no embedding yet). The evaluation also measured the lexical coverage (the share of
+ * the question's terms in the chunk); with the offline embeddings it told unanswerable
+ * questions apart worse (bench/results/eval.md), and it would punish Dutch compounds.
+ */
+export function chunkRelevance(hit: Pick<SearchHit, 'similarity'>): number {
+  return Math.max(0, hit.similarity ?? 0);
+}
+
+export interface Retrieved {
+  /** The best chunks, best first (also those below the threshold: `aiq search` shows them). */
+  hits: SearchHit[];
+  /** The best chunk's relevance (0 when nothing was found). */
+  relevance: number;
+  /** True when nothing reached the threshold: the reply says it does not know. */
+  noAnswer: boolean;
+  threshold: number;
+  /** Tokens spent embedding the question. */
+  usage: TokenUsage;
+  /** The question was longer than QUESTION_MAX_CHARS and was searched by its start. */
+  truncated: boolean;
+}
+
+/** Searches the knowledge base for `question` the way a reply does. */
+export async function knowledgeRetrieve(db: Queryable, ai: AiProvider, question: string, settings: RetrievalSettings, options: CallOptions = {}): Promise<Retrieved> {
+  const text = question.trim().slice(0, QUESTION_MAX_CHARS);
+  const truncated = question.trim().length > QUESTION_MAX_CHARS;
+  const threshold = settings.minRelevance;
+  if (!text || settings.topK <= 0) return { hits: [], relevance: 0, noAnswer: true, threshold, usage: NO_USAGE, truncated };
+  // Vectors of another space would be compared as if they meant the same: refuse instead.
+  await vectorSpaceCheck(db, embeddingSpaceOf(ai));
+  // Embedded in lexical mode too: the relevance gate is the chunks' similarity to it.
+  const embedded = await ai.embed([text], options);
+  const usage = embedded.usage;
+  const hits = await chunkSearch(db, text, embedded.vectors[0]!, { limit: settings.topK, mode: settings.mode, rrfK: settings.rrfK, vectorWeight: settings.vectorWeight, lexicalWeight: settings.lexicalWeight });
+  const relevance = hits.reduce((best, hit) => Math.max(best, chunkRelevance(hit)), 0);
+  return { hits, relevance, noAnswer: hits.length === 0 || relevance < threshold, threshold, usage, truncated };
+}
 
 export interface RagInput {
   /** The sender's phone, in any form (whatsapp:+31…, +31…). */
   senderPhone: string;
   /** The conversation up to now, oldest first. */
   history: HistoryMessage[];
-  /** How many knowledge items to return. */
-  topK: number;
+  retrieval: RetrievalSettings;
   /** The parts of the sender's record the prompt may carry (PROMPT_PERSON_FIELDS). */
   personFields: readonly PersonTextField[];
 }
@@ -22,7 +95,12 @@ export interface RagInput {
 export interface RagResult {
   person: string | null;
   personId: string | null;
+  /** What the prompt carries: the best chunks, or none when `noAnswer`. */
   knowledge: KnowledgeItem[];
+  /** Nothing relevant enough: the reply says it does not know (null: nothing was asked). */
+  noAnswer: boolean | null;
+  relevance: number;
+  threshold: number;
   /** Tokens spent embedding the question. */
   usage: TokenUsage;
 }
@@ -38,12 +116,12 @@ export async function ragRetrieve(db: Queryable, ai: AiProvider, input: RagInput
   const lastUser = input.history.filter((m) => m.role === 'user').slice(-1).map((m) => m.body);
   const query = (questions.length > 0 ? questions : lastUser).join('\n').trim();
   const personShown = person ? personText(person, input.personFields) : null;
-  if (!query || input.topK <= 0) return { person: personShown, personId: person?.id ?? null, knowledge: [], usage: NO_USAGE };
-
-  // Vectors of another space would be compared as if they meant the same: refuse instead.
-  await vectorSpaceCheck(db, embeddingSpaceOf(ai));
-  const embedded = await ai.embed([query], options);
-  const chunks = await chunkNearest(db, embedded.vectors[0]!, input.topK);
-  const knowledge: KnowledgeItem[] = chunks.map((c) => ({ id: c.id, title: c.title, content: c.content, distance: c.distance }));
-  return { person: personShown, personId: person?.id ?? null, knowledge, usage: embedded.usage };
+  const threshold = input.retrieval.minRelevance;
+  const base = { person: personShown, personId: person?.id ?? null, threshold };
+  if (!query || input.retrieval.topK <= 0) return { ...base, knowledge: [], noAnswer: null, relevance: 0, usage: NO_USAGE };
+  const found = await knowledgeRetrieve(db, ai, query, input.retrieval, options);
+  const knowledge: KnowledgeItem[] = found.noAnswer
+    ? []
+    : found.hits.map((h) => ({ id: h.id, documentId: h.documentId, title: h.title, headingPath: h.headingPath, content: h.content, score: h.score, relevance: chunkRelevance(h) }));
+  return { ...base, knowledge, noAnswer: found.noAnswer, relevance: found.relevance, usage: found.usage };
 }

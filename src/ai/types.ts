@@ -15,11 +15,18 @@ export interface TokenUsage {
 
 /** A knowledge passage chosen for a prompt: a document chunk. */
 export interface KnowledgeItem {
+  /** The chunk. */
   id: string;
+  documentId: string;
+  /** The document's title. */
   title: string;
+  /** The headings above the chunk, outermost first. */
+  headingPath: string[];
   content: string;
-  /** Cosine distance to the question (0 = same direction). */
-  distance: number;
+  /** The fused retrieval score (rank-based; higher is better). */
+  score: number;
+  /** How well it answers the question, 0–1 (rag.ts, chunkRelevance). */
+  relevance: number;
 }
 
 /**

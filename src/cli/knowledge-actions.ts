@@ -6,14 +6,18 @@ import { createInterface } from 'node:readline/promises';
 import type { Env } from '../config.ts';
 import type { Database } from '../db/types.ts';
 import { embeddingSpaceOf, type AiProvider } from '../ai/types.ts';
-import { embedRecord, embedRecordEnqueue } from '../jobs/embed-record.ts';
+import { documentAdd, embedRecord } from '../jobs/embed-record.ts';
 import { importPeopleExecute } from '../jobs/import-people.ts';
 import { importCreate, importGet, type PersonField } from '../knowledge/csv-import.ts';
-import { documentSave } from '../knowledge/documents.ts';
+import { chunkRelevance, knowledgeRetrieve, retrievalSettingsOf } from '../ai/rag.ts';
+import { chunkLocation, chunkSettingsOf, DocumentContentError } from '../knowledge/chunking.ts';
+import { QUESTION_MAX_CHARS, type SearchMode } from '../knowledge/search.ts';
 import { describeSpace, vectorMarkAllStale, vectorSpaceCheck, vectorSpaceSwitch, vectorStaleCount, vectorStaleList, vectorSwitchPlan } from '../knowledge/vectors.ts';
 import { RetryLaterError } from '../queue/index.ts';
 import { UsageError, withRuntime, type CommandInput } from './command.ts';
 import { FIELDS } from './knowledge-commands.ts';
+
+const SEARCH_MODES: SearchMode[] = ['hybrid', 'vector', 'lexical'];
 
 /** Row errors printed in the summary; the rest stay on the import record. */
 const SHOWN_ERRORS = 20;
@@ -116,7 +120,7 @@ async function reembedAll(db: Database, ai: AiProvider, all: boolean): Promise<n
   if (all) await vectorMarkAllStale(db);
   const total = await vectorStaleCount(db);
   const progress = new Progress('records embedded');
-  const tally = { embedded: 0, unchanged: 0, missing: 0, superseded: 0, failed: 0 };
+  const tally = { embedded: 0, unchanged: 0, missing: 0, superseded: 0, skipped: 0, failed: 0 };
   const failures: string[] = [];
   let cursor: string | undefined;
   let done = 0;
@@ -162,16 +166,15 @@ export async function addDocument({ values, positionals }: CommandInput, config:
   } catch (err) {
     throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
   }
-  // A NUL byte means a binary file (PDF, Word): its bytes would be indexed as gibberish.
-  if (body.includes('\u0000')) throw new UsageError(`${file} is not a text file: convert it to plain text or Markdown first`);
   const title = typeof values.title === 'string' && values.title.trim() ? values.title.trim() : basename(file, extname(file));
-  const saved = await withRuntime(config, (rt) =>
-    rt.db.transaction(async (tx) => {
-      const outcome = await documentSave(tx, { title, body, source: basename(file) });
-      if (outcome.status !== 'unchanged') await embedRecordEnqueue(tx, 'documents', [outcome.id]);
-      return outcome;
-    }),
-  );
+  let saved;
+  try {
+    saved = await withRuntime(config, (rt) => documentAdd(rt.db, { title, body, source: basename(file) }, chunkSettingsOf(config)));
+  } catch (err) {
+    // Empty, binary, or headings only: say so about the file, no stack trace.
+    if (err instanceof DocumentContentError) throw new UsageError(`${file}: ${err.message}`);
+    throw err;
+  }
   const what = saved.status === 'unchanged' ? 'unchanged (same content): nothing to do' : `${saved.status}: ${saved.chunks} chunks, embedding queued for the worker`;
   console.log(`"${title}" ${what} (${saved.id})`);
 }
@@ -220,4 +223,28 @@ export async function reembed({ values }: CommandInput, config: Env): Promise<nu
     }
     return reembedAll(rt.db, rt.ai, values.all === true);
   });
+}
+
+export async function search({ values, positionals }: CommandInput, config: Env): Promise<number | void> {
+  const question = positionals.join(' ').trim();
+  if (!question) throw new UsageError('search needs a question, e.g. aiq search "how many holidays do I have?"');
+  const k = values.k === undefined ? config.RAG_TOP_K : Number(values.k);
+  if (!Number.isInteger(k) || k < 1 || k > 50) throw new UsageError(`--k must be a whole number from 1 to 50 (got "${String(values.k)}")`);
+  const mode = (values.mode ?? config.RAG_MODE) as string;
+  if (!SEARCH_MODES.includes(mode as SearchMode)) throw new UsageError(`--mode must be one of ${SEARCH_MODES.join(', ')} (got "${mode}")`);
+  const found = await withRuntime(config, (rt) => knowledgeRetrieve(rt.db, rt.ai, question, { ...retrievalSettingsOf(config, rt.ai), topK: k, mode: mode as SearchMode }));
+  if (values.json) {
+    console.log(JSON.stringify({ question, mode, relevance: found.relevance, noAnswer: found.noAnswer, truncated: found.truncated, hits: found.hits.map((h) => ({ ...h, relevance: chunkRelevance(h) })) }, null, 2));
+    return;
+  }
+  if (found.truncated) console.log(`(the question is longer than ${QUESTION_MAX_CHARS} characters: searched by its start)`);
+  if (found.hits.length === 0) console.log('nothing found: the knowledge base has no chunk that matches (add documents with `aiq add-document`)');
+  found.hits.forEach((h, i) => {
+    const ranks = `vector #${h.vectorRank ?? '–'}, lexical #${h.lexicalRank ?? '–'}`;
+    const similarity = h.similarity === null ? 'not embedded yet' : `similarity ${h.similarity.toFixed(3)}`;
+    console.log(`${i + 1}. ${chunkLocation(h.title, h.headingPath)}`);
+    console.log(`   score ${h.score.toFixed(4)} (${ranks}) · relevance ${chunkRelevance(h).toFixed(2)} · ${similarity}`);
+    console.log(`   ${h.content.replace(/\s+/g, ' ').slice(0, 160)}${h.content.length > 160 ? '…' : ''}`);
+  });
+  if (found.hits.length > 0 && found.noAnswer) console.log(`best relevance ${found.relevance.toFixed(2)} is below the threshold ${found.threshold.toFixed(2)}: a reply would say it does not know`);
 }

@@ -28,6 +28,19 @@ export const knowledgeCommands: Command[] = [
     run: async (input, config) => (await import('./knowledge-actions.ts')).importPeople(input, config),
   },
   {
+    name: 'search',
+    args: '"<question>"',
+    group: 'Knowledge',
+    summary: 'the chunks a reply to this question would use, ranked, with their scores',
+    options: {
+      k: { type: 'string', value: 'N', description: 'how many chunks', default: 'RAG_TOP_K' },
+      mode: { type: 'string', value: 'M', description: 'hybrid, vector or lexical', default: 'RAG_MODE' },
+      json: { type: 'boolean', description: 'print JSON instead of text' },
+    },
+    example: 'aiq search "hoeveel vakantiedagen heb ik?"\naiq search "P2 storing" --mode lexical --k 10 --json',
+    run: async (input, config) => (await import('./knowledge-actions.ts')).search(input, config),
+  },
+  {
     name: 'reembed',
     group: 'Knowledge',
     summary: 'embed the records whose embedding is missing or stale',

@@ -2,12 +2,13 @@
 // CSV imports (upload as text, progress and row errors). Registered inside adminApi.
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
+import { DocumentContentError } from '../knowledge/chunking.ts';
 import { importGet } from '../knowledge/csv-import.ts';
 import { personGet } from '../knowledge/people.ts';
 import type { Runtime } from '../runtime.ts';
 import { parseOr400 } from './api-input.ts';
 import { DocumentBody, IdParams, ImportBody, UPLOAD_BODY_LIMIT, peopleCursorDecode, peopleCursorEncode } from './admin/inputs.ts';
-import { documentAdd, documentList, importList, importUpload, personSearch } from './admin/knowledge-store.ts';
+import { documentAddConfigured, documentList, importList, importUpload, personSearch } from './admin/knowledge-store.ts';
 
 const PeopleQuery = z.object({
   q: z.string().trim().min(1).max(100).optional(),
@@ -48,8 +49,13 @@ export const knowledgeApi: FastifyPluginAsync<{ runtime: Runtime }> = async (app
   app.post('/api/documents', { bodyLimit: UPLOAD_BODY_LIMIT }, async (request, reply) => {
     const body = parseOr400(DocumentBody.strict(), request.body, reply);
     if (!body) return reply;
-    const outcome = await documentAdd(runtime, body);
-    return reply.status(outcome.status === 'inserted' ? 201 : 200).send(outcome);
+    try {
+      const outcome = await documentAddConfigured(runtime, body);
+      return reply.status(outcome.status === 'inserted' ? 201 : 200).send(outcome);
+    } catch (err) {
+      if (err instanceof DocumentContentError) return reply.status(400).send({ error: err.message });
+      throw err;
+    }
   });
 
   app.get('/api/imports', async (request, reply) => {

@@ -173,7 +173,7 @@ export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload>
         meta = composed.meta;
         const parts = replyParts(composed.body, runtime.config.REPLY_MAX_CHARS, runtime.config.REPLY_OVERFLOW);
         meta = { ...meta, ...(parts.length > 1 ? { parts: parts.length } : {}) };
-        outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts, contextUntilSeq: composed.contextUntilSeq }, to);
+        outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts, contextUntilSeq: composed.contextUntilSeq, citations: composed.citations }, to);
       }
       // Waiting with no attempt left would leave the reply unconfirmed and unflagged: flag now.
       // Harmless if Twilio's callback still comes: it outranks `flagged` and confirms it.

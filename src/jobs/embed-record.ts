@@ -1,4 +1,4 @@
-// The `embed_record` job: (re)embeds one person or document with the configured provider.
+// The `embed_record` job: (re)embeds one document's chunks with the configured provider.
 // Idempotent: a record whose content hash equals the hash it was last embedded at is
 // skipped, and a record that changed while it was being embedded is left to the newer job.
 import { z } from 'zod';
@@ -6,13 +6,15 @@ import type { Database, Queryable } from '../db/types.ts';
 import type { AiProvider, CallOptions, TokenUsage } from '../ai/types.ts';
 import { NO_USAGE, embeddingSpaceOf, usageAdd } from '../ai/types.ts';
 import { aiWithUsageRecorded } from '../ai/usage.ts';
-import { chunkEmbeddingText, documentGetForEmbedding } from '../knowledge/documents.ts';
-import { personGet, personText } from '../knowledge/people.ts';
-import { documentEmbeddingSet, personEmbeddingSet, vectorSpaceCheck } from '../knowledge/vectors.ts';
+import { chunkEmbeddingText } from '../knowledge/chunking.ts';
+import type { ChunkSettings } from '../knowledge/chunking.ts';
+import { documentGetForEmbedding, documentRechunk, documentSave, documentsChunkedOtherwise, type DocumentSaveInput, type DocumentSaveOutcome } from '../knowledge/documents.ts';
+import { documentEmbeddingSet, vectorSpaceCheck } from '../knowledge/vectors.ts';
 import { jobEnqueueMany, type JobHandler } from '../queue/index.ts';
 
 export const EMBED_RECORD = 'embed_record';
 
+// 'people' only in jobs queued before people stopped being embedded (0011_retrieval.sql).
 const payloadSchema = z.object({ table: z.enum(['people', 'documents']), id: z.uuid() });
 export type EmbedRecordPayload = z.infer<typeof payloadSchema>;
 
@@ -22,18 +24,73 @@ const EMBED_BATCH = 64;
 export interface EmbedOutcome {
   table: 'people' | 'documents';
   id: string;
-  /** embedded; unchanged (hash already embedded); missing (deleted); superseded (changed meanwhile). */
-  status: 'embedded' | 'unchanged' | 'missing' | 'superseded';
+  /**
+   * embedded; unchanged (hash already embedded); missing (deleted); superseded (changed
+   * meanwhile); skipped (a person, from a job queued before people stopped being embedded).
+   */
+  status: 'embedded' | 'unchanged' | 'missing' | 'superseded' | 'skipped';
   model?: string;
   usage: TokenUsage;
 }
 
 /** Enqueues one embed_record job per id, in the caller's transaction. */
-export function embedRecordEnqueue(tx: Queryable, table: 'people' | 'documents', ids: string[]): Promise<string[]> {
+export function embedRecordEnqueue(tx: Queryable, ids: string[]): Promise<string[]> {
   return jobEnqueueMany(
     tx,
-    ids.map((id) => ({ type: EMBED_RECORD, payload: { table, id } })),
+    ids.map((id) => ({ type: EMBED_RECORD, payload: { table: 'documents', id } })),
   );
+}
+
+/** Saves a document and, when it is new or changed, enqueues its embedding, in one transaction. */
+export function documentAdd(db: Database, input: DocumentSaveInput, settings: ChunkSettings): Promise<DocumentSaveOutcome> {
+  return db.transaction(async (tx) => {
+    const outcome = await documentSave(tx, input, settings);
+    if (outcome.status !== 'unchanged') await embedRecordEnqueue(tx, [outcome.id]);
+    return outcome;
+  });
+}
+
+/**
+ * Cuts again every document cut with another rule or other settings (after an upgrade, or
+ * a change of CHUNK_*), each in its own transaction with its embedding job. Run by workers
+ * at start; racing workers skip each other's documents. Returns how many it cut.
+ */
+export async function documentsRechunkStale(db: Database, settings: ChunkSettings): Promise<number> {
+  let done = 0;
+  for (;;) {
+    const ids = await documentsChunkedOtherwise(db, settings);
+    let cut = 0;
+    for (const id of ids) {
+      const changed = await db.transaction(async (tx) => {
+        if (!(await documentRechunk(tx, id, settings))) return false;
+        await embedRecordEnqueue(tx, [id]);
+        return true;
+      });
+      if (changed) cut += 1;
+    }
+    done += cut;
+    // A page where nothing could be cut is another worker's (locked): leave it to that one.
+    if (ids.length === 0 || cut === 0) return done;
+  }
+}
+
+// Documents whose embedding is missing or stale and that no embed job is waiting for: after
+// a switch of the offline embeddings, or a job that failed for good (a quota, a long outage).
+const DOCUMENTS_UNQUEUED_STALE_SQL = `
+  select d.id from documents d
+  where d.embedded_hash is distinct from d.content_hash
+    and not exists (
+      select 1 from ai_jobs j
+      where j.type = '${EMBED_RECORD}' and j.status in ('pending', 'processing') and j.payload->>'id' = d.id::text
+    )`;
+
+/** Queues the embedding of every stale document nothing is queued for; returns how many. */
+export async function documentsEmbedStale(db: Database): Promise<number> {
+  return db.transaction(async (tx) => {
+    const stale = await tx.query<{ id: string }>(DOCUMENTS_UNQUEUED_STALE_SQL);
+    if (stale.rows.length > 0) await embedRecordEnqueue(tx, stale.rows.map((r) => r.id));
+    return stale.rows.length;
+  });
 }
 
 /** Embeds one record now (the job, and `aiq reembed`). */
@@ -44,16 +101,9 @@ export async function embedRecord(
   options: CallOptions & { purpose?: 'embed_record' | 'reembed' } = {},
 ): Promise<EmbedOutcome> {
   const { table, id } = payload;
+  if (table === 'people') return { table, id, status: 'skipped', usage: NO_USAGE };
   await vectorSpaceCheck(db, embeddingSpaceOf(provider));
   const ai = aiWithUsageRecorded(provider, db, options.purpose ?? 'embed_record', id);
-  if (table === 'people') {
-    const person = await personGet(db, id);
-    if (!person) return { table, id, status: 'missing', usage: NO_USAGE };
-    if (person.embeddedHash === person.contentHash) return { table, id, status: 'unchanged', usage: NO_USAGE };
-    const result = await ai.embed([personText(person)], options);
-    const stored = await personEmbeddingSet(db, id, result.vectors[0]!, person.contentHash);
-    return { table, id, status: stored ? 'embedded' : 'superseded', model: result.model, usage: result.usage };
-  }
   const doc = await documentGetForEmbedding(db, id);
   if (!doc) return { table, id, status: 'missing', usage: NO_USAGE };
   if (doc.embeddedHash === doc.contentHash) return { table, id, status: 'unchanged', usage: NO_USAGE };
@@ -62,7 +112,7 @@ export async function embedRecord(
   const vectors: Array<{ id: string; vector: number[] }> = [];
   for (let i = 0; i < doc.chunks.length; i += EMBED_BATCH) {
     const slice = doc.chunks.slice(i, i + EMBED_BATCH);
-    const result = await ai.embed(slice.map((c) => chunkEmbeddingText(doc.title, c.content)), options);
+    const result = await ai.embed(slice.map((c) => chunkEmbeddingText(doc.title, c.headingPath, c.content)), options);
     slice.forEach((chunk, j) => vectors.push({ id: chunk.id, vector: result.vectors[j]! }));
     usage = usageAdd(usage, result.usage);
     model = result.model;

@@ -5,7 +5,6 @@ import { z } from 'zod';
 import type { Database, Queryable } from '../db/types.ts';
 import { importCreate, ImportFileError, importFail, importPeopleRun, type ImportCounts, type PersonField } from '../knowledge/csv-import.ts';
 import { jobEnqueue, PermanentJobError, type JobHandler } from '../queue/index.ts';
-import { embedRecordEnqueue } from './embed-record.ts';
 
 export const IMPORT_PEOPLE = 'import_people';
 
@@ -36,9 +35,6 @@ export async function importPeopleExecute(
       headerMap: options.headerMap,
       signal: options.signal,
       onProgress: options.onProgress,
-      onChanged: async (tx, ids) => {
-        await embedRecordEnqueue(tx, 'people', ids);
-      },
     });
   } catch (err) {
     if (err instanceof ImportFileError) {

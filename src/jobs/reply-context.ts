@@ -2,12 +2,13 @@
 // burst) after the conversation before them, retrieval, prompt, model call. Shared by autoreply (which sends the draft through
 // the outbox) and suggest (which stores it for an admin). Sends and stores nothing itself.
 import { PROMPT_LEAK_REPLY, promptBuild, repliesWithSystemPrompt, systemPromptLoad, type HistoryMessage } from '../ai/prompts.ts';
-import { ragRetrieve } from '../ai/rag.ts';
+import { ragRetrieve, retrievalSettingsOf, type RetrievalSettings } from '../ai/rag.ts';
+import { chunkLocation } from '../knowledge/chunking.ts';
 import type { AiProvider, KnowledgeItem, Prompt, TokenUsage } from '../ai/types.ts';
 import { usageAdd } from '../ai/types.ts';
 import { aiWithUsageRecorded } from '../ai/usage.ts';
 import type { Queryable } from '../db/types.ts';
-import { inboundAnsweredUpTo, inboundUnanswered, messageGet, messageListAnswered, type Message } from '../messaging/conversations.ts';
+import { type Citations, inboundAnsweredUpTo, inboundUnanswered, messageGet, messageListAnswered, type Message } from '../messaging/conversations.ts';
 import type { PersonTextField } from '../knowledge/people.ts';
 import type { Runtime } from '../runtime.ts';
 
@@ -15,8 +16,10 @@ export interface ReplyDeps {
   db: Queryable;
   ai: AiProvider;
   systemPrompt: string;
-  /** RAG_TOP_K */
-  topK: number;
+  /** RAG_* */
+  retrieval: RetrievalSettings;
+  /** REPLY_CITE_SOURCES: a source line under the reply. */
+  citeSources: boolean;
   /** HISTORY_MESSAGES: earlier messages for context, and at most this many unanswered ones. */
   historyLimit: number;
   /** PROMPT_PERSON_FIELDS: what of the sender's record the prompt carries. */
@@ -37,8 +40,24 @@ export interface ReplyDraft {
   /** The inbound messages it answers (the burst since the last reply). */
   answers: string[];
   personId: string | null;
-  knowledge: Array<Pick<KnowledgeItem, 'id' | 'title' | 'distance'>>;
+  /** What the prompt carried, stored with the reply. */
+  citations: Citations;
   prompt: Prompt;
+}
+
+function citationsOf(knowledge: KnowledgeItem[], rag: { relevance: number; threshold: number; noAnswer: boolean | null }): Citations {
+  return {
+    sources: knowledge.map((k) => ({ chunkId: k.id, documentId: k.documentId, title: k.title, headingPath: k.headingPath, score: k.score, relevance: k.relevance })),
+    relevance: rag.relevance,
+    threshold: rag.threshold,
+    noAnswer: rag.noAnswer === true,
+  };
+}
+
+/** "📄 Handbook › Leave; IT › VPN": the distinct sections a reply drew on, best first, at most three. */
+export function sourceLine(citations: Citations): string | null {
+  const places = [...new Set(citations.sources.map((s) => chunkLocation(s.title, s.headingPath)))].slice(0, 3);
+  return places.length > 0 && !citations.noAnswer ? `📄 ${places.join('; ')}` : null;
 }
 
 /** What autoreply and suggest need to draft a reply; reads the system prompt file (once per call). */
@@ -48,7 +67,8 @@ export function replyDepsOf(runtime: Runtime): ReplyDeps {
     db: runtime.db,
     ai: runtime.ai,
     systemPrompt: systemPromptLoad(config.SYSTEM_PROMPT_FILE),
-    topK: config.RAG_TOP_K,
+    retrieval: retrievalSettingsOf(config, runtime.ai),
+    citeSources: config.REPLY_CITE_SOURCES,
     historyLimit: config.HISTORY_MESSAGES,
     personFields: config.PROMPT_PERSON_FIELDS,
   };
@@ -90,20 +110,22 @@ export async function replyDraft(
   ]);
   const history = historyOf([...earlier, ...unanswered]);
   const contextUntilSeq = unanswered.length > 0 ? unanswered[unanswered.length - 1]!.seq : null;
-  const rag = await ragRetrieve(deps.db, ai, { senderPhone: input.senderPhone, history, topK: deps.topK, personFields: deps.personFields }, { signal });
-  const prompt = promptBuild(deps.systemPrompt, { person: rag.person, knowledge: rag.knowledge, history });
+  const rag = await ragRetrieve(deps.db, ai, { senderPhone: input.senderPhone, history, retrieval: deps.retrieval, personFields: deps.personFields }, { signal });
+  const prompt = promptBuild(deps.systemPrompt, { person: rag.person, knowledge: rag.knowledge, history, noAnswer: rag.noAnswer === true });
   const chat = await ai.chat(prompt, { signal });
+  const citations = citationsOf(rag.knowledge, rag);
   // A reply that repeats the instructions (a prompt injection that worked) is not sent.
   const leaked = repliesWithSystemPrompt(chat.text, deps.systemPrompt);
+  const sources = deps.citeSources && !leaked ? sourceLine(citations) : null;
   return {
-    text: leaked ? PROMPT_LEAK_REPLY : chat.text,
+    text: leaked ? PROMPT_LEAK_REPLY : sources ? `${chat.text}\n\n${sources}` : chat.text,
     provider: deps.ai.name,
     model: chat.model,
     usage: usageAdd(rag.usage, chat.usage),
     contextUntilSeq,
     answers: prompt.grounding.questions,
     personId: rag.personId,
-    knowledge: rag.knowledge.map(({ id, title, distance }) => ({ id, title, distance })),
+    citations,
     prompt,
   };
 }

@@ -1,7 +1,7 @@
 // What the autoreply says: the one function that turns a conversation into reply text, by
 // RAG + LLM (reply-context.ts: history up to now, the sender's record, top-k knowledge).
 // Sends and stores nothing: autoreply delivers what it returns through the outbox.
-import type { Conversation, Message } from '../messaging/conversations.ts';
+import type { Citations, Conversation, Message } from '../messaging/conversations.ts';
 import type { Runtime } from '../runtime.ts';
 import { replyDepsOf, replyDraft, type ReplyDeps } from './reply-context.ts';
 
@@ -12,6 +12,8 @@ export interface ComposedReply {
    * jobs of the same conversation whose message is not past it become no-ops.
    */
   contextUntilSeq: number | null;
+  /** What the text drew on, stored with the reply. */
+  citations: Citations;
   /** Small facts for the job's result (provider, model, token usage …). */
   meta?: Record<string, unknown>;
 }
@@ -28,12 +30,14 @@ export async function composeReply(runtime: Runtime, conversation: Conversation,
   return {
     body: draft.text,
     contextUntilSeq: draft.contextUntilSeq,
+    citations: draft.citations,
     meta: {
       provider: draft.provider,
       model: draft.model,
       usage: draft.usage,
       answered: draft.answers.length,
-      knowledge: draft.knowledge.map((k) => k.id),
+      knowledge: draft.citations.sources.map((s) => s.chunkId),
+      ...(draft.citations.noAnswer ? { noAnswer: true } : {}),
     },
   };
 }

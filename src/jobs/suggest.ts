@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { TokenUsage } from '../ai/types.ts';
 import type { Queryable } from '../db/types.ts';
-import { conversationGet, messageGet } from '../messaging/conversations.ts';
+import { conversationGet, messageGet, type Citations } from '../messaging/conversations.ts';
 import { jobEnqueue, PermanentJobError, type JobHandler } from '../queue/index.ts';
 import { replyDraft, type ReplyDeps } from './reply-context.ts';
 
@@ -27,6 +27,8 @@ export interface Suggestion {
   provider: string;
   model: string;
   usage: TokenUsage;
+  /** What the draft drew on (null for suggestions from before citations). */
+  citations: Citations | null;
   createdAt: Date;
   decidedAt: Date | null;
 }
@@ -41,6 +43,7 @@ interface SuggestionRow {
   provider: string;
   model: string;
   usage: TokenUsage;
+  citations: Citations | null;
   created_at: Date;
   decided_at: Date | null;
 }
@@ -48,7 +51,7 @@ interface SuggestionRow {
 function suggestionFromRow(r: SuggestionRow): Suggestion {
   return {
     id: r.id, conversationId: r.conversation_id, messageId: r.message_id, body: r.body, status: r.status,
-    sentMessageId: r.sent_message_id, provider: r.provider, model: r.model, usage: r.usage, createdAt: r.created_at, decidedAt: r.decided_at,
+    sentMessageId: r.sent_message_id, provider: r.provider, model: r.model, usage: r.usage, citations: r.citations ?? null, createdAt: r.created_at, decidedAt: r.decided_at,
   };
 }
 
@@ -111,18 +114,18 @@ export function suggestHandler(deps: ReplyDeps): JobHandler<SuggestPayload> {
       const draft = await replyDraft(deps, { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'suggest', inboundMessageId: message.id }, signal);
       // A racing duplicate job may have stored one meanwhile: keep the first.
       const inserted = await deps.db.query<{ id: string }>(
-        `insert into suggestions (conversation_id, message_id, body, provider, model, usage)
-         values ($1, $2, $3, $4, $5, $6::jsonb)
+        `insert into suggestions (conversation_id, message_id, body, provider, model, usage, citations)
+         values ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb)
          on conflict (message_id) do nothing
          returning id`,
-        [conversation.id, message.id, draft.text, draft.provider, draft.model, JSON.stringify(draft.usage)],
+        [conversation.id, message.id, draft.text, draft.provider, draft.model, JSON.stringify(draft.usage), JSON.stringify(draft.citations)],
       );
       return {
         suggestionId: inserted.rows[0]?.id ?? null,
         provider: draft.provider,
         model: draft.model,
         usage: draft.usage,
-        knowledge: draft.knowledge.map((k) => k.id),
+        knowledge: draft.citations.sources.map((s) => s.chunkId),
       };
     },
   };

@@ -69,8 +69,6 @@ export interface ImportCounts {
 export interface ImportRunOptions {
   /** Explicit header → field mapping, for headers the aliases do not know. */
   headerMap?: Record<string, PersonField>;
-  /** Called in each batch's transaction with the ids of new or changed people. */
-  onChanged(tx: Queryable, personIds: string[]): Promise<void>;
   /** Called after each batch (progress display, lease heartbeat). */
   onProgress?(counts: ImportCounts): void | Promise<void>;
   signal?: AbortSignal;
@@ -185,8 +183,6 @@ export async function importPeopleRun(db: Database, importId: string, options: I
     storedErrors += rowErrors.length;
     await db.transaction(async (tx) => {
       const outcome = await personUpsertMany(tx, rows);
-      const changed = [...outcome.inserted, ...outcome.updated];
-      if (changed.length > 0) await options.onChanged(tx, changed);
       counts.inserted += outcome.inserted.length;
       counts.updated += outcome.updated.length;
       counts.unchanged += outcome.unchanged;

@@ -1,73 +1,10 @@
-// Documents of the knowledge base and how they are cut into chunks for retrieval. Saving a
-// document replaces its chunks when its content changed and does nothing when it did not.
-// Knows nothing of embeddings providers or jobs (the caller enqueues the embedding).
+// Documents of the knowledge base and their chunks. Saving a document replaces its chunks
+// (with their full-text entries) when its content changed and does nothing when it did
+// not; how text is cut is chunking.ts. Knows nothing of embeddings providers or jobs (the
+// caller enqueues the embedding).
 import { createHash } from 'node:crypto';
 import type { Queryable } from '../db/types.ts';
-
-/** Longest chunk, in characters (~300 tokens: small enough to rank, big enough to answer). */
-export const CHUNK_MAX_CHARS = 1200;
-
-/**
- * The chunking rule:
- * 1. Line endings are normalised and the text is split into paragraphs at blank lines.
- * 2. A Markdown heading (`# …`) always starts a new chunk, so sections do not mix.
- * 3. Consecutive paragraphs are packed into one chunk while it stays within `maxChars`.
- * 4. A paragraph longer than `maxChars` is split at sentence ends; a sentence longer than
- *    that at spaces; a run without spaces at `maxChars` exactly.
- * There is no overlap between chunks: a chunk holds whole paragraphs, and the document
- * title is embedded with every chunk (see `chunkEmbeddingText`), which gives each chunk
- * the context an overlap would.
- */
-export function documentChunk(body: string, maxChars = CHUNK_MAX_CHARS): string[] {
-  const paragraphs = body
-    .replace(/\r\n?/g, '\n')
-    .split(/\n\s*\n/)
-    .map((p) => p.trim())
-    .filter(Boolean);
-  const chunks: string[] = [];
-  let current = '';
-  const flush = () => {
-    if (current) chunks.push(current);
-    current = '';
-  };
-  for (const paragraph of paragraphs) {
-    if (/^#{1,6}\s/.test(paragraph)) flush();
-    for (const piece of splitLong(paragraph, maxChars)) {
-      if (current && current.length + 2 + piece.length > maxChars) flush();
-      current = current ? `${current}\n\n${piece}` : piece;
-    }
-  }
-  flush();
-  return chunks;
-}
-
-/** Pieces of at most `maxChars`: whole sentences where possible, then words, then a hard cut. */
-function splitLong(text: string, maxChars: number): string[] {
-  if (text.length <= maxChars) return [text];
-  const pieces: string[] = [];
-  let current = '';
-  const units = text.split(/(?<=[.!?])\s+/).flatMap((sentence) => (sentence.length <= maxChars ? [sentence] : sentence.split(/\s+/)));
-  for (const unit of units.flatMap((u) => hardCut(u, maxChars))) {
-    if (current && current.length + 1 + unit.length > maxChars) {
-      pieces.push(current);
-      current = '';
-    }
-    current = current ? `${current} ${unit}` : unit;
-  }
-  if (current) pieces.push(current);
-  return pieces;
-}
-
-function hardCut(text: string, maxChars: number): string[] {
-  const parts: string[] = [];
-  for (let i = 0; i < text.length; i += maxChars) parts.push(text.slice(i, i + maxChars));
-  return parts;
-}
-
-/** What is embedded for a chunk: the title gives every chunk its document's topic. */
-export function chunkEmbeddingText(title: string, content: string): string {
-  return `${title}\n\n${content}`;
-}
+import { chunkingSignature, DEFAULT_CHUNK_SETTINGS, documentContentCheck, DocumentContentError, type ChunkSettings } from './chunking.ts';
 
 /** sha256 of title and body: equal content, equal hash (an unchanged save does nothing). */
 export function documentContentHash(title: string, body: string): string {
@@ -88,18 +25,23 @@ export interface DocumentSaveOutcome {
 
 /**
  * Saves a document by title: new → inserted with its chunks; same title with other content
- * → body replaced and chunks rebuilt (their embeddings with them); same content → nothing.
- * Run it in the transaction that also enqueues the embedding.
+ * → body replaced and chunks rebuilt (their embeddings with them); same content cut the
+ * same way → nothing. Refuses (DocumentContentError) what has nothing to answer from. Run
+ * it in the transaction that also enqueues the embedding.
  */
-export async function documentSave(tx: Queryable, input: DocumentSaveInput): Promise<DocumentSaveOutcome> {
+export async function documentSave(tx: Queryable, input: DocumentSaveInput, settings: ChunkSettings = DEFAULT_CHUNK_SETTINGS): Promise<DocumentSaveOutcome> {
   const title = input.title.trim();
-  if (!title) throw new Error('a document needs a title');
-  if (!input.body.trim()) throw new Error(`document "${title}" is empty`);
+  if (!title) throw new DocumentContentError('a document needs a title');
+  const chunks = documentContentCheck(title, input.body, settings);
   const hash = documentContentHash(title, input.body);
+  const chunking = chunkingSignature(settings);
   // Lock by title so that two saves of one title serialise instead of both inserting.
-  const existing = await tx.query<{ id: string; content_hash: string }>('select id, content_hash from documents where title = $1 for update', [title]);
+  const existing = await tx.query<{ id: string; content_hash: string; chunking: string | null }>(
+    'select id, content_hash, chunking from documents where title = $1 for update',
+    [title],
+  );
   const found = existing.rows[0];
-  if (found && found.content_hash === hash) {
+  if (found && found.content_hash === hash && found.chunking === chunking) {
     const count = await tx.query<{ n: number }>('select count(*)::int as n from document_chunks where document_id = $1', [found.id]);
     return { id: found.id, status: 'unchanged', chunks: count.rows[0]?.n ?? 0 };
   }
@@ -111,7 +53,6 @@ export async function documentSave(tx: Queryable, input: DocumentSaveInput): Pro
        where id = $1`,
       [id, input.body, input.source ?? null, hash],
     );
-    await tx.query('delete from document_chunks where document_id = $1', [id]);
   } else {
     const inserted = await tx.query<{ id: string }>(
       'insert into documents (title, body, source, content_hash) values ($1, $2, $3, $4) returning id',
@@ -119,13 +60,56 @@ export async function documentSave(tx: Queryable, input: DocumentSaveInput): Pro
     );
     id = inserted.rows[0]!.id;
   }
-  const chunks = documentChunk(input.body);
-  await tx.query(
-    `insert into document_chunks (document_id, position, content)
-     select $1, position - 1, content from unnest($2::text[]) with ordinality as c(content, position)`,
-    [id, chunks],
-  );
+  await chunksReplace(tx, id, title, chunks, chunking);
   return { id, status: found ? 'updated' : 'inserted', chunks: chunks.length };
+}
+
+// Each chunk with its full-text entry (aiq_chunk_search_vector, 0011_retrieval.sql).
+const CHUNKS_INSERT_SQL = `
+  insert into document_chunks (document_id, position, heading_path, content, search_vector)
+  select $1, c.position - 1, c.heading_path, c.content, aiq_chunk_search_vector($2, c.heading_path, c.content)
+  from (
+    select array(select jsonb_array_elements_text(item->'headingPath')) as heading_path, item->>'content' as content, position
+    from jsonb_array_elements($3::jsonb) with ordinality as chunk(item, position)
+  ) c`;
+
+/** Replaces a document's chunks in the caller's transaction: readers see the old set or the new one, never both. */
+async function chunksReplace(tx: Queryable, documentId: string, title: string, chunks: Array<{ headingPath: string[]; content: string }>, chunking: string): Promise<void> {
+  await tx.query('delete from document_chunks where document_id = $1', [documentId]);
+  await tx.query(CHUNKS_INSERT_SQL, [documentId, title, JSON.stringify(chunks)]);
+  await tx.query('update documents set chunking = $2 where id = $1', [documentId, chunking]);
+}
+
+/** Documents cut with another rule or other settings than `settings` (or before 0011), a page at a time. */
+export async function documentsChunkedOtherwise(db: Queryable, settings: ChunkSettings, limit = 100): Promise<string[]> {
+  const result = await db.query<{ id: string }>('select id from documents where chunking is distinct from $1 order by id limit $2', [chunkingSignature(settings), limit]);
+  return result.rows.map((r) => r.id);
+}
+
+/**
+ * Cuts one document again with `settings`, in the caller's transaction; its embedding is
+ * then stale (enqueue it). False when it is gone, already cut so, or locked by a racing
+ * process that is doing the same.
+ */
+export async function documentRechunk(tx: Queryable, id: string, settings: ChunkSettings): Promise<boolean> {
+  const chunking = chunkingSignature(settings);
+  const found = await tx.query<{ title: string; body: string }>(
+    'select title, body from documents where id = $1 and chunking is distinct from $2 for update skip locked',
+    [id, chunking],
+  );
+  const doc = found.rows[0];
+  if (!doc) return false;
+  let chunks;
+  try {
+    chunks = documentContentCheck(doc.title, doc.body, settings);
+  } catch (err) {
+    if (!(err instanceof DocumentContentError)) throw err;
+    // Stored before the check existed (headings only): keep it whole as one chunk rather than lose it.
+    chunks = [{ headingPath: [], content: doc.body.trim() }];
+  }
+  await tx.query('update documents set embedded_hash = null, embedded_at = null, updated_at = now() where id = $1', [id]);
+  await chunksReplace(tx, id, doc.title, chunks, chunking);
+  return true;
 }
 
 export interface DocumentForEmbedding {
@@ -133,7 +117,7 @@ export interface DocumentForEmbedding {
   title: string;
   contentHash: string;
   embeddedHash: string | null;
-  chunks: Array<{ id: string; content: string }>;
+  chunks: Array<{ id: string; headingPath: string[]; content: string }>;
 }
 
 /** A document's hashes and chunks in order, for embedding; null when it is gone. */
@@ -144,6 +128,9 @@ export async function documentGetForEmbedding(db: Queryable, id: string): Promis
   );
   const row = doc.rows[0];
   if (!row) return null;
-  const chunks = await db.query<{ id: string; content: string }>('select id, content from document_chunks where document_id = $1 order by position', [id]);
+  const chunks = await db.query<{ id: string; headingPath: string[]; content: string }>(
+    'select id, heading_path as "headingPath", content from document_chunks where document_id = $1 order by position',
+    [id],
+  );
   return { id: row.id, title: row.title, contentHash: row.content_hash, embeddedHash: row.embedded_hash, chunks: chunks.rows };
 }

@@ -1,6 +1,6 @@
 // The people table (employees the assistant talks to): phone normalisation to E.164, the
 // content hash that makes re-imports no-ops, batch upserts by phone, look-ups, and how a
-// record reads as text (for embeddings and prompts). Knows nothing of CSV or providers.
+// record reads as text (for prompts). Knows nothing of CSV or providers.
 import { createHash } from 'node:crypto';
 import type { Queryable } from '../db/types.ts';
 
@@ -18,7 +18,6 @@ export interface Person extends Required<Omit<PersonInput, 'attributes'>> {
   id: string;
   attributes: Record<string, string>;
   contentHash: string;
-  embeddedHash: string | null;
 }
 
 /**
@@ -43,7 +42,7 @@ export function personContentHash(person: PersonInput): string {
   return createHash('sha256').update(canonical).digest('hex');
 }
 
-/** The record as lines of `Field: value` (what is embedded and what the prompt shows). */
+/** The record as lines of `Field: value` (what the prompt shows). */
 export function personText(person: PersonInput, fields: readonly PersonTextField[] = PERSON_TEXT_FIELDS): string {
   const shown = new Set(fields);
   const lines: string[] = [];
@@ -104,10 +103,9 @@ interface PersonRow {
   role: string | null;
   attributes: Record<string, string>;
   content_hash: string;
-  embedded_hash: string | null;
 }
 
-const PERSON_COLUMNS = 'id, name, phone, email, department, role, attributes, content_hash, embedded_hash';
+const PERSON_COLUMNS = 'id, name, phone, email, department, role, attributes, content_hash';
 
 function personFromRow(row: PersonRow): Person {
   return {
@@ -119,7 +117,6 @@ function personFromRow(row: PersonRow): Person {
     role: row.role,
     attributes: row.attributes ?? {},
     contentHash: row.content_hash,
-    embeddedHash: row.embedded_hash,
   };
 }
 

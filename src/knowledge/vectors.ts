@@ -63,6 +63,13 @@ function checkDimensions(space: VectorSpace): void {
 export async function vectorSpaceOpen(db: Database, configured: VectorSpace): Promise<VectorSpaceState> {
   checkDimensions(configured);
   const stored = await vectorSettingsGet(db);
+  if (stored && !sameSpace(stored, configured) && stored.provider === 'local' && configured.provider === 'local') {
+    // The offline provider's vectors cost nothing and call nobody to make again: another
+    // version or size of them is switched to here (the documents are embedded anew by the
+    // worker), where a paid provider's would wait for `aiq reembed --switch`.
+    await vectorSpaceSwitch(db, configured);
+    return { status: 'ready', space: { ...configured, storage: stored.storage }, created: false };
+  }
   if (stored) return stateOf(stored, configured);
   const storage = await vectorStorageDetect(db);
   return db.transaction(async (tx) => {
@@ -92,9 +99,8 @@ export async function vectorSpaceCheck(db: Queryable, configured: VectorSpace): 
 /** What `aiq reembed --switch` will drop and redo, for its confirmation prompt. */
 export async function vectorSwitchPlan(db: Queryable): Promise<{ stored: StoredVectorSpace | null; embedded: number; records: number }> {
   const counts = await db.query<{ embedded: number; records: number }>(
-    `select ((select count(*) from people where embedded_hash is not null)
-           + (select count(*) from documents where embedded_hash is not null))::int as embedded,
-            ((select count(*) from people) + (select count(*) from documents))::int as records`,
+    `select (select count(*) from documents where embedded_hash is not null)::int as embedded,
+            (select count(*) from documents)::int as records`,
   );
   return { stored: await vectorSettingsGet(db), ...counts.rows[0]! };
 }
@@ -112,7 +118,6 @@ export async function vectorSpaceSwitch(db: Database, space: VectorSpace): Promi
     const previous = await vectorSettingsGet(tx);
     if (previous && previous.storage === storage && sameSpace(previous, space)) return { switched: false, previous };
     await vectorColumnsBuild(tx, storage, space);
-    await tx.query('update people set embedded_hash = null, embedded_at = null where embedded_hash is not null');
     await tx.query('update documents set embedded_hash = null, embedded_at = null where embedded_hash is not null');
     return { switched: true, previous };
   });
@@ -170,57 +175,14 @@ function columnsDdl(storage: VectorStorage, dimensions: number): string {
   const convert = storage === 'pgvector' ? `v::vector(${n})` : 'v';
   const indexes =
     storage === 'pgvector' && n <= HNSW_MAX_DIMENSIONS
-      ? `create index people_embedding_idx on people using hnsw (embedding vector_cosine_ops);
-         create index document_chunks_embedding_idx on document_chunks using hnsw (embedding vector_cosine_ops);`
+      ? 'create index document_chunks_embedding_idx on document_chunks using hnsw (embedding vector_cosine_ops);'
       : '';
   return `
-    alter table people drop column if exists embedding;
     alter table document_chunks drop column if exists embedding;
-    alter table people add column embedding ${type}${check};
     alter table document_chunks add column embedding ${type}${check};
     ${indexes}
     create or replace function aiq_vector(v real[]) returns ${type}
       language sql immutable strict parallel safe as $$ select ${convert} $$;`;
-}
-
-export interface ChunkMatch {
-  id: string;
-  documentId: string;
-  title: string;
-  content: string;
-  distance: number;
-}
-
-// Order by the bare `embedding <=> value`, so pgvector's HNSW index can serve it.
-const CHUNKS_NEAREST_SQL = `
-  select c.id, c.document_id, d.title, c.content, (c.embedding <=> aiq_vector($1::real[]))::float8 as distance
-  from document_chunks c
-  join documents d on d.id = c.document_id
-  where c.embedding is not null
-  order by c.embedding <=> aiq_vector($1::real[])
-  limit $2`;
-
-/** The `limit` document chunks nearest to `vector` by cosine distance. */
-export async function chunkNearest(db: Queryable, vector: number[], limit: number): Promise<ChunkMatch[]> {
-  if (limit <= 0) return [];
-  const result = await db.query<{ id: string; document_id: string; title: string; content: string; distance: number }>(CHUNKS_NEAREST_SQL, [
-    vector,
-    limit,
-  ]);
-  return result.rows.map((r) => ({ id: r.id, documentId: r.document_id, title: r.title, content: r.content, distance: r.distance }));
-}
-
-/**
- * Stores a person's embedding, made from the content whose hash is `hash`. Fenced on the
- * hash: if the record changed while we embedded, nothing is written (a newer job follows).
- */
-export async function personEmbeddingSet(db: Queryable, id: string, vector: number[], hash: string): Promise<boolean> {
-  const result = await db.query(
-    `update people set embedding = aiq_vector($2::real[]), embedded_hash = $3, embedded_at = now()
-     where id = $1 and content_hash = $3`,
-    [id, vector, hash],
-  );
-  return result.rowCount > 0;
 }
 
 /** Stores the chunks' embeddings and marks the document embedded at `hash`, in one transaction. */
@@ -243,7 +205,7 @@ export async function documentEmbeddingSet(
 }
 
 export interface StaleRecord {
-  table: 'people' | 'documents';
+  table: 'documents';
   id: string;
   /** Keyset cursor: pass the last one back as `after` for the next page. */
   cursor: string;
@@ -253,10 +215,7 @@ export interface StaleRecord {
 // rather than returned forever.
 const STALE_LIST_SQL = `
   select * from (
-    select 'people' as table, id, to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') || '/' || id as cursor
-    from people where embedded_hash is distinct from content_hash
-    union all
-    select 'documents', id, to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') || '/' || id
+    select 'documents' as table, id, to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') || '/' || id as cursor
     from documents where embedded_hash is distinct from content_hash
   ) stale
   where $2::text is null or cursor > $2
@@ -272,14 +231,12 @@ export async function vectorStaleList(db: Queryable, limit: number, after?: stri
 /** How many records need embedding (for progress). */
 export async function vectorStaleCount(db: Queryable): Promise<number> {
   const result = await db.query<{ count: number }>(
-    `select ((select count(*) from people where embedded_hash is distinct from content_hash)
-           + (select count(*) from documents where embedded_hash is distinct from content_hash))::int as count`,
+    'select count(*)::int as count from documents where embedded_hash is distinct from content_hash',
   );
   return result.rows[0]?.count ?? 0;
 }
 
 /** Marks every embedding stale (`aiq reembed --all`: after a model update under the same name). */
 export async function vectorMarkAllStale(db: Queryable): Promise<void> {
-  await db.query('update people set embedded_hash = null where embedded_hash is not null');
   await db.query('update documents set embedded_hash = null where embedded_hash is not null');
 }

@@ -45,9 +45,25 @@ export interface Message {
   /** A reply split to fit the channel: this is part `part` of `parts` (1 of 1 otherwise). */
   part: number;
   parts: number;
+  /** AI replies (first part): what the reply drew on. */
+  citations: Citations | null;
   sendStartedAt: Date | null;
   statusUpdatedAt: Date;
   createdAt: Date;
+}
+
+/**
+ * A reply's sources: the chunks its prompt carried, as they were (chunks are replaced when
+ * their document changes), with the relevance that let them in, or the "I don't know" path
+ * when nothing reached the threshold. Stored with the reply and shown in the dashboard.
+ */
+export interface Citations {
+  sources: Array<{ chunkId: string; documentId: string; title: string; headingPath: string[]; score: number; relevance: number }>;
+  /** The best chunk's relevance and the threshold it was held against. */
+  relevance: number;
+  threshold: number;
+  /** Nothing was relevant enough: the reply was told to say it does not know. */
+  noAnswer: boolean;
 }
 
 interface MessageRow {
@@ -66,6 +82,7 @@ interface MessageRow {
   context_until_seq: string | null;
   part: number;
   parts: number;
+  citations: Citations | null;
   send_started_at: Date | null;
   status_updated_at: Date;
   created_at: Date;
@@ -90,6 +107,7 @@ export function messageFromRow(row: MessageRow): Message {
     contextUntilSeq: row.context_until_seq === null ? null : Number(row.context_until_seq),
     part: row.part,
     parts: row.parts,
+    citations: row.citations ?? null,
     sendStartedAt: row.send_started_at,
     statusUpdatedAt: row.status_updated_at,
     createdAt: row.created_at,

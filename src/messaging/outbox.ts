@@ -64,8 +64,8 @@ const ADMIN_REPLY_INSERT_SQL = `
 // index on (reply_to_message_id, part) makes the insert the claim, as for one part).
 const REPLY_PARTS_INSERT_SQL = `
   with reply as (
-    insert into messages (conversation_id, source, body, status, reply_to_message_id, context_until_seq, part, parts)
-    select $1, 'ai', p.body, 'unsent', $2, $3, p.part::int, $5
+    insert into messages (conversation_id, source, body, status, reply_to_message_id, context_until_seq, part, parts, citations)
+    select $1, 'ai', p.body, 'unsent', $2, $3, p.part::int, $5, case when p.part = 1 then $6::jsonb end
     from unnest($4::text[]) with ordinality as p(body, part)
     on conflict (reply_to_message_id, part) where source = 'ai' do nothing
     returning *
@@ -100,6 +100,8 @@ export interface NewAiReply {
   parts: string[];
   /** The highest inbound position the reply's prompt contained (the done-is-noop guard). */
   contextUntilSeq?: number | null;
+  /** What the reply drew on (stored with its first part, for the dashboard). */
+  citations?: unknown;
 }
 
 /**
@@ -108,7 +110,14 @@ export interface NewAiReply {
  */
 export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string): Promise<ReplyOutcome> {
   if (input.parts.length === 0) throw new Error('a reply needs at least one part');
-  const written = await deps.db.query(REPLY_PARTS_INSERT_SQL, [input.conversationId, input.replyToMessageId, input.contextUntilSeq ?? null, input.parts, input.parts.length]);
+  const written = await deps.db.query(REPLY_PARTS_INSERT_SQL, [
+    input.conversationId,
+    input.replyToMessageId,
+    input.contextUntilSeq ?? null,
+    input.parts,
+    input.parts.length,
+    input.citations === undefined ? null : JSON.stringify(input.citations),
+  ]);
   const parts = written.rows.length > 0 ? written.rows.map((row) => messageFromRow(row as never)) : await replyPartsForInbound(deps.db, input.replyToMessageId);
   if (parts.length === 0) throw new Error(`reply to ${input.replyToMessageId} neither written nor found`);
   return replyPartsResume(deps, parts, to);

@@ -4,9 +4,10 @@
 // job exists exactly when the data does.
 import { escapeLike } from '../../db/like.ts';
 import type { Queryable } from '../../db/types.ts';
-import { embedRecordEnqueue } from '../../jobs/embed-record.ts';
+import { documentAdd } from '../../jobs/embed-record.ts';
 import { importPeopleEnqueue } from '../../jobs/import-people.ts';
-import { documentSave, type DocumentSaveOutcome } from '../../knowledge/documents.ts';
+import { chunkSettingsOf } from '../../knowledge/chunking.ts';
+import type { DocumentSaveOutcome } from '../../knowledge/documents.ts';
 import type { Runtime } from '../../runtime.ts';
 
 export interface PersonSummary {
@@ -16,13 +17,11 @@ export interface PersonSummary {
   email: string | null;
   department: string | null;
   role: string | null;
-  /** The stored embedding matches the current content. */
-  embedded: boolean;
 }
 
 // Alphabetical, keyset-paged on (name, id); the search looks in every column people type.
 const PEOPLE_SQL = `
-  select id, name, phone, email, department, role, embedded_hash is not distinct from content_hash as embedded
+  select id, name, phone, email, department, role
   from people
   where ($1::text is null
          or name ilike '%' || $1 || '%' or phone like '%' || $1 || '%' or email ilike '%' || $1 || '%'
@@ -68,6 +67,30 @@ export async function documentList(db: Queryable, limit = 200): Promise<Document
   return result.rows;
 }
 
+export interface DocumentChunks {
+  id: string;
+  title: string;
+  source: string | null;
+  embedded: boolean;
+  updatedAt: Date;
+  chunks: Array<{ id: string; position: number; headingPath: string[]; content: string }>;
+}
+
+/** One document with its chunks in order (the page citations link to); null when gone. */
+export async function documentWithChunks(db: Queryable, id: string): Promise<DocumentChunks | null> {
+  const doc = await db.query<Omit<DocumentChunks, 'chunks'>>(
+    `select id, title, source, embedded_hash is not distinct from content_hash as embedded, updated_at as "updatedAt"
+     from documents where id = $1`,
+    [id],
+  );
+  if (!doc.rows[0]) return null;
+  const chunks = await db.query<DocumentChunks['chunks'][number]>(
+    'select id, position, heading_path as "headingPath", content from document_chunks where document_id = $1 order by position',
+    [id],
+  );
+  return { ...doc.rows[0], chunks: chunks.rows };
+}
+
 export interface ImportSummary {
   id: string;
   filename: string;
@@ -95,13 +118,9 @@ export async function importList(db: Queryable, limit = 50): Promise<ImportSumma
   return result.rows;
 }
 
-/** Saves a document and, when it is new or changed, enqueues its embedding, in one transaction. */
-export async function documentAdd(runtime: Runtime, input: { title: string; body: string; source?: string }): Promise<DocumentSaveOutcome> {
-  return runtime.db.transaction(async (tx) => {
-    const outcome = await documentSave(tx, input);
-    if (outcome.status !== 'unchanged') await embedRecordEnqueue(tx, 'documents', [outcome.id]);
-    return outcome;
-  });
+/** Saves a document with the configured chunking and enqueues its embedding (see jobs/embed-record.ts). */
+export function documentAddConfigured(runtime: Runtime, input: { title: string; body: string; source?: string }): Promise<DocumentSaveOutcome> {
+  return documentAdd(runtime.db, input, chunkSettingsOf(runtime.config));
 }
 
 /** Stores an uploaded CSV and enqueues its import job, in one transaction. */

@@ -4,7 +4,8 @@
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { suggestionDiscard, suggestionGet, suggestionList, type Suggestion } from '../../jobs/suggest.ts';
-import { conversationAiPausedSet, conversationGet, messageListRecent, type Conversation, type Message } from '../../messaging/conversations.ts';
+import { chunkLocation } from '../../knowledge/chunking.ts';
+import { conversationAiPausedSet, conversationGet, messageListRecent, type Citations, type Conversation, type Message } from '../../messaging/conversations.ts';
 import { personErase } from '../../privacy/erasure.ts';
 import type { Runtime } from '../../runtime.ts';
 import { pageContext } from './access.ts';
@@ -53,13 +54,25 @@ ${rows.map(
 function messageBubble(m: Message): Html {
   const who = m.source === 'inbound' ? 'contact' : m.source === 'ai' ? 'AI' : 'admin';
   return html`<div class="msg ${m.source}" data-message-id="${m.id}" data-source="${m.source}"><span class="body">${m.body}</span>${m.mediaUrls.length ? html`<span class="meta">${m.mediaUrls.length} attachment(s)</span>` : ''}
-<span class="meta">${who} · ${when(m.createdAt)}${m.source === 'inbound' ? '' : html` · ${badge(m.status)}`}${m.errorMessage ? html` · ${m.errorMessage}` : ''}</span></div>`;
+<span class="meta">${who} · ${when(m.createdAt)}${m.source === 'inbound' ? '' : html` · ${badge(m.status)}`}${m.errorMessage ? html` · ${m.errorMessage}` : ''}</span>${m.citations ? citationsNote(m.citations) : ''}</div>`;
+}
+
+/** Where a reply's answer came from, linked to the sections; or why it said it does not know. */
+function citationsNote(c: Citations): Html {
+  if (c.noAnswer) {
+    return html`<span class="meta citations" data-no-answer="true">no source relevant enough (best ${c.relevance.toFixed(2)} &lt; threshold ${c.threshold.toFixed(2)}): told to say it does not know and offer a colleague</span>`;
+  }
+  if (c.sources.length === 0) return html``;
+  return html`<span class="meta citations">sources: ${c.sources.map(
+    (s, i) => html`${i > 0 ? ' · ' : ''}<a href="/admin/documents/${s.documentId}#chunk-${s.chunkId}" data-chunk-id="${s.chunkId}">${chunkLocation(s.title, s.headingPath)}</a> <span title="relevance">(${s.relevance.toFixed(2)})</span>`,
+  )}</span>`;
 }
 
 function suggestionCard(ctx: PageContext, s: Suggestion): Html {
   return html`<div class="card suggestion" data-suggestion-id="${s.id}"><h2 style="margin-top:0">AI suggestion <span class="muted">(${s.provider} · ${s.model} · ${when(s.createdAt)})</span></h2>
 <form method="post" action="/admin/suggestions/${s.id}/send">${csrfField(ctx)}
 <textarea name="body" aria-label="Suggested reply">${s.body}</textarea>
+${s.citations ? html`<p class="muted">${citationsNote(s.citations)}</p>` : ''}
 <p><button class="primary" type="submit">Send</button> <span class="muted">Edit the text first to send your version.</span></p></form>
 ${actionButton(ctx, `/admin/suggestions/${s.id}/discard`, 'Discard', { className: 'danger' })}</div>`;
 }

@@ -3,14 +3,15 @@
 // read into a form field by the page script, so no multipart parser is needed.
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
+import { DocumentContentError } from '../../knowledge/chunking.ts';
 import { importGet, type ImportRecord } from '../../knowledge/csv-import.ts';
 import { personGet, type Person } from '../../knowledge/people.ts';
-import { vectorStaleCount } from '../../knowledge/vectors.ts';
+import { chunkLocation } from '../../knowledge/chunking.ts';
 import type { Runtime } from '../../runtime.ts';
 import { pageContext } from './access.ts';
 import { html, type Html } from './html.ts';
 import { badge, csrfField, page, when, type PageContext, sendPage } from './layout.ts';
-import { documentAdd, documentList, importList, importUpload, personSearch, type DocumentSummary, type ImportSummary, type PersonSummary } from '../admin/knowledge-store.ts';
+import { documentAddConfigured, documentList, documentWithChunks, type DocumentChunks, importList, importUpload, personSearch, type DocumentSummary, type ImportSummary, type PersonSummary } from '../admin/knowledge-store.ts';
 import { DocumentBody, IdParams as Id, ImportBody, UPLOAD_BODY_LIMIT, peopleCursorDecode, peopleCursorEncode } from '../admin/inputs.ts';
 import { queryString } from './queue-pages.ts';
 
@@ -20,7 +21,7 @@ function embeddedBadge(embedded: boolean): Html {
   return embedded ? html`<span class="badge b-embedded">embedded</span>` : html`<span class="badge b-pending">waiting for embedding</span>`;
 }
 
-function peoplePage(ctx: PageContext, query: z.infer<typeof PeopleQuery>, people: PersonSummary[], next: string | null, stale: number): Html {
+function peoplePage(ctx: PageContext, query: z.infer<typeof PeopleQuery>, people: PersonSummary[], next: string | null): Html {
   return page(
     ctx,
     'people',
@@ -28,12 +29,11 @@ function peoplePage(ctx: PageContext, query: z.infer<typeof PeopleQuery>, people
     html`<h1>People</h1>
 <form class="filters" method="get" action="/admin/people"><label>Search name, phone, email, department or role<input name="q" value="${query.q ?? ''}"></label><button>Search</button>
 <a style="margin-left:auto" href="/admin/imports">Import a CSV…</a></form>
-${stale > 0 ? html`<p class="muted">${stale} record${stale === 1 ? '' : 's'} (people and documents) waiting for embedding.</p>` : ''}
 ${
   people.length === 0
     ? html`<div class="card muted">No people${query.q ? ' match this search' : ' yet: import a CSV'}.</div>`
-    : html`<table><thead><tr><th>name</th><th>phone</th><th>email</th><th>department</th><th>role</th><th>embedding</th></tr></thead><tbody>
-${people.map((p) => html`<tr><td><a href="/admin/people/${p.id}">${p.name}</a></td><td class="mono">${p.phone}</td><td>${p.email ?? ''}</td><td>${p.department ?? ''}</td><td>${p.role ?? ''}</td><td>${embeddedBadge(p.embedded)}</td></tr>`)}
+    : html`<table><thead><tr><th>name</th><th>phone</th><th>email</th><th>department</th><th>role</th></tr></thead><tbody>
+${people.map((p) => html`<tr><td><a href="/admin/people/${p.id}">${p.name}</a></td><td class="mono">${p.phone}</td><td>${p.email ?? ''}</td><td>${p.department ?? ''}</td><td>${p.role ?? ''}</td></tr>`)}
 </tbody></table>`
 }
 <div class="pager">${query.after ? html`<a href="/admin/people${queryString({ q: query.q })}">« first</a>` : ''}${next ? html`<a href="/admin/people${queryString({ q: query.q, after: next })}">next »</a>` : ''}</div>`,
@@ -50,7 +50,6 @@ function personPage(ctx: PageContext, person: Person): Html {
 <dt>phone</dt><dd class="mono">${person.phone}</dd><dt>email</dt><dd>${person.email ?? '—'}</dd>
 <dt>department</dt><dd>${person.department ?? '—'}</dd><dt>role</dt><dd>${person.role ?? '—'}</dd>
 ${Object.entries(person.attributes).map(([key, value]) => html`<dt>${key}</dt><dd>${value}</dd>`)}
-<dt>embedding</dt><dd>${embeddedBadge(person.embeddedHash === person.contentHash)}</dd>
 </dl></div>`,
   );
 }
@@ -73,9 +72,20 @@ ${
   documents.length === 0
     ? html`<div class="card muted">No documents yet.</div>`
     : html`<table><thead><tr><th>title</th><th>source</th><th class="num">characters</th><th class="num">chunks</th><th>embedding</th><th>updated</th></tr></thead><tbody>
-${documents.map((d) => html`<tr data-document-id="${d.id}"><td>${d.title}</td><td>${d.source ?? ''}</td><td class="num">${d.characters}</td><td class="num">${d.chunks}</td><td>${embeddedBadge(d.embedded)}</td><td>${when(d.updatedAt)}</td></tr>`)}
+${documents.map((d) => html`<tr data-document-id="${d.id}"><td><a href="/admin/documents/${d.id}">${d.title}</a></td><td>${d.source ?? ''}</td><td class="num">${d.characters}</td><td class="num">${d.chunks}</td><td>${embeddedBadge(d.embedded)}</td><td>${when(d.updatedAt)}</td></tr>`)}
 </tbody></table>`
 }</div>`,
+  );
+}
+
+function documentPage(ctx: PageContext, doc: DocumentChunks): Html {
+  return page(
+    ctx,
+    'documents',
+    doc.title,
+    html`<p><a href="/admin/documents">« documents</a></p><h1>${doc.title}</h1>
+<p class="muted">${doc.source ?? 'no source'} · ${doc.chunks.length} chunk${doc.chunks.length === 1 ? '' : 's'} · ${embeddedBadge(doc.embedded)} · updated ${when(doc.updatedAt)}</p>
+${doc.chunks.map((c) => html`<div class="card chunk" id="chunk-${c.id}"><div class="muted">${chunkLocation(doc.title, c.headingPath)}</div><p class="pre">${c.content}</p></div>`)}`,
   );
 }
 
@@ -140,10 +150,10 @@ export const knowledgePages: FastifyPluginAsync<{ runtime: Runtime }> = async (a
     }
     if (!query.success || (query.data.after && !after)) return sendPage(reply.status(400), page({ ...ctx, problem: 'Bad search or page link.' }, 'people', 'People', html`<p><a href="/admin/people">« people</a></p>`));
     const limit = 100;
-    const [rows, stale] = await Promise.all([personSearch(db, { search: query.data.q || undefined, after, limit: limit + 1 }), vectorStaleCount(db)]);
+    const rows = await personSearch(db, { search: query.data.q || undefined, after, limit: limit + 1 });
     const people = rows.slice(0, limit);
     const next = rows.length > limit ? peopleCursorEncode(people[people.length - 1]!) : null;
-    return sendPage(reply, peoplePage(ctx, query.data, people, next, stale));
+    return sendPage(reply, peoplePage(ctx, query.data, people, next));
   });
 
   app.get('/admin/people/:id', async (request, reply) => {
@@ -156,10 +166,24 @@ export const knowledgePages: FastifyPluginAsync<{ runtime: Runtime }> = async (a
 
   app.get('/admin/documents', async (request, reply) => sendPage(reply, documentsPage(pageContext(request), await documentList(db))));
 
+  app.get('/admin/documents/:id', async (request, reply) => {
+    const ctx = pageContext(request);
+    const params = Id.safeParse(request.params);
+    const doc = params.success ? await documentWithChunks(db, params.data.id) : null;
+    if (!doc) return sendPage(reply.status(404), page({ ...ctx, problem: 'No such document: it may have been replaced or removed.' }, 'documents', 'Not found', html`<p><a href="/admin/documents">« documents</a></p>`));
+    return sendPage(reply, documentPage(ctx, doc));
+  });
+
   app.post('/admin/documents', { bodyLimit: UPLOAD_BODY_LIMIT }, async (request, reply) => {
     const input = DocumentBody.safeParse(request.body ?? {});
     if (!input.success) return reply.redirect(`/admin/documents${queryString({ problem: input.error.issues[0]?.message })}`, 303);
-    const outcome = await documentAdd(runtime, input.data);
+    let outcome;
+    try {
+      outcome = await documentAddConfigured(runtime, input.data);
+    } catch (err) {
+      if (err instanceof DocumentContentError) return reply.redirect(`/admin/documents${queryString({ problem: err.message })}`, 303);
+      throw err;
+    }
     const notice = outcome.status === 'unchanged' ? `"${input.data.title}" is unchanged.` : `"${input.data.title}" ${outcome.status} (${outcome.chunks} chunk${outcome.chunks === 1 ? '' : 's'}); embedding it now.`;
     return reply.redirect(`/admin/documents${queryString({ notice })}`, 303);
   });

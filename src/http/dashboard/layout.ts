@@ -56,6 +56,8 @@ th, td { text-align:left; padding:7px 10px; border-bottom:1px solid var(--line);
 th { color:var(--muted); font-weight:600; font-size:12px; text-transform:uppercase; letter-spacing:.03em; }
 td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
 a { color:var(--accent); } .muted { color:var(--muted); } .mono { font-family:ui-monospace, Menlo, monospace; font-size:12.5px; }
+.pre { white-space:pre-wrap; word-break:break-word; }
+.chunk:target { outline:2px solid #2563eb; }
 .clip { max-width:380px; overflow:hidden; text-overflow:ellipsis; white-space:nowrap; }
 pre { background:#0f172a; color:#e2e8f0; padding:12px; border-radius:6px; overflow:auto; max-height:420px; white-space:pre-wrap; word-break:break-word; }
 .badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px; font-weight:600; background:#f2f4f7; color:#344054; }

@@ -1,0 +1,169 @@
+// Retrieval over document chunks: vector search (cosine distance, on either vector store),
+// PostgreSQL full-text search (an OR of the question's lexemes, ranked by ts_rank), and
+// both fused by reciprocal rank fusion. One statement per search, so it costs one round
+// trip, also through a transaction pooler. Knows nothing of providers or prompts.
+import type { Database, Queryable } from '../db/types.ts';
+
+export type SearchMode = 'hybrid' | 'vector' | 'lexical';
+
+export interface SearchOptions {
+  /** How many chunks to return. */
+  limit: number;
+  mode: SearchMode;
+  /** RRF's k: a chunk at rank r on one side adds weight ÷ (k + r). 60 is the paper's value. */
+  rrfK: number;
+  vectorWeight: number;
+  lexicalWeight: number;
+}
+
+export interface SearchHit {
+  id: string;
+  documentId: string;
+  title: string;
+  headingPath: string[];
+  content: string;
+  /** The fused score: the sum over both sides of weight ÷ (k + rank). */
+  score: number;
+  /** Place among the nearest by vector (1 = nearest), or null when not among the candidates. */
+  vectorRank: number | null;
+  /** Place among the full-text matches, or null when not among them. */
+  lexicalRank: number | null;
+  /** Cosine similarity to the question (1 − distance), or null when the chunk has no embedding yet. */
+  similarity: number | null;
+  /** The share of the question's search terms (stemmed, stopwords left out) found in the chunk, 0–1. */
+  coverage: number;
+}
+
+/** A question longer than this is searched by its first QUESTION_MAX_CHARS characters. */
+export const QUESTION_MAX_CHARS = 4000;
+
+// Each side contributes up to this many candidates to the fusion; more than the chunks
+// returned, so that a chunk ranked modestly on both sides can still win.
+const MIN_CANDIDATES = 50;
+
+// The question's lexemes as one OR query (plainto_tsquery ANDs them, which a chatty
+// WhatsApp question would never match whole); ranks on each side by row_number over the
+// side's own order; the fusion as a full join, so a chunk found by one side only counts
+// too. The vector side orders by the bare `embedding <=> value`, so pgvector's HNSW index
+// can serve it; a side whose weight is 0 is skipped as a whole by its one-time filter.
+const SEARCH_SQL = `
+  with question as (
+    select coalesce(to_tsquery('simple', string_agg(case when length(l) >= 4 then '''' || l || ''':*' else '''' || l || '''' end, ' | ')), ''::tsquery) as terms,
+           coalesce(array_agg(l), '{}') as lexemes
+    from unnest(tsvector_to_array(to_tsvector(aiq_text_search_config(), $2))) as l
+    where l ~ '^[[:alnum:]_-]+$'
+  ), vector_hits as (
+    select id, row_number() over (order by distance, id) as rank
+    from (
+      select c.id, c.embedding <=> aiq_vector($1::real[]) as distance
+      from document_chunks c
+      where $4::float8 > 0 and c.embedding is not null
+      order by c.embedding <=> aiq_vector($1::real[])
+      limit $3
+    ) nearest
+  ), lexical_hits as (
+    select id, row_number() over (order by score desc, id) as rank
+    from (
+      select c.id, ts_rank(c.search_vector, question.terms) as score
+      from document_chunks c, question
+      where $5::float8 > 0 and numnode(question.terms) > 0 and c.search_vector @@ question.terms
+      order by score desc, c.id
+      limit $3
+    ) best
+  ), fused as (
+    select coalesce(v.id, l.id) as id, v.rank as vector_rank, l.rank as lexical_rank,
+           coalesce($4::float8 / ($6::float8 + v.rank), 0) + coalesce($5::float8 / ($6::float8 + l.rank), 0) as score
+    from vector_hits v
+    full join lexical_hits l on l.id = v.id
+  )
+  select c.id, c.document_id, d.title, c.heading_path, c.content,
+         f.score, f.vector_rank, f.lexical_rank,
+         1 - (c.embedding <=> aiq_vector($1::real[]))::float8 as similarity,
+         coalesce((select count(*) from unnest(question.lexemes) as l(lexeme) where l.lexeme = any(tsvector_to_array(c.search_vector)))::float8
+                  / nullif(cardinality(question.lexemes), 0), 0) as coverage
+  from fused f
+  join document_chunks c on c.id = f.id
+  join documents d on d.id = c.document_id
+  cross join question
+  order by f.score desc, f.vector_rank nulls last, f.lexical_rank nulls last
+  limit $7`;
+
+interface SearchRow {
+  id: string;
+  document_id: string;
+  title: string;
+  heading_path: string[];
+  content: string;
+  score: number;
+  vector_rank: string | number | null;
+  lexical_rank: string | number | null;
+  similarity: number | null;
+  coverage: number;
+}
+
+/** The chunks that best answer `question`, best first; `vector` is the question's embedding. */
+export async function chunkSearch(db: Queryable, question: string, vector: number[], options: SearchOptions): Promise<SearchHit[]> {
+  if (options.limit <= 0) return [];
+  const vectorWeight = options.mode === 'lexical' ? 0 : options.vectorWeight;
+  const lexicalWeight = options.mode === 'vector' ? 0 : options.lexicalWeight;
+  const candidates = Math.max(MIN_CANDIDATES, options.limit * 10);
+  const result = await db.query<SearchRow>(SEARCH_SQL, [
+    vector,
+    question.slice(0, QUESTION_MAX_CHARS),
+    candidates,
+    vectorWeight,
+    lexicalWeight,
+    options.rrfK,
+    options.limit,
+  ]);
+  return result.rows.map((r) => ({
+    id: r.id,
+    documentId: r.document_id,
+    title: r.title,
+    headingPath: r.heading_path,
+    content: r.content,
+    score: Number(r.score),
+    vectorRank: r.vector_rank === null ? null : Number(r.vector_rank),
+    lexicalRank: r.lexical_rank === null ? null : Number(r.lexical_rank),
+    similarity: r.similarity === null ? null : Number(r.similarity),
+    coverage: Number(r.coverage),
+  }));
+}
+
+/** The configured text-search configuration does not exist in this database. */
+export class TextSearchConfigError extends Error {
+  override name = 'TextSearchConfigError';
+}
+
+// Any constant will do; this one is ours alone ('aiq:text search').
+const TEXT_SEARCH_LOCK_KEY = 727_004;
+
+/**
+ * Makes `config` (a PostgreSQL text-search configuration: dutch, simple, english …) the one
+ * full-text entries are built and searched with. When it differs from the current one, the
+ * function aiq_text_search_config() is replaced and every chunk's entry rebuilt, in one
+ * transaction (derived data: nothing is lost). Returns whether it changed anything.
+ */
+export async function textSearchConfigSet(db: Database, config: string): Promise<boolean> {
+  const known = await db.query<{ name: string }>('select cfgname as name from pg_ts_config where cfgname = $1', [config]);
+  if (known.rowCount === 0) throw new TextSearchConfigError(`text-search configuration "${config}" does not exist in this database (try dutch, english or simple)`);
+  const current = await db.query<{ name: string }>('select aiq_text_search_config()::text as name');
+  if (current.rows[0]?.name === config) return false;
+  return db.transaction(async (tx) => {
+    await tx.query('select pg_advisory_xact_lock($1)', [TEXT_SEARCH_LOCK_KEY]);
+    const raced = await tx.query<{ name: string }>('select aiq_text_search_config()::text as name');
+    if (raced.rows[0]?.name === config) return false;
+    // DDL takes no parameters; the name was just found in pg_ts_config, so it is a plain word.
+    await tx.exec(`create or replace function aiq_text_search_config() returns regconfig
+      language sql stable parallel safe as $$ select ${quoteLiteral(config)}::regconfig $$`);
+    await tx.query(`
+      update document_chunks c set search_vector = aiq_chunk_search_vector(d.title, c.heading_path, c.content)
+      from documents d
+      where d.id = c.document_id`);
+    return true;
+  });
+}
+
+function quoteLiteral(text: string): string {
+  return `'${text.replace(/'/g, "''")}'`;
+}
