@@ -30,6 +30,12 @@ alter table documents add column chunking text;
 alter table messages add column citations jsonb;
 alter table suggestions add column citations jsonb;
 
+-- The offline embeddings became local-hashing-v2 (stopwords left out). Every document is cut
+-- and embedded again at the next worker start (`chunking` is null above), so no v1 vector
+-- outlives the upgrade: the space moves with it instead of waiting for `aiq reembed --switch`.
+update knowledge_vector_settings set model = 'local-hashing-v2', updated_at = now()
+where provider = 'local' and model = 'local-hashing-v1';
+
 -- People are no longer embedded: a sender's own record is found by phone, and nothing
 -- searched other people's records by meaning. Showing colleagues' records to whoever writes
 -- would widen what the records are for; a "who does what" document does that job.

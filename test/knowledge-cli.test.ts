@@ -61,18 +61,43 @@ test('add-document chunks and queues the embedding; reembed embeds what is stale
   writeFileSync(binary, Buffer.from([0x25, 0x50, 0x44, 0x46, 0x00, 0x01]));
   const refused = await aiq(['add-document', binary]);
   assert.equal(refused.code, 2);
-  assert.match(refused.out, /is not a text file/);
+  assert.match(refused.out, /scan.pdf: document "scan" is not text \(binary content\)/);
+  const headings = join(dir, 'headings.md');
+  writeFileSync(headings, '# Headings\n\n## Only\n\n### Nothing else\n');
+  const hollow = await aiq(['add-document', headings]);
+  assert.equal(hollow.code, 2);
+  assert.match(hollow.out, /has headings but no text under them/);
   const jobs = await t.db.query<{ n: number }>(`select count(*)::int as n from ai_jobs where type = 'embed_record' and payload->>'table' = 'documents'`);
   assert.equal(jobs.rows[0]!.n, 1);
 
   const reembed = await aiq(['reembed']);
   assert.equal(reembed.code, 0, reembed.out);
-  // Two people from the first test and the handbook.
-  assert.match(reembed.out, /reembed with local local-hashing-v2 \(256 dimensions\): 3 embedded/);
+  // The handbook only: people are not embedded.
+  assert.match(reembed.out, /reembed with local local-hashing-v2 \(256 dimensions\): 1 embedded/);
   assert.match((await aiq(['reembed'])).out, /: 0 embedded/);
-  // A new dimension is refused until the switch is asked for; then every record is rebuilt.
+
+  const search = await aiq(['search', 'how', 'many', 'holiday', 'days?', '--k', '2']);
+  assert.equal(search.code, 0, search.out);
+  assert.match(search.out, /^1\. Handbook › Leave\n {3}score [\d.]+ \(vector #1, lexical #1\) · relevance [\d.]+ · similarity [\d.]+\n {3}Every employee has 25 days of holiday\./m);
+  const json = JSON.parse((await aiq(['search', 'receipts', '--mode', 'lexical', '--json'])).out);
+  assert.equal(json.mode, 'lexical');
+  assert.deepEqual(json.hits.map((h: { headingPath: string[] }) => h.headingPath), [['Expenses']]);
+  const long = await aiq(['search', 'holiday '.repeat(1250)]);
+  assert.equal(long.code, 0, long.out.slice(0, 300));
+  assert.match(long.out, /longer than 4000 characters: searched by its start/);
+  for (const [args, reason] of [
+    [['search', '  '], /search needs a question/],
+    [['search', 'x', '--mode', 'fuzzy'], /--mode must be one of hybrid, vector, lexical/],
+    [['search', 'x', '--k', '0'], /--k must be a whole number from 1 to 50/],
+  ] as const) {
+    const bad = await aiq([...args]);
+    assert.equal(bad.code, 2, bad.out);
+    assert.match(bad.out, reason);
+  }
+
+  // A new dimension is refused until the switch is asked for; then every document is rebuilt.
   const refusedSpace = await aiq(['reembed'], { EMBEDDING_DIMENSIONS: '64' });
   assert.equal(refusedSpace.code, 1);
   assert.match(refusedSpace.out, /embedding space mismatch.*aiq reembed --switch/s);
-  assert.match((await aiq(['reembed', '--switch', '--yes'], { EMBEDDING_DIMENSIONS: '64' })).out, /\(64 dimensions\): 3 embedded/);
+  assert.match((await aiq(['reembed', '--switch', '--yes'], { EMBEDDING_DIMENSIONS: '64' })).out, /\(64 dimensions\): 1 embedded/);
 });

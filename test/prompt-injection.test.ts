@@ -40,8 +40,7 @@ before(async () => {
   m = await startMessagingApp(messagingEnv(t.url, twilio.url, { AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: openai.openaiBaseUrl, EMBEDDING_DIMENSIONS: '32' }), { listen: true });
   const doc = await t.db.transaction((tx) => documentSave(tx, { title: 'Verlof <b>beleid</b>', body: `# Verlof\n\nIedereen heeft 25 vakantiedagen.\n\n${IN_DOCUMENT.join('\n\n')}`, source: 'test' }));
   await embedRecord(t.db, m.runtime.ai, { table: 'documents', id: doc.id });
-  const people = await personUpsertMany(t.db, [{ name: 'Anna de Vries', phone: ANNA, department: 'Finance', attributes: { Notitie: IN_PERSON } }]);
-  await embedRecord(t.db, m.runtime.ai, { table: 'people', id: people.inserted[0]! });
+  await personUpsertMany(t.db, [{ name: 'Anna de Vries', phone: ANNA, department: 'Finance', attributes: { Notitie: IN_PERSON } }]);
   await m.startWorker();
 });
 after(async () => {
@@ -70,7 +69,7 @@ test('injections in documents, person fields and messages land only in the data,
     assert.equal(data!.content.match(/<\/reference_data>/g)?.length, 1, 'one data section, closed once, at its end');
     assert.ok(data!.content.endsWith('</reference_data>'));
     assert.ok(data!.content.includes(`Notitie: ${IN_PERSON}`), 'the person field is data');
-    assert.ok(data!.content.includes('title="Verlof &lt;b&gt;beleid&lt;/b&gt;"'), 'a title cannot open a tag either');
+    assert.ok(data!.content.includes('title="Verlof &lt;b&gt;beleid&lt;/b&gt; › Verlof"'), 'a title cannot open a tag either');
     // The messages are the user's turns, after the data.
     assert.ok(conversation.every((turn) => turn.role === 'user' || turn.role === 'assistant'));
     for (const attempt of [...IN_DOCUMENT, IN_PERSON, ...IN_MESSAGES]) assert.ok(!system!.content.includes(attempt), `"${attempt.slice(0, 30)}…" is not in the system message`);

@@ -9,8 +9,9 @@ import { NO_USAGE } from './types.ts';
 /** Prefix of every offline answer, so nobody mistakes it for a model's. */
 export const OFFLINE_LABEL = '[Offline answer: no language model is configured; this is quoted from the knowledge base.]';
 
-// v2 leaves out stopwords (bench/results/eval.md: vector recall@5 0.47 → 0.64). A database
-// embedded with another version is switched at start (vectors.ts): these cost nothing.
+// v2 leaves out stopwords (bench/results/eval.md: vector recall@5 0.47 → 0.64). Databases
+// embedded with v1 move to v2 in migration 0011, which also has every document cut and
+// embedded again.
 const EMBEDDING_MODEL = 'local-hashing-v2';
 const CHAT_MODEL = 'local-extractive-v1';
 const MAX_SENTENCES = 3;

@@ -63,13 +63,6 @@ function checkDimensions(space: VectorSpace): void {
 export async function vectorSpaceOpen(db: Database, configured: VectorSpace): Promise<VectorSpaceState> {
   checkDimensions(configured);
   const stored = await vectorSettingsGet(db);
-  if (stored && !sameSpace(stored, configured) && stored.provider === 'local' && configured.provider === 'local') {
-    // The offline provider's vectors cost nothing and call nobody to make again: another
-    // version or size of them is switched to here (the documents are embedded anew by the
-    // worker), where a paid provider's would wait for `aiq reembed --switch`.
-    await vectorSpaceSwitch(db, configured);
-    return { status: 'ready', space: { ...configured, storage: stored.storage }, created: false };
-  }
   if (stored) return stateOf(stored, configured);
   const storage = await vectorStorageDetect(db);
   return db.transaction(async (tx) => {

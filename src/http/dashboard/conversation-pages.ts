@@ -60,10 +60,10 @@ function messageBubble(m: Message): Html {
 /** Where a reply's answer came from, linked to the sections; or why it said it does not know. */
 function citationsNote(c: Citations): Html {
   if (c.noAnswer) {
-    return html`<span class="meta citations" data-no-answer="true">no source relevant enough (best ${c.relevance.toFixed(2)} &lt; threshold ${c.threshold.toFixed(2)}): told to say it does not know and offer a colleague</span>`;
+    return html`<span class="citations" data-no-answer="true">no source relevant enough (best ${c.relevance.toFixed(2)} &lt; threshold ${c.threshold.toFixed(2)}): told to say it does not know and offer a colleague</span>`;
   }
   if (c.sources.length === 0) return html``;
-  return html`<span class="meta citations">sources: ${c.sources.map(
+  return html`<span class="citations">sources: ${c.sources.map(
     (s, i) => html`${i > 0 ? ' · ' : ''}<a href="/admin/documents/${s.documentId}#chunk-${s.chunkId}" data-chunk-id="${s.chunkId}">${chunkLocation(s.title, s.headingPath)}</a> <span title="relevance">(${s.relevance.toFixed(2)})</span>`,
   )}</span>`;
 }

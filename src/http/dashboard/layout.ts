@@ -77,6 +77,7 @@ dl.props { display:grid; grid-template-columns:max-content 1fr; gap:4px 16px; ma
 .thread { display:flex; flex-direction:column; gap:10px; }
 .msg { max-width:70%; padding:8px 12px; border-radius:10px; background:#fff; border:1px solid var(--line); white-space:pre-wrap; word-break:break-word; }
 .msg.inbound { align-self:flex-start; } .msg.ai { align-self:flex-end; background:#eef4ff; } .msg.admin { align-self:flex-end; background:#ecfdf3; }
+.msg .citations { display:block; font-size:11.5px; color:var(--muted); margin-top:4px; white-space:normal; }
 .msg .meta { display:block; font-size:11.5px; color:var(--muted); margin-top:4px; white-space:normal; }
 .login { max-width:380px; margin:80px auto; }
 `);
