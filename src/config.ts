@@ -4,6 +4,7 @@
 import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import { pricesParse } from './ai/costs.ts';
+import { templateVariablesParse } from './messaging/window.ts';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
@@ -67,6 +68,19 @@ const schema = z.object({
   // Twilio refuses WhatsApp bodies over 1,600 characters (error 21617).
   REPLY_MAX_CHARS: int(100, 1600).default(1600),
   REPLY_OVERFLOW: z.enum(['split', 'truncate']).default('split'),
+  // Opt-out (README, WhatsApp): a message that is just one of these words opts the contact
+  // out or back in; the replies confirm it once (empty: no confirmation).
+  OPT_OUT_KEYWORDS: z.string().default('STOP,STOPPEN,AFMELDEN,UNSUBSCRIBE'),
+  OPT_IN_KEYWORDS: z.string().default('START'),
+  OPT_OUT_REPLY: z
+    .string()
+    .max(1600)
+    .default('Je bent afgemeld en krijgt geen berichten meer van ons. Stuur START om je weer aan te melden.\nYou have been unsubscribed and will get no more messages from us. Send START to subscribe again.'),
+  OPT_IN_REPLY: z.string().max(1600).default('Je bent weer aangemeld. / You are subscribed again.'),
+  // Outside WhatsApp's 24-hour window a reply goes as this approved template (a Content SID,
+  // HX…), its variables filled as WHATSAPP_TEMPLATE_VARIABLES says; without it, it is held.
+  WHATSAPP_TEMPLATE_SID: optionalText.pipe(z.string().regex(/^HX[0-9a-fA-F]{32}$/, 'must be a Content SID: HX followed by 32 hex characters').optional()),
+  WHATSAPP_TEMPLATE_VARIABLES: z.string().default('1=reply'),
 
   AI_PROVIDER: z.enum(['local', 'openai', 'azure']).optional(),
   OPENAI_API_KEY: optionalText,
@@ -89,7 +103,8 @@ const schema = z.object({
   RAG_MODE: z.enum(['hybrid', 'vector', 'lexical']).default('hybrid'),
   RAG_RRF_K: int(1, 1000).default(60),
   RAG_VECTOR_WEIGHT: z.coerce.number().min(0).max(10).default(1),
-  RAG_LEXICAL_WEIGHT: z.coerce.number().min(0).max(10).default(1),
+  // Unset: 2 with the offline embeddings (weaker than full-text search: npm run eval), else 1.
+  RAG_LEXICAL_WEIGHT: z.coerce.number().min(0).max(10).optional(),
   RAG_TEXT_SEARCH_CONFIG: z.string().trim().regex(/^[a-z_][a-z0-9_]*$/, 'must be a text-search configuration name such as dutch, english or simple').default('dutch'),
   // Below this relevance the assistant says it does not know and offers a colleague instead
   // of answering from weak context; unset: the value the evaluation chose for the provider.
@@ -190,6 +205,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Env {
     for (const name of ['AZURE_OPENAI_ENDPOINT', 'AZURE_OPENAI_API_KEY', 'AZURE_OPENAI_CHAT_DEPLOYMENT', 'AZURE_OPENAI_EMBEDDING_DEPLOYMENT'] as const) {
       if (!config[name]) problems.push(`${name}: required for AI_PROVIDER=azure`);
     }
+  }
+  try {
+    templateVariablesParse(config.WHATSAPP_TEMPLATE_VARIABLES);
+  } catch (err) {
+    problems.push(`WHATSAPP_TEMPLATE_VARIABLES: ${(err as Error).message} (got "${config.WHATSAPP_TEMPLATE_VARIABLES}")`);
   }
   if (config.CHUNK_OVERLAP_CHARS * 2 > config.CHUNK_MAX_CHARS) {
     problems.push(`CHUNK_OVERLAP_CHARS: at most half of CHUNK_MAX_CHARS (${config.CHUNK_MAX_CHARS}), so each chunk is mostly new text (got "${config.CHUNK_OVERLAP_CHARS}")`);

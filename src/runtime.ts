@@ -28,6 +28,8 @@ export type CallOutcome = 'ok' | 'error' | 'rate_limited';
  * http/; main.ts hands in the prom-client implementation.
  */
 export interface AppMetrics {
+  /** A contact opted out or back in, by their keyword or an admin's record. */
+  observeOptChange(change: 'out' | 'in', by: 'contact' | 'admin'): void;
   /** One Twilio REST call (`operation`: e.g. `send`), timed by the caller. */
   observeTwilioCall(operation: string, durationMs: number, outcome: CallOutcome): void;
   /** One LLM or embeddings call (`operation`: `chat` or `embed`), timed by the caller. */

@@ -7,7 +7,7 @@ import { suggestionDiscard, suggestionGet, suggestionList } from '../jobs/sugges
 import { conversationAiPausedSet, conversationGet, messageListRecent } from '../messaging/conversations.ts';
 import type { Runtime } from '../runtime.ts';
 import { parseOr400 } from './api-input.ts';
-import { ActionError, adminReplySend, inboundSimulate, suggestionRequest, suggestionSend } from './admin/conversation-actions.ts';
+import { ActionError, adminReplySend, inboundSimulate, optOutRecord, suggestionRequest, suggestionSend } from './admin/conversation-actions.ts';
 import { conversationList } from './admin/conversation-queries.ts';
 import { IdParams, ReplyBody, SimulateBody } from './admin/inputs.ts';
 
@@ -56,6 +56,20 @@ export const conversationApi: FastifyPluginAsync<{ runtime: Runtime }> = async (
     if (!(await conversationAiPausedSet(db, params.id, body.paused))) return reply.status(404).send({ error: 'no conversation with this id' });
     return { id: params.id, aiPaused: body.paused };
   });
+
+  // An admin records an opt-out or opt-in (the contact asked by phone, a mistake).
+  for (const change of ['out', 'in'] as const) {
+    app.post(`/api/conversations/:id/opt-${change}`, async (request, reply) => {
+      const params = parseOr400(IdParams, request.params, reply);
+      if (!params) return reply;
+      try {
+        const { changed } = await optOutRecord(runtime, params.id, change);
+        return { id: params.id, optedOut: change === 'out', changed };
+      } catch (err) {
+        return actionFailed(err, reply);
+      }
+    });
+  }
 
   app.post('/api/conversations/:id/messages', async (request, reply) => {
     const params = parseOr400(IdParams, request.params, reply);

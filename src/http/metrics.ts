@@ -36,6 +36,8 @@ export class PromMetrics implements AppMetrics {
   private readonly llmDuration: Histogram<'provider' | 'operation' | 'outcome'>;
   private readonly llmErrors: Counter<'provider' | 'operation' | 'outcome'>;
   private readonly llmTokens: Counter<'provider' | 'model' | 'operation' | 'kind'>;
+  private readonly optChanges: Counter<'change' | 'by'>;
+  private readonly optedOut: Gauge;
 
   constructor(
     private readonly db: Queryable,
@@ -47,6 +49,8 @@ export class PromMetrics implements AppMetrics {
     // Counted in the database on each scrape (see scrape()): true for every worker process
     // at once, and correct right after a restart, which in-process counters would not be.
     // Tokens this process spent, for rate() per model; the cost report reads ai_usage instead.
+    this.optChanges = new Counter({ name: 'aiq_whatsapp_opt_changes_total', help: 'WhatsApp opt-outs and opt-ins recorded, by change (out | in) and by whom (contact | admin)', labelNames: ['change', 'by'], registers });
+    this.optedOut = new Gauge({ name: 'aiq_whatsapp_contacts_opted_out', help: 'Contacts opted out now (nothing is sent to them)', registers });
     this.llmTokens = new Counter({ name: 'aiq_ai_tokens_total', help: 'AI tokens spent, by provider, model, operation and kind (prompt | completion)', labelNames: ['provider', 'model', 'operation', 'kind'], registers });
 
     this.jobs = new Gauge({ name: 'aiq_jobs', help: 'Jobs in the table by status and type', labelNames: ['status', 'type'], registers });
@@ -121,6 +125,10 @@ export class PromMetrics implements AppMetrics {
     }
   }
 
+  observeOptChange(change: 'out' | 'in', by: 'contact' | 'admin'): void {
+    this.optChanges.inc({ change, by });
+  }
+
   observeWebhook(route: string, statusCode: number, durationMs: number): void {
     this.webhookDuration.observe({ route, status_code: String(statusCode) }, durationMs / 1000);
   }
@@ -135,6 +143,8 @@ export class PromMetrics implements AppMetrics {
         for (const [status, count] of Object.entries(byStatus)) this.jobs.set({ status, type }, count ?? 0);
       }
       this.oldestDue.set(stats.oldestDueAgeSeconds);
+      const optedOut = await this.db.query<{ n: number }>('select count(*)::int as n from contacts where opted_out_at is not null');
+      this.optedOut.set(optedOut.rows[0]?.n ?? 0);
       this.scrapeOk.set(1);
     } catch {
       this.scrapeOk.set(0);

@@ -10,6 +10,7 @@ import { WakeNotifier } from '../queue/index.ts';
 import { TWILIO_STATUSES, messageStatusUpdate } from '../messaging/conversations.ts';
 import { SIGNATURE_HEADER, STATUS_CALLBACK_PATH, WHATSAPP_WEBHOOK_PATH, signatureValid, signedUrl, twilioErrorText, webhookSecret } from '../messaging/twilio.ts';
 import { maskPhone } from '../logger.ts';
+import { optChangeOf, optKeywordsOf } from '../messaging/opt-out.ts';
 import type { Runtime } from '../runtime.ts';
 
 // Twilio sends no NUL, and PostgreSQL text cannot hold one: refuse it as malformed (400)
@@ -59,6 +60,7 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
   const bodyLimit = config.WEBHOOK_BODY_LIMIT_BYTES;
   // One NOTIFY at a time after commit, instead of one inside every webhook transaction.
   const wakeWorkers = new WakeNotifier(db, undefined, (err) => app.log.warn({ err: err.message }, 'could not wake workers; they will poll'));
+  const optKeywords = optKeywordsOf(config);
 
   /** The form parameters when the request is signed (or checking is switched off); else answers 403. */
   const verified = (request: FastifyRequest, reply: FastifyReply): Record<string, unknown> | undefined => {
@@ -87,15 +89,21 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
       mediaUrls.push(url.data);
     }
 
+    const optChange = optChangeOf(input.Body, optKeywords);
     const stored = await inboundStoreAndEnqueue(db, {
       whatsappNumber: input.From.slice('whatsapp:'.length),
       profileName: input.ProfileName,
       body: input.Body,
       mediaUrls,
       twilioSid: input.MessageSid,
+      optChange,
     });
     if (stored) {
       wakeWorkers.wake();
+      if (optChange) {
+        runtime.metrics.observeOptChange(optChange, 'contact');
+        request.log.info({ from: maskPhone(input.From), conversationId: stored.conversationId, change: optChange }, optChange === 'out' ? 'contact opted out' : 'contact opted in');
+      }
       // Ids and a masked number only: message text stays out of the logs.
       request.log.info({ messageSid: input.MessageSid, from: maskPhone(input.From), messageId: stored.messageId, conversationId: stored.conversationId, media: mediaUrls.length }, 'inbound WhatsApp message stored');
     }

@@ -9,6 +9,8 @@ import { replyParts } from '../messaging/reply-parts.ts';
 import { statusCallbackUrl } from '../messaging/twilio.ts';
 import { jobEnqueue, jobInsertUnnotifiedSql, jobRetry, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
 import { maskPhone } from '../logger.ts';
+import { optChangeOf, optKeywordsOf, optOutStateOf } from '../messaging/opt-out.ts';
+import { replyTemplateOf } from '../messaging/window.ts';
 import type { Runtime } from '../runtime.ts';
 import { composeReply } from './reply-text.ts';
 
@@ -32,7 +34,8 @@ export function autoreplyEnqueue(tx: Queryable, payload: AutoreplyPayload): Prom
 }
 
 // The webhook's whole write in one statement, so one round trip and no explicit
-// transaction: upsert the contact and conversation, insert the message, enqueue its job
+// transaction: upsert the contact (recording an opt-out or opt-in keyword, $8) and the
+// conversation (opening the 24-hour window), insert the message, enqueue its job
 // (quietly: the caller wakes workers after). A redelivered MessageSid inserts no message,
 // hence no job, and returns no row; its contact and conversation are left untouched too.
 // The conversation upsert takes the next inbound position under the conversation row's
@@ -42,17 +45,20 @@ const INBOUND_STORE_AND_ENQUEUE_SQL = `
   with known as (
     select 1 from messages where twilio_sid = $5
   ), contact as (
-    insert into contacts (whatsapp_number, profile_name)
-    select $1, $2 where not exists (select 1 from known)
+    insert into contacts (whatsapp_number, profile_name, opted_out_at, opted_out_by)
+    select $1, $2, case when $8::text = 'out' then now() end, case when $8::text = 'out' then 'contact' end
+    where not exists (select 1 from known)
     on conflict (whatsapp_number) do update
       set profile_name = coalesce(excluded.profile_name, contacts.profile_name),
+          opted_out_at = case $8::text when 'out' then coalesce(contacts.opted_out_at, now()) when 'in' then null else contacts.opted_out_at end,
+          opted_out_by = case $8::text when 'out' then coalesce(contacts.opted_out_by, 'contact') when 'in' then null else contacts.opted_out_by end,
           updated_at = now()
     returning id
   ), conversation as (
-    insert into conversations (contact_id, inbound_seq)
-    select id, 1 from contact
+    insert into conversations (contact_id, inbound_seq, last_inbound_at)
+    select id, 1, now() from contact
     on conflict (contact_id) do update
-      set last_message_at = now(), inbound_seq = conversations.inbound_seq + 1
+      set last_message_at = now(), last_inbound_at = now(), inbound_seq = conversations.inbound_seq + 1
     returning id, inbound_seq
   ), message as (
     insert into messages (conversation_id, source, body, media_urls, twilio_sid, status, seq)
@@ -82,6 +88,7 @@ export async function inboundStoreAndEnqueue(db: Queryable, input: InboundMessag
     input.twilioSid,
     AUTOREPLY,
     AUTOREPLY_MAX_ATTEMPTS,
+    input.optChange ?? null,
   ]);
   const row = result.rows[0];
   return row ? { messageId: row.message_id, conversationId: row.conversation_id } : null;
@@ -130,6 +137,7 @@ export function outboxDepsOf(runtime: Runtime): OutboxDeps {
     db: runtime.db,
     transport: runtime.transport,
     confirmTimeoutSeconds: runtime.config.REPLY_CONFIRM_TIMEOUT_SECONDS,
+    template: replyTemplateOf(runtime.config),
     statusCallbackUrl: (messageId) => statusCallbackUrl(runtime.config.PUBLIC_URL, messageId),
   };
 }
@@ -144,6 +152,8 @@ const WAIT_SLACK_MS = 1000;
  */
 export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload> {
   const deps = outboxDepsOf(runtime);
+  const optKeywords = optKeywordsOf(runtime.config);
+  const confirmation = { out: runtime.config.OPT_OUT_REPLY.trim(), in: runtime.config.OPT_IN_REPLY.trim() };
 
   return {
     type: AUTOREPLY,
@@ -155,9 +165,8 @@ export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload>
       }
       const conversation = await conversationGet(runtime.db, payload.conversationId);
       if (!conversation) throw new PermanentJobError(`conversation ${payload.conversationId} does not exist`);
-      // Human takeover: an admin answers; the AI neither sends nor resends anything here.
-      if (conversation.aiPaused) return { skipped: 'ai_paused' };
       const to = `whatsapp:${conversation.whatsappNumber}`;
+      const optChange = optChangeOf(inbound.body, optKeywords);
 
       let outcome: ReplyOutcome;
       let meta: Record<string, unknown> | undefined;
@@ -165,7 +174,18 @@ export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload>
       if (existing.length > 0) {
         // A retry: this message's reply was written by an earlier attempt; go on from there.
         outcome = await replyPartsResume(deps, existing, to);
+      } else if (optChange) {
+        // A stop or start keyword (recorded on the contact by the webhook): one confirmation,
+        // unless switched off, or the contact changed their mind again since.
+        const state = await optOutStateOf(runtime.db, conversation.id);
+        if ((state?.optedOutAt !== null) !== (optChange === 'out')) return { optChange, skipped: 'changed again since' };
+        if (!confirmation[optChange]) return { optChange, confirmation: 'off' };
+        meta = { optChange };
+        outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts: [confirmation[optChange]], contextUntilSeq: inbound.seq }, to);
       } else {
+        if ((await optOutStateOf(runtime.db, conversation.id))?.optedOutAt) return { skipped: 'opted_out' };
+        // Human takeover: an admin answers; the AI neither sends nor resends anything here.
+        if (conversation.aiPaused) return { skipped: 'ai_paused' };
         // The seed's done-is-noop guard: a reply already covered this message.
         const answeredBy = await messageAnsweredBy(runtime.db, conversation.id, inbound.seq!);
         if (answeredBy) return { skipped: 'already_answered', by: answeredBy };
@@ -173,6 +193,8 @@ export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload>
         meta = composed.meta;
         const parts = replyParts(composed.body, runtime.config.REPLY_MAX_CHARS, runtime.config.REPLY_OVERFLOW);
         meta = { ...meta, ...(parts.length > 1 ? { parts: parts.length } : {}) };
+        // The contact may have sent STOP while the reply was being composed: then nothing goes.
+        if ((await optOutStateOf(runtime.db, conversation.id))?.optedOutAt) return { skipped: 'opted_out', ...meta };
         outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts, contextUntilSeq: composed.contextUntilSeq, citations: composed.citations }, to);
       }
       // Waiting with no attempt left would leave the reply unconfirmed and unflagged: flag now.
@@ -197,6 +219,7 @@ function resultOf(outcome: ReplyOutcome): Record<string, unknown> {
       // Not the job's fault, so the wait does not use up an attempt.
       throw new RetryLaterError(outcome.reason, { delayMs: outcome.retryInMs + WAIT_SLACK_MS, countsAsAttempt: false });
     case 'flagged':
+    case 'held':
       throw new PermanentJobError(outcome.reason);
     case 'rejected':
       throw new PermanentJobError(`reply ${outcome.reply.id} refused by Twilio: ${outcome.reason}`);

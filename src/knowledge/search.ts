@@ -1,6 +1,6 @@
 // Retrieval over document chunks: vector search (cosine distance, on either vector store),
-// PostgreSQL full-text search (an OR of the question's lexemes, ranked by ts_rank), and
-// both fused by reciprocal rank fusion. One statement per search, so it costs one round
+// PostgreSQL full-text search (an OR of the question's lexemes, ranked by BM25), and both
+// fused by reciprocal rank fusion. One statement per search, so it costs one round
 // trip, also through a transaction pooler. Knows nothing of providers or prompts.
 import type { Database, Queryable } from '../db/types.ts';
 
@@ -37,12 +37,20 @@ export interface SearchHit {
 /** A question longer than this is searched by its first QUESTION_MAX_CHARS characters. */
 export const QUESTION_MAX_CHARS = 4000;
 
-// Each side contributes up to this many candidates to the fusion; more than the chunks
-// returned, so that a chunk ranked modestly on both sides can still win.
-const MIN_CANDIDATES = 50;
+// Each side contributes up to twice the chunks asked for (at least this many) to the fusion.
+// Short lists, because in reciprocal rank fusion any chunk on both lists outscores one
+// that is first on a single list: with 50 candidates a side, chunks that were mediocre on
+// both sides crowded out the exact match (the evaluation: hybrid recall@5 0.73 with 50,
+// 0.76 with 10).
+const MIN_CANDIDATES = 10;
 
-// The question's lexemes as one OR query (plainto_tsquery ANDs them, which a chatty
-// WhatsApp question would never match whole); ranks on each side by row_number over the
+// The lexical side: the question's lexemes (stemmed, stopwords out) as one OR query
+// (plainto_tsquery ANDs them, which a chatty WhatsApp question would never match whole),
+// terms of 4+ letters as prefixes so that Dutch compounds match ("vakantie" finds
+// "vakantiedagen"). The GIN index finds the chunks with any term; they are ranked by BM25
+// (k1 = 1.2, b = 0.75; a term in the title or headings counts twice), because ts_rank has
+// no inverse document frequency: "kantoor" would weigh as much as "HR-12" (the evaluation:
+// recall@5 0.71 with ts_rank, 0.76 with BM25). Ranks on each side by row_number over the
 // side's own order; the fusion as a full join, so a chunk found by one side only counts
 // too. The vector side orders by the bare `embedding <=> value`, so pgvector's HNSW index
 // can serve it; a side whose weight is 0 is skipped as a whole by its one-time filter.
@@ -61,13 +69,30 @@ const SEARCH_SQL = `
       order by c.embedding <=> aiq_vector($1::real[])
       limit $3
     ) nearest
+  ), matched as (
+    select c.id, q.term, max(length(c.search_vector))::float8 as len,
+           sum((select sum(case when w = 'A' then 2 else 1 end) from unnest(v.weights) as w))::float8 as tf
+    from document_chunks c
+    cross join question
+    cross join lateral unnest(question.lexemes) as q(term)
+    cross join lateral unnest(c.search_vector) as v
+    where $5::float8 > 0 and numnode(question.terms) > 0 and c.search_vector @@ question.terms
+      and (v.lexeme = q.term or (length(q.term) >= 4 and starts_with(v.lexeme, q.term)))
+    group by c.id, q.term
+  ), corpus as (
+    select count(*)::float8 as n, coalesce(avg(length(search_vector)), 1)::float8 as avglen
+    from document_chunks where $5::float8 > 0
+  ), term_chunks as (
+    select term, count(*)::float8 as n from matched group by term
   ), lexical_hits as (
     select id, row_number() over (order by score desc, id) as rank
     from (
-      select c.id, ts_rank(c.search_vector, question.terms) as score
-      from document_chunks c, question
-      where $5::float8 > 0 and numnode(question.terms) > 0 and c.search_vector @@ question.terms
-      order by score desc, c.id
+      select m.id, sum(ln(1 + (corpus.n - t.n + 0.5) / (t.n + 0.5)) * m.tf * 2.2 / (m.tf + 1.2 * (0.25 + 0.75 * m.len / corpus.avglen))) as score
+      from matched m
+      join term_chunks t on t.term = m.term
+      cross join corpus
+      group by m.id
+      order by score desc, m.id
       limit $3
     ) best
   ), fused as (
@@ -106,7 +131,7 @@ export async function chunkSearch(db: Queryable, question: string, vector: numbe
   if (options.limit <= 0) return [];
   const vectorWeight = options.mode === 'lexical' ? 0 : options.vectorWeight;
   const lexicalWeight = options.mode === 'vector' ? 0 : options.lexicalWeight;
-  const candidates = Math.max(MIN_CANDIDATES, options.limit * 10);
+  const candidates = Math.max(MIN_CANDIDATES, options.limit * 2);
   const result = await db.query<SearchRow>(SEARCH_SQL, [
     vector,
     question.slice(0, QUESTION_MAX_CHARS),

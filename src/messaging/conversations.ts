@@ -11,7 +11,7 @@ export const TWILIO_STATUSES = ['accepted', 'scheduled', 'queued', 'sending', 's
 export type TwilioStatus = (typeof TWILIO_STATUSES)[number];
 
 /** Our outbox states (see 0002_messaging.sql, 0008_reply_parts.sql), plus `received` for inbound messages. */
-export type MessageStatus = 'received' | 'unsent' | 'pending' | 'send_failed' | 'unconfirmed' | 'flagged' | 'logged' | TwilioStatus;
+export type MessageStatus = 'received' | 'unsent' | 'pending' | 'send_failed' | 'unconfirmed' | 'flagged' | 'held' | 'logged' | TwilioStatus;
 
 /** A contact's WhatsApp thread, with the contact's number and name. */
 export interface Conversation {
@@ -21,6 +21,11 @@ export interface Conversation {
   whatsappNumber: string;
   profileName: string | null;
   aiPaused: boolean;
+  /** Set while the contact is opted out (opt-out.ts); by their keyword or an admin. */
+  optedOutAt: Date | null;
+  optedOutBy: 'contact' | 'admin' | null;
+  /** The contact's last message: WhatsApp's 24-hour window for free-form replies runs from it. */
+  lastInboundAt: Date | null;
   lastMessageAt: Date;
   createdAt: Date;
 }
@@ -47,6 +52,8 @@ export interface Message {
   parts: number;
   /** AI replies (first part): what the reply drew on. */
   citations: Citations | null;
+  /** Sent as this approved template (outside the 24-hour window), else null. */
+  templateSid: string | null;
   sendStartedAt: Date | null;
   statusUpdatedAt: Date;
   createdAt: Date;
@@ -83,6 +90,7 @@ interface MessageRow {
   part: number;
   parts: number;
   citations: Citations | null;
+  template_sid: string | null;
   send_started_at: Date | null;
   status_updated_at: Date;
   created_at: Date;
@@ -108,6 +116,7 @@ export function messageFromRow(row: MessageRow): Message {
     part: row.part,
     parts: row.parts,
     citations: row.citations ?? null,
+    templateSid: row.template_sid ?? null,
     sendStartedAt: row.send_started_at,
     statusUpdatedAt: row.status_updated_at,
     createdAt: row.created_at,
@@ -122,10 +131,13 @@ export interface InboundMessageInput {
   body: string;
   mediaUrls: string[];
   twilioSid: string;
+  /** The message is an opt-out or opt-in keyword: recorded on the contact as it is stored. */
+  optChange?: 'out' | 'in' | null;
 }
 
 const CONVERSATION_SQL = `
-  select c.id, c.contact_id, k.whatsapp_number, k.profile_name, c.ai_paused, c.last_message_at, c.created_at
+  select c.id, c.contact_id, k.whatsapp_number, k.profile_name, c.ai_paused, k.opted_out_at, k.opted_out_by, c.last_inbound_at,
+         c.last_message_at, c.created_at
   from conversations c
   join contacts k on k.id = c.contact_id
   where c.id = $1`;
@@ -138,6 +150,9 @@ export async function conversationGet(db: Queryable, id: string): Promise<Conver
     whatsapp_number: string;
     profile_name: string | null;
     ai_paused: boolean;
+    opted_out_at: Date | null;
+    opted_out_by: 'contact' | 'admin' | null;
+    last_inbound_at: Date | null;
     last_message_at: Date;
     created_at: Date;
   }>(CONVERSATION_SQL, [id]);
@@ -149,6 +164,9 @@ export async function conversationGet(db: Queryable, id: string): Promise<Conver
     whatsappNumber: row.whatsapp_number,
     profileName: row.profile_name,
     aiPaused: row.ai_paused,
+    optedOutAt: row.opted_out_at,
+    optedOutBy: row.opted_out_by,
+    lastInboundAt: row.last_inbound_at,
     lastMessageAt: row.last_message_at,
     createdAt: row.created_at,
   };

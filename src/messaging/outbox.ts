@@ -6,6 +6,7 @@
 import type { Queryable } from '../db/types.ts';
 import { messageFromRow, messageGet, type Message } from './conversations.ts';
 import { SendError, type Transport } from './transport.ts';
+import { heldReason, templateFill, windowOpen, type ReplyTemplate } from './window.ts';
 
 /** What a delivery attempt came to. */
 export type ReplyOutcome =
@@ -20,7 +21,9 @@ export type ReplyOutcome =
   /** Twilio refused it for good (4xx): `reason` says why, with Twilio's code. */
   | { kind: 'rejected'; reply: Message; code?: number; reason: string }
   /** Nothing went out (429, 5xx, unreachable): send again, after `retryAfterMs` when given. */
-  | { kind: 'retry'; reply: Message; reason: string; throttled: boolean; retryAfterMs?: number };
+  | { kind: 'retry'; reply: Message; reason: string; throttled: boolean; retryAfterMs?: number }
+  /** Outside the 24-hour window without a usable template: written, never sent; a human decides. */
+  | { kind: 'held'; reply: Message; reason: string };
 
 /** What the outbox works with; autoreply and the dashboard build one from the runtime. */
 export interface OutboxDeps {
@@ -30,6 +33,8 @@ export interface OutboxDeps {
   confirmTimeoutSeconds: number;
   /** The status callback URL for a reply, or undefined when Twilio cannot reach us. */
   statusCallbackUrl(messageId: string): string | undefined;
+  /** The approved template a reply goes as outside the 24-hour window; null: such replies are held. */
+  template?: ReplyTemplate | null;
 }
 
 /** A human's reply: any number per inbound message, one WhatsApp message each. */
@@ -191,6 +196,8 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string):
     switch (reply.status) {
       case 'flagged':
         return { kind: 'flagged', reply, reason: reply.errorMessage ?? flagReason(reply, deps.confirmTimeoutSeconds) };
+      case 'held':
+        return { kind: 'held', reply, reason: reply.errorMessage ?? 'held: outside the 24-hour window' };
       case 'send_failed':
       case 'failed': {
         const claimed = await deps.db.query(REPLY_RECLAIM_SQL, [reply.id]);
@@ -272,9 +279,14 @@ const REPLY_SEND_FAILED_SQL = `
  * that one may be out already (use `replyResume`).
  */
 export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string): Promise<ReplyOutcome> {
+  const form = await windowForm(deps, reply);
+  if ('held' in form) {
+    const held = await deps.db.query(REPLY_HOLD_SQL, [reply.id, form.held]);
+    return { kind: 'held', reply: held.rows[0] ? messageFromRow(held.rows[0] as never) : reply, reason: form.held };
+  }
   let sent;
   try {
-    sent = await deps.transport.send({ to, body: reply.body, statusCallbackUrl: deps.statusCallbackUrl(reply.id) });
+    sent = await deps.transport.send({ to, body: reply.body, template: form.template, statusCallbackUrl: deps.statusCallbackUrl(reply.id) });
   } catch (err) {
     const error = err instanceof SendError ? err : new SendError('uncertain', err instanceof Error ? err.message : String(err), { cause: err });
     if (error.kind === 'uncertain') {
@@ -294,6 +306,32 @@ export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string
   }
   const confirmed = await deps.db.query(REPLY_CONFIRM_SQL, [reply.id, sent.sid, sent.status]);
   return { kind: 'sent', reply: messageFromRow(confirmed.rows[0] as never) };
+}
+
+// When the contact last wrote (the window) and their WhatsApp name (a template variable).
+const WINDOW_SQL = `
+  select c.last_inbound_at, k.profile_name
+  from conversations c join contacts k on k.id = c.contact_id
+  where c.id = $1`;
+
+const REPLY_HOLD_SQL = `
+  update messages set status = 'held', error_message = $2, status_updated_at = now()
+  where id = $1 and status in ('pending', 'unconfirmed')
+  returning *`;
+
+/**
+ * How a reply may go out now: free-form inside the 24-hour window; outside it as the
+ * configured template (recorded on the message), or not at all (held, with the reason).
+ */
+async function windowForm(deps: OutboxDeps, reply: Message): Promise<{ template?: { contentSid: string; variables: Record<string, string> } } | { held: string }> {
+  const found = await deps.db.query<{ last_inbound_at: Date | null; profile_name: string | null }>(WINDOW_SQL, [reply.conversationId]);
+  const lastInboundAt = found.rows[0]?.last_inbound_at ?? null;
+  if (windowOpen(lastInboundAt)) return {};
+  if (!deps.template) return { held: heldReason(lastInboundAt, 'no approved template is configured to stand in for replies') };
+  const filled = templateFill(deps.template, { name: found.rows[0]?.profile_name ?? null, reply: reply.body });
+  if ('missing' in filled) return { held: heldReason(lastInboundAt, filled.missing) };
+  await deps.db.query('update messages set template_sid = $2 where id = $1', [reply.id, deps.template.contentSid]);
+  return { template: { contentSid: deps.template.contentSid, variables: filled.variables } };
 }
 
 function flagReason(reply: Message, timeoutSeconds: number, why?: string): string {

@@ -15,6 +15,8 @@ export interface OutboundMessage {
   /** `whatsapp:+…` */
   to: string;
   body: string;
+  /** Send this approved template instead of `body` (outside the 24-hour window). */
+  template?: { contentSid: string; variables: Record<string, string> };
   /** Where Twilio posts delivery updates; omitted when there is no public URL. */
   statusCallbackUrl?: string;
 }
@@ -90,7 +92,10 @@ export class LogTransport implements Transport {
   async send(message: OutboundMessage): Promise<SentMessage> {
     // Logs carry no message text unless asked to for debugging (LOG_LEVEL=debug); the
     // dashboard's conversation shows the reply.
-    this.logger.info({ to: maskPhone(message.to), characters: message.body.length }, 'reply not sent (log transport, no Twilio credentials): read it in the dashboard');
+    this.logger.info(
+      { to: maskPhone(message.to), characters: message.body.length, ...(message.template ? { template: message.template.contentSid } : {}) },
+      'reply not sent (log transport, no Twilio credentials): read it in the dashboard',
+    );
     this.logger.debug?.({ to: maskPhone(message.to), body: message.body }, 'reply text (LOG_LEVEL=debug)');
     return { sid: null, status: 'logged' };
   }
@@ -171,7 +176,9 @@ export class TwilioTransport implements Transport {
       const created = await this.client.messages.create({
         from: this.options.from,
         to: message.to,
-        body: message.body,
+        ...(message.template
+          ? { contentSid: message.template.contentSid, contentVariables: JSON.stringify(message.template.variables) }
+          : { body: message.body }),
         ...(message.statusCallbackUrl ? { statusCallback: message.statusCallbackUrl } : {}),
       });
       this.options.metrics?.observeTwilioCall('send', performance.now() - started, 'ok');

@@ -24,7 +24,7 @@ export interface PersonExport {
 export async function personExport(db: Queryable, rawPhone: string): Promise<PersonExport | null> {
   const phone = erasurePhone(rawPhone);
   const contact = (await db.query<{ id: string; profile_name: string | null; created_at: Date; updated_at: Date }>(
-    'select id, profile_name, created_at, updated_at from contacts where whatsapp_number = $1',
+    'select id, profile_name, opted_out_at, opted_out_by, created_at, updated_at from contacts where whatsapp_number = $1',
     [phone],
   )).rows[0];
   const person = (await db.query<{ id: string; name: string; email: string | null; department: string | null; role: string | null; attributes: unknown; created_at: Date; updated_at: Date }>(

@@ -5,7 +5,8 @@
 import { randomBytes } from 'node:crypto';
 import { inboundStoreAndEnqueue, outboxDepsOf } from '../../jobs/autoreply.ts';
 import { suggestEnqueue, suggestionGet, suggestionMarkSent } from '../../jobs/suggest.ts';
-import { conversationGet, type Message } from '../../messaging/conversations.ts';
+import { conversationGet, type Conversation, type Message } from '../../messaging/conversations.ts';
+import { optChangeOf, optedOutReason, optKeywordsOf, optOutSetByAdmin, optOutStateOf, type OptChange } from '../../messaging/opt-out.ts';
 import { replyDispatch, replyWriteAdmin, type ReplyOutcome } from '../../messaging/outbox.ts';
 import type { Queryable } from '../../db/types.ts';
 import type { Runtime } from '../../runtime.ts';
@@ -40,11 +41,27 @@ export function outcomeText(outcome: ReplyOutcome): string {
       return 'Handed to Twilio; waiting for its confirmation.';
     case 'flagged':
       return `Flagged: ${outcome.reason}`;
+    case 'held':
+      return `Not sent: ${outcome.reason}`;
     case 'rejected':
       return `Twilio refused it: ${outcome.reason}`;
     case 'retry':
       return `Not sent: ${outcome.reason}. Try again in a moment.`;
   }
+}
+
+/** Nothing goes to a contact who opted out: refused with the reason, before anything is stored. */
+async function checkNotOptedOut(runtime: Runtime, conversation: Conversation): Promise<void> {
+  const state = await optOutStateOf(runtime.db, conversation.id);
+  if (state?.optedOutAt) throw new ActionError(409, `not sent: ${optedOutReason(state)}`);
+}
+
+/** An admin records that the contact opted out or back in (asked by phone, a mistake); audited like every admin action. */
+export async function optOutRecord(runtime: Runtime, conversationId: string, change: OptChange): Promise<{ changed: boolean }> {
+  if (!(await conversationGet(runtime.db, conversationId))) throw new ActionError(404, 'no conversation with this id');
+  const changed = await optOutSetByAdmin(runtime.db, conversationId, change);
+  if (changed) runtime.metrics.observeOptChange(change, 'admin');
+  return { changed };
 }
 
 /** A human's reply is one WhatsApp message: over the limit it is refused before anything is stored. */
@@ -63,6 +80,7 @@ export async function adminReplySend(runtime: Runtime, conversationId: string, b
   const conversation = await conversationGet(runtime.db, conversationId);
   if (!conversation) throw new ActionError(404, 'no conversation with this id');
   checkReplyLength(runtime, body);
+  await checkNotOptedOut(runtime, conversation);
   const reply = await replyWriteAdmin(runtime.db, { conversationId, replyToMessageId: await latestInboundId(runtime.db, conversationId), body });
   const outcome = await replyDispatch(outboxDepsOf(runtime), reply, `whatsapp:${conversation.whatsappNumber}`);
   return { message: outcome.reply, outcome };
@@ -79,6 +97,7 @@ export async function suggestionSend(runtime: Runtime, suggestionId: string, edi
   checkReplyLength(runtime, editedBody ?? suggestion.body);
   const conversation = await conversationGet(runtime.db, suggestion.conversationId);
   if (!conversation) throw new ActionError(404, 'the conversation of this suggestion is gone');
+  await checkNotOptedOut(runtime, conversation);
   const reply = await runtime.db.transaction(async (tx) => {
     const written = await replyWriteAdmin(tx, { conversationId: conversation.id, replyToMessageId: suggestion.messageId, body: editedBody ?? suggestion.body });
     if (!(await suggestionMarkSent(tx, suggestion.id, written.id))) throw new ActionError(409, 'this suggestion was sent or discarded meanwhile');
@@ -103,15 +122,18 @@ export async function inboundSimulate(runtime: Runtime, input: { from: string; b
   if (runtime.transport.kind !== 'log') throw new ActionError(409, 'simulating is only for the log transport: with Twilio configured, send a real WhatsApp message');
   // A name names a new contact only: trying a message as an existing one must not rename it.
   const known = await runtime.db.query('select 1 from contacts where whatsapp_number = $1', [input.from]);
+  const optChange = optChangeOf(input.body, optKeywordsOf(runtime.config));
   const stored = await inboundStoreAndEnqueue(runtime.db, {
     whatsappNumber: input.from,
     profileName: known.rowCount > 0 ? undefined : input.profileName,
     body: input.body,
+    optChange,
     mediaUrls: [],
     // A SID in Twilio's shape that Twilio never issues (SM + 32 hex), unique per message.
     twilioSid: `SM${randomBytes(16).toString('hex')}`,
   });
   if (!stored) throw new Error('simulated message was not stored');
+  if (optChange) runtime.metrics.observeOptChange(optChange, 'contact');
   // The statement enqueued quietly; wake the workers as the webhook does.
   await runtime.db.query('select pg_notify($1, $2)', [NOTIFY_CHANNEL, '']);
   return stored;

@@ -8,6 +8,8 @@ export interface ConversationSummary {
   whatsappNumber: string;
   profileName: string | null;
   aiPaused: boolean;
+  /** The contact opted out: nothing is sent to them. */
+  optedOut: boolean;
   lastMessageAt: Date;
   lastBody: string | null;
   lastSource: 'inbound' | 'ai' | 'admin' | null;
@@ -21,7 +23,7 @@ export interface ConversationSummary {
 // The markers are per-row subqueries over a page of at most 100 conversations, each on the
 // (conversation_id, …) indexes; `$3` searches number and name.
 const LIST_SQL = `
-  select c.id, k.whatsapp_number, k.profile_name, c.ai_paused, c.last_message_at,
+  select c.id, k.whatsapp_number, k.profile_name, c.ai_paused, k.opted_out_at is not null as opted_out, c.last_message_at,
          last.body as last_body, last.source as last_source,
          (select count(*) from messages m
           where m.conversation_id = c.id and m.source <> 'inbound'
@@ -52,6 +54,7 @@ export async function conversationList(db: Queryable, options: { search?: string
     whatsapp_number: string;
     profile_name: string | null;
     ai_paused: boolean;
+    opted_out: boolean;
     last_message_at: Date;
     last_body: string | null;
     last_source: ConversationSummary['lastSource'];
@@ -63,6 +66,7 @@ export async function conversationList(db: Queryable, options: { search?: string
     whatsappNumber: r.whatsapp_number,
     profileName: r.profile_name,
     aiPaused: r.ai_paused,
+    optedOut: r.opted_out,
     lastMessageAt: r.last_message_at,
     lastBody: r.last_body,
     lastSource: r.last_source,

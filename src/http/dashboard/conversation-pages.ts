@@ -9,7 +9,7 @@ import { conversationAiPausedSet, conversationGet, messageListRecent, type Citat
 import { personErase } from '../../privacy/erasure.ts';
 import type { Runtime } from '../../runtime.ts';
 import { pageContext } from './access.ts';
-import { ActionError, adminReplySend, inboundSimulate, outcomeText, suggestionRequest, suggestionSend } from '../admin/conversation-actions.ts';
+import { ActionError, adminReplySend, inboundSimulate, optOutRecord, outcomeText, suggestionRequest, suggestionSend } from '../admin/conversation-actions.ts';
 import { IdParams as Id, ReplyBody, SimulateBody } from '../admin/inputs.ts';
 import { conversationList, type ConversationSummary } from '../admin/conversation-queries.ts';
 import { html, type Html } from './html.ts';
@@ -44,7 +44,7 @@ ${rows.map(
   (c) => html`<tr><td><a href="/admin/conversations/${c.id}">${contactName(c)}</a></td>
 <td class="clip">${c.lastSource ? html`<span class="muted">${c.lastSource}:</span> ` : ''}${c.lastBody ?? ''}</td>
 <td>${when(c.lastMessageAt)}</td>
-<td>${c.awaitingReply ? html`<span class="badge b-pending">awaiting reply</span> ` : ''}${c.problems ? html`<span class="badge b-failed">${c.problems} not delivered</span> ` : ''}${c.pendingSuggestions ? html`<span class="badge b-processing">${c.pendingSuggestions} suggestion${c.pendingSuggestions === 1 ? '' : 's'}</span> ` : ''}${c.aiPaused ? html`<span class="badge">AI paused</span>` : ''}</td></tr>`,
+<td>${c.awaitingReply ? html`<span class="badge b-pending">awaiting reply</span> ` : ''}${c.problems ? html`<span class="badge b-failed">${c.problems} not delivered</span> ` : ''}${c.pendingSuggestions ? html`<span class="badge b-processing">${c.pendingSuggestions} suggestion${c.pendingSuggestions === 1 ? '' : 's'}</span> ` : ''}${c.aiPaused ? html`<span class="badge">AI paused</span> ` : ''}${c.optedOut ? html`<span class="badge b-failed">opted out</span>` : ''}</td></tr>`,
 )}</tbody></table>`
 }</div>
 <div class="pager">${query.after ? html`<a href="/admin/conversations${queryString({ q: query.q })}">« newest</a>` : ''}${nextCursor ? html`<a href="/admin/conversations${queryString({ q: query.q, after: nextCursor })}">older »</a>` : ''}</div>`,
@@ -91,6 +91,7 @@ function threadPage(ctx: PageContext, conversation: Conversation, messages: Mess
 <button id="pause-switch" type="submit" class="${conversation.aiPaused ? 'primary' : ''}" aria-pressed="${conversation.aiPaused ? 'true' : 'false'}">${conversation.aiPaused ? 'AI paused: resume the AI' : 'AI answers: pause it (take over)'}</button></form>
 <span class="muted">${conversation.aiPaused ? 'The AI sends nothing here until you resume it; answer yourself below.' : 'The AI answers every inbound message.'}</span>
 ${actionButton(ctx, `/admin/conversations/${conversation.id}/suggest`, 'Draft a reply with AI')}
+${optOutControl(ctx, conversation)}
 ${actionButton(ctx, `/admin/conversations/${conversation.id}/forget`, 'Forget this person…', {
   className: 'danger',
   confirm: `Erase everything aiq holds about ${conversation.whatsappNumber}: this conversation, every message, their person record and the jobs about them? This cannot be undone.`,
@@ -104,6 +105,18 @@ ${pending.map((s) => suggestionCard(ctx, s))}
 <label>Reply as admin<textarea name="body" required maxlength="${maxChars}"></textarea></label>
 <p><button class="primary" type="submit">Send reply</button></p></form></div>`,
   );
+}
+
+/** The contact's opt-out state, and the admin's way to record a change (asked by phone, a mistake). */
+function optOutControl(ctx: PageContext, conversation: Conversation): Html {
+  if (!conversation.optedOutAt) {
+    return html`<span id="opt-out-state" data-opted-out="false">${actionButton(ctx, `/admin/conversations/${conversation.id}/opt-out`, 'Record an opt-out…', {
+      confirm: `Record that ${conversation.whatsappNumber} opted out? Nothing will be sent to them (no AI reply, no admin message) until they send START or you record an opt-in.`,
+    })}</span>`;
+  }
+  const by = conversation.optedOutBy === 'admin' ? 'recorded by an admin' : 'they sent a stop keyword';
+  return html`<span id="opt-out-state" data-opted-out="true"><span class="badge b-failed">opted out</span> <span class="muted">since ${when(conversation.optedOutAt)} (${by}): nothing is sent to them until they send START.</span>
+${actionButton(ctx, `/admin/conversations/${conversation.id}/opt-in`, 'Record an opt-in…', { confirm: 'Record that this contact opted in again (for example, they asked by phone)? Replies resume.' })}</span>`;
 }
 
 function simulatePage(ctx: PageContext, values: { from?: string; name?: string; body?: string } = {}): Html {
@@ -155,6 +168,21 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const [messages, suggestions] = await Promise.all([messageListRecent(db, conversation.id, THREAD_MESSAGES), suggestionList(db, conversation.id)]);
     return sendPage(reply, threadPage(ctx, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS));
   });
+
+  for (const change of ['out', 'in'] as const) {
+    app.post(`/admin/conversations/:id/opt-${change}`, async (request, reply) => {
+      const params = Id.safeParse(request.params);
+      if (!params.success) return reply.status(404).send('no such conversation');
+      try {
+        const { changed } = await optOutRecord(runtime, params.data.id, change);
+        const notice = !changed ? 'Nothing to change.' : change === 'out' ? 'Opt-out recorded: nothing is sent to this contact now.' : 'Opt-in recorded: replies resume.';
+        return back(reply, params.data.id, { notice });
+      } catch (err) {
+        if (err instanceof ActionError) return reply.status(err.statusCode).send(err.message);
+        throw err;
+      }
+    });
+  }
 
   app.post('/admin/conversations/:id/pause', async (request, reply) => {
     const params = Id.safeParse(request.params);

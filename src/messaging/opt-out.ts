@@ -1,0 +1,76 @@
+// Opt-out on WhatsApp: a message that is only a stop keyword (STOP, STOPPEN, AFMELDEN,
+// UNSUBSCRIBE by default) opts the contact out, a start keyword (START) opts them back in.
+// While opted out nothing is sent to them: no AI reply, no suggestion, no admin message.
+// The webhook records the change in the statement that stores the message; admins can
+// record it too (a request by phone, a mistake). Knows nothing of jobs or HTTP.
+import type { Queryable } from '../db/types.ts';
+
+export type OptChange = 'out' | 'in';
+
+export interface OptKeywords {
+  out: ReadonlySet<string>;
+  in: ReadonlySet<string>;
+}
+
+/** Keywords as configured: comma-separated, compared without case or surrounding punctuation. */
+export function optKeywordsOf(config: { OPT_OUT_KEYWORDS: string; OPT_IN_KEYWORDS: string }): OptKeywords {
+  const set = (list: string) => new Set(list.split(',').map(normalise).filter(Boolean));
+  return { out: set(config.OPT_OUT_KEYWORDS), in: set(config.OPT_IN_KEYWORDS) };
+}
+
+// "Stop.", " stop! ", "STOP 🙏" all mean STOP; "stop met roken?" does not.
+function normalise(text: string): string {
+  return text
+    .normalize('NFKC')
+    .replace(/[^\p{L}\p{N}\s]/gu, ' ')
+    .replace(/\s+/g, ' ')
+    .trim()
+    .toUpperCase();
+}
+
+/** The change a message asks for: only a message that is a keyword and nothing else. */
+export function optChangeOf(body: string, keywords: OptKeywords): OptChange | null {
+  const word = normalise(body);
+  if (!word) return null;
+  if (keywords.out.has(word)) return 'out';
+  if (keywords.in.has(word)) return 'in';
+  return null;
+}
+
+export interface OptOutState {
+  optedOutAt: Date | null;
+  optedOutBy: 'contact' | 'admin' | null;
+}
+
+/** A conversation's contact's opt-out state, read now (null: no such conversation). */
+export async function optOutStateOf(db: Queryable, conversationId: string): Promise<OptOutState | null> {
+  const result = await db.query<{ opted_out_at: Date | null; opted_out_by: 'contact' | 'admin' | null }>(
+    `select k.opted_out_at, k.opted_out_by from conversations c join contacts k on k.id = c.contact_id where c.id = $1`,
+    [conversationId],
+  );
+  const row = result.rows[0];
+  return row ? { optedOutAt: row.opted_out_at, optedOutBy: row.opted_out_by } : null;
+}
+
+/**
+ * An admin records an opt-out or opt-in for a conversation's contact. Returns whether the
+ * state changed (false when it already was so, or there is no such conversation).
+ */
+export async function optOutSetByAdmin(db: Queryable, conversationId: string, change: OptChange): Promise<boolean> {
+  const result = await db.query(
+    `update contacts k
+     set opted_out_at = case when $2 = 'out' then now() end,
+         opted_out_by = case when $2 = 'out' then 'admin' end,
+         updated_at = now()
+     from conversations c
+     where c.id = $1 and k.id = c.contact_id and (k.opted_out_at is null) = ($2 = 'out')`,
+    [conversationId, change],
+  );
+  return result.rowCount > 0;
+}
+
+/** Why nothing may be sent to an opted-out contact, for refusals and job results. */
+export function optedOutReason(state: OptOutState): string {
+  const by = state.optedOutBy === 'admin' ? 'an admin recorded their opt-out' : 'they sent a stop keyword';
+  return `the contact opted out (${by}, ${state.optedOutAt?.toISOString()}): nothing is sent to them until they send START or an admin records that they opted in again`;
+}

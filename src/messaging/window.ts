@@ -1,0 +1,63 @@
+// WhatsApp's 24-hour customer-service window: a business may send free-form messages to a
+// contact until 24 hours after the contact's last message; after that only an approved
+// template (Twilio Content API: a Content SID with variables). Which template stands in for
+// a reply, and its variables, is configured (WHATSAPP_TEMPLATE_SID, WHATSAPP_TEMPLATE_VARIABLES).
+// Pure rules; the outbox applies them at send time.
+
+export const WINDOW_MS = 24 * 60 * 60 * 1000;
+
+/** Until when free-form replies are allowed; null when the contact never wrote. */
+export function windowOpenUntil(lastInboundAt: Date | null): Date | null {
+  return lastInboundAt ? new Date(lastInboundAt.getTime() + WINDOW_MS) : null;
+}
+
+export function windowOpen(lastInboundAt: Date | null, now = new Date()): boolean {
+  const until = windowOpenUntil(lastInboundAt);
+  return until !== null && now < until;
+}
+
+/** What a template variable is filled with: the contact's WhatsApp name, or the reply text. */
+export type TemplateSource = 'name' | 'reply';
+
+export interface ReplyTemplate {
+  contentSid: string;
+  /** Variable key ("1", "2" …) → what fills it. */
+  variables: Array<{ key: string; source: TemplateSource }>;
+}
+
+/** `1=reply,2=name` → the variables; throws with the reason on anything else. */
+export function templateVariablesParse(text: string): ReplyTemplate['variables'] {
+  const variables = text
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean)
+    .map((item) => {
+      const match = /^(\w+)\s*=\s*(name|reply)$/.exec(item);
+      if (!match) throw new Error(`"${item}" is not <variable>=name or <variable>=reply`);
+      return { key: match[1]!, source: match[2] as TemplateSource };
+    });
+  if (variables.length === 0) throw new Error('needs at least one variable, e.g. 1=reply');
+  return variables;
+}
+
+export function replyTemplateOf(config: { WHATSAPP_TEMPLATE_SID?: string; WHATSAPP_TEMPLATE_VARIABLES: string }): ReplyTemplate | null {
+  if (!config.WHATSAPP_TEMPLATE_SID) return null;
+  return { contentSid: config.WHATSAPP_TEMPLATE_SID, variables: templateVariablesParse(config.WHATSAPP_TEMPLATE_VARIABLES) };
+}
+
+/** The template's variables for one reply, or the reason it cannot be filled. */
+export function templateFill(template: ReplyTemplate, values: { name: string | null; reply: string }): { variables: Record<string, string> } | { missing: string } {
+  const variables: Record<string, string> = {};
+  for (const { key, source } of template.variables) {
+    const value = (source === 'name' ? values.name : values.reply)?.trim();
+    if (!value) return { missing: `template variable ${key} (${source}) has no value for this contact${source === 'name' ? ': WhatsApp gave no profile name' : ''}` };
+    variables[key] = value;
+  }
+  return { variables };
+}
+
+/** Why a reply outside the window was held, for the message and the job. */
+export function heldReason(lastInboundAt: Date | null, why: string): string {
+  const since = lastInboundAt ? `the contact last wrote ${lastInboundAt.toISOString()}` : 'the contact never wrote';
+  return `held, not sent: outside WhatsApp's 24-hour window (${since}); ${why}. A human must decide: answer when the contact writes again, or configure an approved template (WHATSAPP_TEMPLATE_SID)`;
+}

@@ -1,0 +1,165 @@
+// Opt-out over real HTTP and a real worker: STOP (or STOPPEN, AFMELDEN, UNSUBSCRIBE, in any
+// case, with punctuation) gets one confirmation and no AI reply, nor does the next message;
+// an admin's message and a suggestion are refused with the reason; START resumes replies.
+// Admins can record either change, it is counted in /metrics, and the dashboard shows it.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { inboundStoreAndEnqueue } from '../src/jobs/autoreply.ts';
+import { optChangeOf, optKeywordsOf } from '../src/messaging/opt-out.ts';
+import { jobGet } from '../src/queue/index.ts';
+import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
+import { inboundParams, injectSigned, messageSid, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
+import { waitFor } from './helpers/processes.ts';
+
+const WHATSAPP = '/webhooks/twilio/whatsapp';
+const ANNA = '+31612345678';
+// State-changing API calls carry a bearer token, any value without ADMIN_TOKEN (cross-site.ts).
+const API = { authorization: 'Bearer local' };
+
+let t: TestDatabase;
+let twilioApi: FakeTwilio;
+let m: MessagingApp;
+
+before(async () => {
+  t = await freshServerDatabase();
+  twilioApi = await startFakeTwilio();
+  m = await startMessagingApp(messagingEnv(t.url, twilioApi.url));
+  await m.startWorker();
+});
+after(async () => {
+  await m?.close();
+  await twilioApi?.close();
+  await t?.close();
+});
+
+/** Sends an inbound message and waits until its autoreply job is finished; returns the job's result. */
+async function receive(body: string, from = ANNA): Promise<Record<string, unknown>> {
+  const params = inboundParams(body, from);
+  const response = await injectSigned(m.app, WHATSAPP, params);
+  assert.equal(response.statusCode, 200, response.body);
+  const job = await t.db.query<{ id: string }>(
+    `select j.id from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1 and j.type = 'autoreply'`,
+    [params.MessageSid],
+  );
+  let result: Record<string, unknown> = {};
+  await waitFor(async () => {
+    const current = await jobGet(t.db, job.rows[0]!.id);
+    if (current?.status !== 'done') return false;
+    result = current.result as Record<string, unknown>;
+    return true;
+  }, `the job of "${body}"`);
+  return result;
+}
+
+function sentTo(phone: string): string[] {
+  return twilioApi.messages.filter((msg) => msg.to === `whatsapp:${phone}`).map((msg) => msg.body);
+}
+
+async function conversationOf(phone: string): Promise<string> {
+  const row = await t.db.query<{ id: string }>('select c.id from conversations c join contacts k on k.id = c.contact_id where k.whatsapp_number = $1', [phone]);
+  return row.rows[0]!.id;
+}
+
+test('keywords: the whole message, any case, punctuation around it; never a sentence that contains one', () => {
+  const keywords = optKeywordsOf({ OPT_OUT_KEYWORDS: 'STOP,STOPPEN,AFMELDEN,UNSUBSCRIBE', OPT_IN_KEYWORDS: 'START' });
+  for (const body of ['STOP', 'stop', ' Stop. ', 'stoppen!', 'Afmelden', 'unsubscribe 🙏']) assert.equal(optChangeOf(body, keywords), 'out', body);
+  for (const body of ['START', 'start!']) assert.equal(optChangeOf(body, keywords), 'in', body);
+  for (const body of ['stop met het beleid?', 'kan ik stoppen met werken', 'starten', '', '   ']) assert.equal(optChangeOf(body, keywords), null, body);
+});
+
+test('STOP: one confirmation, no AI reply to it or to the next message; admin sends refused; START resumes', async () => {
+  assert.equal((await receive('Hoeveel vakantiedagen heb ik?'))['status'], 'queued', 'a normal question is answered');
+  assert.equal(sentTo(ANNA).length, 1);
+
+  const stop = await receive('Stop.');
+  assert.equal(stop['optChange'], 'out');
+  const afterStop = sentTo(ANNA);
+  assert.equal(afterStop.length, 2);
+  assert.match(afterStop[1]!, /Je bent afgemeld .* Stuur START/s, 'the one confirmation');
+  const contact = await t.db.query<{ opted_out_at: Date | null; opted_out_by: string | null }>('select opted_out_at, opted_out_by from contacts where whatsapp_number = $1', [ANNA]);
+  assert.ok(contact.rows[0]!.opted_out_at);
+  assert.equal(contact.rows[0]!.opted_out_by, 'contact');
+
+  assert.deepEqual(await receive('Hallo? Nog een vraag'), { skipped: 'opted_out' });
+  assert.equal(sentTo(ANNA).length, 2, 'nothing sent to the next message');
+
+  const conversationId = await conversationOf(ANNA);
+  const refused = await m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: 'Even checken!' } });
+  assert.equal(refused.statusCode, 409);
+  assert.match(JSON.parse(refused.body).error, /not sent: the contact opted out \(they sent a stop keyword, .*\): nothing is sent to them until they send START/);
+  // A suggestion may be drafted for the admin, never sent.
+  const suggested = await m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/suggest` });
+  assert.equal(suggested.statusCode, 202, suggested.body);
+  let suggestionId = '';
+  await waitFor(async () => {
+    const row = await t.db.query<{ id: string }>(`select id from suggestions where conversation_id = $1 and status = 'pending'`, [conversationId]);
+    suggestionId = row.rows[0]?.id ?? '';
+    return suggestionId !== '';
+  }, 'the suggestion');
+  const sendSuggestion = await m.app.inject({ method: 'POST', headers: API, url: `/api/suggestions/${suggestionId}/send`, payload: {} });
+  assert.equal(sendSuggestion.statusCode, 409);
+  assert.match(JSON.parse(sendSuggestion.body).error, /opted out/);
+  assert.equal(sentTo(ANNA).length, 2);
+  const stillPending = await t.db.query<{ status: string }>('select status from suggestions where id = $1', [suggestionId]);
+  assert.equal(stillPending.rows[0]!.status, 'pending', 'the refusal changed nothing');
+
+  const page = await m.app.inject({ method: 'GET', url: `/admin/conversations/${conversationId}` });
+  assert.match(page.body, /id="opt-out-state" data-opted-out="true"><span class="badge b-failed">opted out<\/span>/);
+  const list = await m.app.inject({ method: 'GET', url: '/admin/conversations' });
+  assert.match(list.body, /opted out<\/span>/);
+  const metrics = await m.app.inject({ method: 'GET', url: '/metrics' });
+  assert.match(metrics.body, /aiq_whatsapp_opt_changes_total\{change="out",by="contact"\} 1/);
+  assert.match(metrics.body, /aiq_whatsapp_contacts_opted_out 1/);
+
+  const start = await receive('START');
+  assert.equal(start['optChange'], 'in');
+  assert.match(sentTo(ANNA)[2]!, /weer aangemeld/);
+  assert.equal((await receive('Wanneer krijg ik mijn salaris?'))['status'], 'queued', 'replies resume');
+  assert.equal(sentTo(ANNA).length, 4);
+});
+
+test('an admin records an opt-out and an opt-in (asked by phone); both are audited and counted', async () => {
+  const phone = '+31611112222';
+  await receive('Hoi', phone);
+  const conversationId = await conversationOf(phone);
+  const out = await m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/opt-out` });
+  assert.deepEqual(JSON.parse(out.body), { id: conversationId, optedOut: true, changed: true });
+  assert.deepEqual(JSON.parse((await m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/opt-out` })).body).changed, false, 'already out');
+  assert.deepEqual(await receive('Nog een vraag', phone), { skipped: 'opted_out' });
+  const reply = await m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: 'Hallo' } });
+  assert.match(JSON.parse(reply.body).error, /an admin recorded their opt-out/);
+  const back = await m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/opt-in` });
+  assert.equal(JSON.parse(back.body).changed, true);
+  const sent = await m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: 'Hallo' } });
+  assert.equal(sent.statusCode, 201, sent.body);
+  const audit = await t.db.query<{ action: string; target: string }>(`select action, target from audit_log where action like '%/opt-%' order by id`);
+  assert.deepEqual(audit.rows.map((r) => r.action), ['POST /api/conversations/:id/opt-out', 'POST /api/conversations/:id/opt-out', 'POST /api/conversations/:id/opt-in']);
+  assert.ok(audit.rows.every((r) => r.target === conversationId));
+  const metrics = await m.app.inject({ method: 'GET', url: '/metrics' });
+  assert.match(metrics.body, /aiq_whatsapp_opt_changes_total\{change="out",by="admin"\} 1/);
+  assert.match(metrics.body, /aiq_whatsapp_opt_changes_total\{change="in",by="admin"\} 1/);
+});
+
+test('a redelivered STOP changes nothing twice and confirms once; STOP then START at once sends no stale confirmation', async () => {
+  const phone = '+31633334444';
+  const params = inboundParams('STOP', phone);
+  for (let i = 0; i < 3; i++) assert.equal((await injectSigned(m.app, WHATSAPP, params)).statusCode, 200);
+  await waitFor(() => sentTo(phone).length === 1, 'the confirmation');
+  // STOP and START stored (as the webhook stores them) before either job runs: STOP's
+  // confirmation would now be wrong.
+  const other = '+31655556666';
+  await m.runtime.db.transaction(async (tx) => {
+    for (const body of ['STOP', 'START'] as const) {
+      await inboundStoreAndEnqueue(tx, { whatsappNumber: other, body, mediaUrls: [], twilioSid: messageSid(), optChange: body === 'STOP' ? 'out' : 'in' });
+    }
+  });
+  await m.runtime.db.query(`select pg_notify('aiq_jobs', '')`);
+  await waitFor(async () => {
+    const jobs = await t.db.query<{ status: string }>(`select status from ai_jobs where type = 'autoreply' and ordering_key = $1`, [await conversationOf(other)]);
+    return jobs.rows.length === 2 && jobs.rows.every((j) => j.status === 'done');
+  }, 'both jobs');
+  const contact = await t.db.query<{ opted_out_at: Date | null }>('select opted_out_at from contacts where whatsapp_number = $1', [other]);
+  assert.equal(contact.rows[0]!.opted_out_at, null, 'START came last: opted in');
+  assert.ok(sentTo(other).every((body) => !/afgemeld/.test(body)), `no stale opt-out confirmation: ${JSON.stringify(sentTo(other))}`);
+});
