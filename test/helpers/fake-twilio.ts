@@ -69,6 +69,9 @@ export interface AcceptedMessage {
   to: string;
   from: string;
   body: string;
+  /** A template send (Content API): its Content SID and variables, instead of a body. */
+  contentSid?: string;
+  contentVariables?: Record<string, string>;
   statusCallback?: string;
   at: Date;
 }
@@ -84,6 +87,11 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
   readonly requests: RecordedRequest[] = [];
   readonly messages: AcceptedMessage[] = [];
   readonly callbacks: CallbackResult[] = [];
+  /**
+   * Numbers (`whatsapp:+…`) whose 24-hour window is closed: a free-form message to one is
+   * accepted and then fails with 63016 in its status callback, as on Twilio; a template goes.
+   */
+  readonly closedWindows = new Set<string>();
   readonly accountSid: string;
   readonly authToken: string;
   url = '';
@@ -123,6 +131,7 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
     this.messages.length = 0;
     this.callbacks.length = 0;
     this.queued.length = 0;
+    this.closedWindows.clear();
   }
 
   setRates(rates: FaultRates, seed?: number): void {
@@ -272,7 +281,17 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
     if (!params.To) return this.invalid(record, res, 21604, "A 'To' phone number is required.");
     if (!/^(whatsapp:)?\+[1-9]\d{5,14}$/.test(params.To)) return this.invalid(record, res, 21211, `The 'To' number ${params.To} is not a valid phone number.`);
     if (!params.From) return this.invalid(record, res, 21603, "A 'From' phone number is required.");
-    if (!params.Body && !params.MediaUrl) return this.invalid(record, res, 21602, 'Message body is required.');
+    if (!params.Body && !params.MediaUrl && !params.ContentSid) return this.invalid(record, res, 21602, 'Message body is required.');
+    let contentVariables: Record<string, string> | undefined;
+    if (params.ContentSid) {
+      if (!/^HX[0-9a-fA-F]{32}$/.test(params.ContentSid)) return this.invalid(record, res, 21655, 'The ContentSid is Invalid.');
+      try {
+        contentVariables = params.ContentVariables ? (JSON.parse(params.ContentVariables) as Record<string, string>) : {};
+        if (typeof contentVariables !== 'object' || contentVariables === null || Object.values(contentVariables).some((v) => typeof v !== 'string')) throw new Error('not an object of strings');
+      } catch {
+        return this.invalid(record, res, 21656, 'The ContentVariables Parameter is invalid.');
+      }
+    }
     // Twilio's limit for a WhatsApp body.
     if ((params.Body ?? '').length > 1600) return this.invalid(record, res, 21617, 'The concatenated message body exceeds the 1600 character limit.');
 
@@ -292,15 +311,17 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
       to: params.To,
       from: params.From,
       body: params.Body ?? '',
+      ...(params.ContentSid ? { contentSid: params.ContentSid, contentVariables } : {}),
       statusCallback: params.StatusCallback,
       at: new Date(),
     };
+    const outsideWindow = !params.ContentSid && this.closedWindows.has(params.To);
     // Recorded before any answer: from here on the message has "gone out", whatever the
     // connection does next. That is the moment a sender's crash must not repeat.
     this.messages.push(message);
     record(fault ? `accepted+fault:${fault.kind}` : 'accepted');
     this.emit('accepted', message);
-    this.scheduleCallbacks(message, fault?.kind === 'fail-later' ? fault.code : undefined);
+    this.scheduleCallbacks(message, outsideWindow ? 63016 : fault?.kind === 'fail-later' ? fault.code : undefined);
 
     if (fault?.kind === 'accept-then-hang') return;
     if (fault?.kind === 'accept-then-drop') {

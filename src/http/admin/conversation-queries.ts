@@ -27,7 +27,7 @@ const LIST_SQL = `
          last.body as last_body, last.source as last_source,
          (select count(*) from messages m
           where m.conversation_id = c.id and m.source <> 'inbound'
-            and m.status in ('failed', 'undelivered', 'send_failed', 'flagged', 'unconfirmed'))::int as problems,
+            and m.status in ('failed', 'undelivered', 'send_failed', 'flagged', 'held', 'unconfirmed'))::int as problems,
          (select count(*) from suggestions s where s.conversation_id = c.id and s.status = 'pending')::int as pending_suggestions
   from conversations c
   join contacts k on k.id = c.contact_id

@@ -5,6 +5,7 @@ import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { suggestionDiscard, suggestionGet, suggestionList, type Suggestion } from '../../jobs/suggest.ts';
 import { chunkLocation } from '../../knowledge/chunking.ts';
+import { windowOpen, windowOpenUntil } from '../../messaging/window.ts';
 import { conversationAiPausedSet, conversationGet, messageListRecent, type Citations, type Conversation, type Message } from '../../messaging/conversations.ts';
 import { personErase } from '../../privacy/erasure.ts';
 import type { Runtime } from '../../runtime.ts';
@@ -54,7 +55,7 @@ ${rows.map(
 function messageBubble(m: Message): Html {
   const who = m.source === 'inbound' ? 'contact' : m.source === 'ai' ? 'AI' : 'admin';
   return html`<div class="msg ${m.source}" data-message-id="${m.id}" data-source="${m.source}"><span class="body">${m.body}</span>${m.mediaUrls.length ? html`<span class="meta">${m.mediaUrls.length} attachment(s)</span>` : ''}
-<span class="meta">${who} · ${when(m.createdAt)}${m.source === 'inbound' ? '' : html` · ${badge(m.status)}`}${m.errorMessage ? html` · ${m.errorMessage}` : ''}</span>${m.citations ? citationsNote(m.citations) : ''}</div>`;
+<span class="meta">${who} · ${when(m.createdAt)}${m.source === 'inbound' ? '' : html` · ${badge(m.status)}`}${m.templateSid ? html` · sent as template <span class="mono">${m.templateSid}</span>` : ''}${m.errorMessage ? html` · ${m.errorMessage}` : ''}</span>${m.citations ? citationsNote(m.citations) : ''}</div>`;
 }
 
 /** Where a reply's answer came from, linked to the sections; or why it said it does not know. */
@@ -77,7 +78,18 @@ ${s.citations ? html`<p class="muted">${citationsNote(s.citations)}</p>` : ''}
 ${actionButton(ctx, `/admin/suggestions/${s.id}/discard`, 'Discard', { className: 'danger' })}</div>`;
 }
 
-function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number): Html {
+/** WhatsApp's 24-hour window, as the admin must know it before replying. */
+function windowNote(conversation: Conversation, templateSid: string | undefined): Html {
+  const until = windowOpenUntil(conversation.lastInboundAt);
+  if (until && windowOpen(conversation.lastInboundAt)) {
+    return html`<p class="muted" id="window" data-window="open">WhatsApp window open until ${until.toLocaleString('en-GB', { dateStyle: 'medium', timeStyle: 'short' })} (${when(until)}): free-form replies are allowed.</p>`;
+  }
+  const since = until ? html` since ${until.toLocaleString('en-GB', { dateStyle: 'medium', timeStyle: 'short' })}` : '';
+  const then = templateSid ? html`a reply goes as the approved template <span class="mono">${templateSid}</span>` : html`a reply is <strong>held</strong>, not sent: no approved template is configured (WHATSAPP_TEMPLATE_SID)`;
+  return html`<p id="window" data-window="closed"><span class="badge b-failed">window closed</span>${since}: the contact has not written for 24 hours, so ${then}.</p>`;
+}
+
+function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number, templateSid: string | undefined): Html {
   const pending = suggestions.filter((s) => s.status === 'pending');
   return page(
     ctx,
@@ -101,7 +113,7 @@ ${actionButton(ctx, `/admin/conversations/${conversation.id}/forget`, 'Forget th
 <div class="thread">${messages.length === 0 ? html`<p class="muted">No messages.</p>` : messages.map(messageBubble)}</div>
 ${pending.map((s) => suggestionCard(ctx, s))}
 </div>
-<div class="card"><form method="post" action="/admin/conversations/${conversation.id}/reply">${csrfField(ctx)}
+<div class="card">${windowNote(conversation, templateSid)}<form method="post" action="/admin/conversations/${conversation.id}/reply">${csrfField(ctx)}
 <label>Reply as admin<textarea name="body" required maxlength="${maxChars}"></textarea></label>
 <p><button class="primary" type="submit">Send reply</button></p></form></div>`,
   );
@@ -166,7 +178,7 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const conversation = params.success ? await conversationGet(db, params.data.id) : null;
     if (!conversation) return sendPage(reply.status(404), page({ ...ctx, problem: 'No such conversation.' }, 'conversations', 'Not found', html`<p><a href="/admin/conversations">« conversations</a></p>`));
     const [messages, suggestions] = await Promise.all([messageListRecent(db, conversation.id, THREAD_MESSAGES), suggestionList(db, conversation.id)]);
-    return sendPage(reply, threadPage(ctx, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS));
+    return sendPage(reply, threadPage(ctx, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS, runtime.config.WHATSAPP_TEMPLATE_SID));
   });
 
   for (const change of ['out', 'in'] as const) {

@@ -63,7 +63,7 @@ pre { background:#0f172a; color:#e2e8f0; padding:12px; border-radius:6px; overfl
 .badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px; font-weight:600; background:#f2f4f7; color:#344054; }
 .b-pending { background:#eff8ff; color:var(--info); } .b-processing { background:#fffaeb; color:var(--warn); }
 .b-done, .b-sent, .b-delivered, .b-read, .b-logged, .b-embedded { background:#ecfdf3; color:var(--ok); }
-.b-failed, .b-undelivered, .b-send_failed, .b-flagged, .b-unconfirmed { background:#fef3f2; color:var(--bad); } .b-cancelled, .b-discarded { background:#f2f4f7; color:#667085; }
+.b-failed, .b-undelivered, .b-send_failed, .b-flagged, .b-held, .b-unconfirmed { background:#fef3f2; color:var(--bad); } .b-cancelled, .b-discarded { background:#f2f4f7; color:#667085; }
 form.inline { display:inline; } .filters { display:flex; gap:8px; flex-wrap:wrap; align-items:end; margin-bottom:12px; }
 label { display:flex; flex-direction:column; gap:3px; font-size:12px; color:var(--muted); }
 input, select, textarea { font:inherit; padding:6px 8px; border:1px solid #d0d5dd; border-radius:6px; background:#fff; color:var(--fg); }

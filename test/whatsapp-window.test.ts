@@ -1,0 +1,168 @@
+// WhatsApp's 24-hour window over real HTTP, a real worker and the fake Twilio: a message 25
+// hours after the contact's last one is never sent free-form. With an approved template
+// configured it goes as that template (Content API: ContentSid and ContentVariables);
+// without one it is held and the job fails with the reason, for a human. A template that
+// cannot be filled is held with the reason; a 63016 that still comes back says what it is.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { autoreplyEnqueue } from '../src/jobs/autoreply.ts';
+import { jobGet } from '../src/queue/index.ts';
+import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
+import { inboundParams, injectSigned, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
+import { waitFor } from './helpers/processes.ts';
+
+const WHATSAPP = '/webhooks/twilio/whatsapp';
+const TEMPLATE = `HX${'a1'.repeat(16)}`;
+const API = { authorization: 'Bearer local' };
+
+interface Setup {
+  t: TestDatabase;
+  twilioApi: FakeTwilio;
+  m: MessagingApp;
+}
+
+async function setUp(extra: Record<string, string>): Promise<Setup> {
+  const t = await freshServerDatabase();
+  const twilioApi = await startFakeTwilio({ statusCallbacks: true, callbackDelayMs: 5 });
+  const m = await startMessagingApp(messagingEnv(t.url, twilioApi.url, extra), { listen: true });
+  await m.startWorker();
+  return { t, twilioApi, m };
+}
+
+async function tearDown(s: Setup | undefined): Promise<void> {
+  await s?.m.close();
+  await s?.twilioApi.close();
+  await s?.t.close();
+}
+
+/** Receives a message as Twilio posts it; returns its conversation and autoreply job. */
+async function received(s: Setup, phone: string, body: string, profileName = 'Anna'): Promise<{ conversationId: string; jobId: string }> {
+  const params = inboundParams(body, phone, { ProfileName: profileName });
+  const response = await injectSigned(s.m.app, WHATSAPP, params, { signedUrl: `${s.m.url}${WHATSAPP}` });
+  assert.equal(response.statusCode, 200);
+  const row = await s.t.db.query<{ conversation_id: string; job_id: string }>(
+    `select m.conversation_id, j.id as job_id from messages m join ai_jobs j on j.payload->>'messageId' = m.id::text where m.twilio_sid = $1`,
+    [params.MessageSid],
+  );
+  return { conversationId: row.rows[0]!.conversation_id, jobId: row.rows[0]!.job_id };
+}
+
+async function closeWindow(s: Setup, conversationId: string): Promise<void> {
+  await s.t.db.query(`update conversations set last_inbound_at = now() - interval '25 hours' where id = $1`, [conversationId]);
+}
+
+async function settled(s: Setup, jobId: string) {
+  let job = await jobGet(s.t.db, jobId);
+  await waitFor(async () => {
+    job = await jobGet(s.t.db, jobId);
+    return job?.status === 'done' || job?.status === 'failed';
+  }, 'the job to settle');
+  return job!;
+}
+
+describe('without a template', () => {
+  let s: Setup | undefined;
+  before(async () => {
+    s = await setUp({ WORKER_CONCURRENCY: '1' });
+  });
+  after(() => tearDown(s));
+
+  test('an admin reply 25 hours after the last inbound is held, not sent free-form, and the page says why', async () => {
+    const phone = '+31612340001';
+    const { conversationId, jobId } = await received(s!, phone, 'Hallo');
+    await settled(s!, jobId);
+    s!.twilioApi.reset();
+    await closeWindow(s!, conversationId);
+    const page = await s!.m.app.inject({ method: 'GET', url: `/admin/conversations/${conversationId}` });
+    assert.match(page.body, /id="window" data-window="closed"><span class="badge b-failed">window closed<\/span>.*a reply is <strong>held<\/strong>/s);
+    const sent = await s!.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: 'Sorry voor de late reactie' } });
+    assert.equal(sent.statusCode, 201, sent.body);
+    const { message, outcome } = JSON.parse(sent.body);
+    assert.equal(outcome, 'held');
+    assert.equal(message.status, 'held');
+    assert.match(message.errorMessage, /held, not sent: outside WhatsApp's 24-hour window \(the contact last wrote .*\); no approved template is configured/);
+    assert.equal(s!.twilioApi.messages.length, 0, 'nothing reached Twilio');
+    const after = await s!.m.app.inject({ method: 'GET', url: `/admin/conversations/${conversationId}` });
+    assert.match(after.body, /badge b-held">held</);
+  });
+
+  test('an AI reply whose job runs after the window closed is held and its job fails with the reason', async () => {
+    const phone = '+31612340002';
+    const { conversationId, jobId } = await received(s!, phone, 'Hoeveel vakantiedagen heb ik?');
+    await settled(s!, jobId);
+    // As if the job had waited out a long outage: its reply not written yet, the window closed.
+    const inbound = await s!.t.db.query<{ id: string }>(`select id from messages where conversation_id = $1 and source = 'inbound'`, [conversationId]);
+    await s!.t.db.query(`delete from messages where reply_to_message_id = $1`, [inbound.rows[0]!.id]);
+    await closeWindow(s!, conversationId);
+    s!.twilioApi.reset();
+    const lateJob = await autoreplyEnqueue(s!.t.db, { messageId: inbound.rows[0]!.id, conversationId });
+    await s!.t.db.query(`select pg_notify('aiq_jobs', '')`);
+    const job = await settled(s!, lateJob);
+    assert.equal(job.status, 'failed');
+    assert.match(job.lastError ?? '', /held, not sent: outside WhatsApp's 24-hour window/);
+    const reply = await s!.t.db.query<{ status: string }>(`select status from messages where source = 'ai' and reply_to_message_id = $1`, [inbound.rows[0]!.id]);
+    assert.deepEqual(reply.rows, [{ status: 'held' }]);
+    assert.equal(s!.twilioApi.messages.length, 0);
+  });
+
+  test('a 63016 that still comes back (a clock off, a window Twilio closed first) is recorded as the window case', async () => {
+    const phone = '+31612340003';
+    const { conversationId, jobId } = await received(s!, phone, 'Hoi');
+    await settled(s!, jobId);
+    s!.twilioApi.closedWindows.add(`whatsapp:${phone}`);
+    const sent = await s!.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: 'Nog iets?' } });
+    const { message } = JSON.parse(sent.body);
+    await waitFor(async () => (await s!.t.db.query<{ status: string }>('select status from messages where id = $1', [message.id])).rows[0]!.status === 'failed', 'the failed callback');
+    const failed = await s!.t.db.query<{ error_code: number; error_message: string }>('select error_code, error_message from messages where id = $1', [message.id]);
+    assert.equal(failed.rows[0]!.error_code, 63016);
+    assert.match(failed.rows[0]!.error_message, /Twilio error 63016: outside WhatsApp's 24-hour window: a free-form reply is impossible/);
+  });
+});
+
+describe('with an approved template', () => {
+  let s: Setup | undefined;
+  before(async () => {
+    s = await setUp({ WHATSAPP_TEMPLATE_SID: TEMPLATE, WHATSAPP_TEMPLATE_VARIABLES: '1=name,2=reply' });
+  });
+  after(() => tearDown(s));
+
+  test('outside the window a reply goes as the template with its variables; inside it free-form', async () => {
+    const phone = '+31612340004';
+    const { conversationId, jobId } = await received(s!, phone, 'Hallo', 'Sanne');
+    await settled(s!, jobId);
+    const inside = s!.twilioApi.messages.filter((msg) => msg.to === `whatsapp:${phone}`);
+    assert.equal(inside.length, 1);
+    assert.equal(inside[0]!.contentSid, undefined, 'inside the window: free-form');
+    await closeWindow(s!, conversationId);
+    const page = await s!.m.app.inject({ method: 'GET', url: `/admin/conversations/${conversationId}` });
+    assert.match(page.body, new RegExp(`a reply goes as the approved template <span class="mono">${TEMPLATE}</span>`));
+    const sent = await s!.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: 'Je aanvraag is goedgekeurd.' } });
+    assert.equal(JSON.parse(sent.body).outcome, 'sent');
+    const template = s!.twilioApi.messages.filter((msg) => msg.to === `whatsapp:${phone}`)[1]!;
+    assert.equal(template.contentSid, TEMPLATE);
+    assert.deepEqual(template.contentVariables, { 1: 'Sanne', 2: 'Je aanvraag is goedgekeurd.' });
+    assert.equal(template.body, '', 'no free-form body');
+    const stored = await s!.t.db.query<{ template_sid: string }>('select template_sid from messages where id = $1', [JSON.parse(sent.body).message.id]);
+    assert.equal(stored.rows[0]!.template_sid, TEMPLATE);
+  });
+
+  test('a template variable without a value (no WhatsApp name) holds the reply with that reason', async () => {
+    const phone = '+31612340005';
+    const { conversationId, jobId } = await received(s!, phone, 'Hallo', '');
+    await settled(s!, jobId);
+    await closeWindow(s!, conversationId);
+    const before = s!.twilioApi.messages.length;
+    const sent = await s!.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: 'Hallo' } });
+    const { message, outcome } = JSON.parse(sent.body);
+    assert.equal(outcome, 'held');
+    assert.match(message.errorMessage, /template variable 1 \(name\) has no value for this contact: WhatsApp gave no profile name/);
+    assert.equal(s!.twilioApi.messages.length, before);
+  });
+});
+
+test('a bad template setting is refused at start, naming the variable', async () => {
+  const { loadConfig } = await import('../src/config.ts');
+  assert.throws(() => loadConfig({ WHATSAPP_TEMPLATE_SID: 'HX123' }), /WHATSAPP_TEMPLATE_SID: must be a Content SID/);
+  assert.throws(() => loadConfig({ WHATSAPP_TEMPLATE_VARIABLES: '1=reply,2=weather' }), /WHATSAPP_TEMPLATE_VARIABLES: "2=weather" is not <variable>=name or <variable>=reply/);
+});
