@@ -18,6 +18,7 @@ import { textSearchConfigSet } from '../src/knowledge/search.ts';
 import { vectorSpaceOpen } from '../src/knowledge/vectors.ts';
 import { freshPgliteDatabase, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { ROOT } from './helpers/processes.ts';
+import { sourceLine } from '../src/jobs/reply-context.ts';
 
 const ai = localProviderCreate({ dimensions: 256 });
 const SETTINGS = { maxChars: 1200, overlapChars: 200 };
@@ -239,4 +240,12 @@ test('the prompt of the "I don\'t know" path carries no knowledge and the rule t
   assert.match(prompt.messages[1]!.content, /<knowledge>\nNothing relevant was found.\n<\/knowledge>/);
   const normal = promptBuild('You are a test.', { person: null, knowledge: [], history: [{ role: 'user', body: 'Hoi' }] });
   assert.ok(!normal.messages[0]!.content.includes(NO_ANSWER_RULE));
+});
+
+test('REPLY_CITE_SOURCES: the source line names the distinct sections, best first, at most three, and never on "I don\'t know"', () => {
+  const source = (title: string, headingPath: string[]) => ({ chunkId: 'c', documentId: 'd', title, headingPath, score: 0.03, relevance: 0.4 });
+  const cited = { sources: [source('Handboek', ['Verlof', 'Vakantiedagen']), source('Handboek', ['Verlof', 'Vakantiedagen']), source('IT', ['VPN']), source('IT', []), source('Extra', ['X'])], relevance: 0.4, threshold: 0.13, noAnswer: false };
+  assert.equal(sourceLine(cited), '📄 Handboek › Verlof › Vakantiedagen; IT › VPN; IT');
+  assert.equal(sourceLine({ ...cited, noAnswer: true }), null);
+  assert.equal(sourceLine({ ...cited, sources: [] }), null);
 });
