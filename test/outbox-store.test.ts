@@ -78,28 +78,61 @@ for (const backend of BACKENDS) {
       assert.equal((await replyResume(deps, (await messageGet(t.db, uncertain.reply.id))!, TO)).kind, 'already-sent');
       assert.equal(fake.sendCount({ body: 'misschien' }), 1);
 
+      // Past the deadline without a callback: Twilio's Messages list decides.
       const c = await inbound('stil');
       fake.fault({ kind: 'accept-then-drop' });
       const silent = await replySend(deps, { conversationId: c.conversationId, replyToMessageId: c.messageId, parts: ['niemand hoort'], contextUntilSeq: null }, TO);
       assert.equal(silent.kind, 'waiting');
       await t.db.query(`update messages set send_started_at = now() - interval '301 seconds' where id = $1`, [silent.reply.id]);
+      fake.listFailures = 1;
       const flagged = await replyResume(deps, (await messageGet(t.db, silent.reply.id))!, TO);
-      assert.equal(flagged.kind, 'flagged');
+      assert.equal(flagged.kind, 'flagged', 'Twilio could not tell: a human checks');
       assert.equal(flagged.reply.status, 'flagged');
       assert.equal((await replyResume(deps, flagged.reply, TO)).kind, 'flagged');
       assert.equal(fake.sendCount({ body: 'niemand hoort' }), 1);
+
+      const d = await inbound('gevonden');
+      fake.fault({ kind: 'accept-then-drop' });
+      const found = await replySend(deps, { conversationId: d.conversationId, replyToMessageId: d.messageId, parts: ['Twilio heeft het'], contextUntilSeq: null }, TO);
+      await t.db.query(`update messages set send_started_at = now() - interval '301 seconds' where id = $1`, [found.reply.id]);
+      const reconciled = await replyResume(deps, (await messageGet(t.db, found.reply.id))!, TO);
+      assert.equal(reconciled.kind, 'already-sent', 'Twilio has it: confirmed');
+      assert.equal(reconciled.reply.twilioSid, fake.messages.at(-1)!.sid);
+      assert.equal(fake.sendCount({ body: 'Twilio heeft het' }), 1);
+
+      // A send that never reached Twilio (its sender died before the request left): Twilio's
+      // list provably lacks it once the deadline passed, so it goes out now, once.
+      const e = await inbound('nooit aangekomen');
+      await t.db.query(
+        `insert into messages (conversation_id, source, body, status, reply_to_message_id, send_started_at)
+         values ($1, 'ai', 'nooit verstuurd', 'pending', $2, now() - interval '301 seconds')`,
+        [e.conversationId, e.messageId],
+      );
+      const lost = (await replyPartsForInbound(t.db, e.messageId))[0]!;
+      const resentNow = await replyResume(deps, lost, TO);
+      assert.equal(resentNow.kind, 'sent');
+      assert.equal(fake.sendCount({ body: 'nooit verstuurd' }), 1);
+      assert.equal((await replyResume(deps, resentNow.reply, TO)).kind, 'already-sent');
+      assert.equal(fake.sendCount({ body: 'nooit verstuurd' }), 1, 'exactly once');
     });
 
-    test('without a status callback URL nothing can confirm a possibly-sent reply: flagged at once', async () => {
+    test('without a status callback URL only Twilio\'s list can confirm a possibly-sent reply; when it cannot tell, flagged at once', async () => {
       fake.reset();
       const blind: OutboxDeps = { ...deps, statusCallbackUrl: () => undefined };
       const a = await inbound('zonder callback');
       fake.fault({ kind: 'accept-then-drop' });
+      fake.listFailures = 1;
       const outcome = await replySend(blind, { conversationId: a.conversationId, replyToMessageId: a.messageId, parts: ['blind'], contextUntilSeq: null }, TO);
       assert.equal(outcome.kind, 'flagged');
       assert.equal(outcome.reply.status, 'flagged');
       assert.match(outcome.kind === 'flagged' ? outcome.reason : '', /PUBLIC_URL is not set/);
       assert.equal(fake.sendCount({ body: 'blind' }), 1);
+
+      const b = await inbound('zonder callback, wel bekend');
+      fake.fault({ kind: 'accept-then-drop' });
+      const known = await replySend(blind, { conversationId: b.conversationId, replyToMessageId: b.messageId, parts: ['bekend bij Twilio'], contextUntilSeq: null }, TO);
+      assert.equal(known.kind, 'already-sent', 'Twilio lists it: confirmed without waiting');
+      assert.equal(fake.sendCount({ body: 'bekend bij Twilio' }), 1);
     });
 
     test('status updates only move forward; the guard sees replies by the positions their context covered, not their creation time', async () => {

@@ -200,8 +200,9 @@ describe('reply delivery through the outbox', () => {
     assert.equal(fake.messages.length, 1, 'exactly one message went out');
   });
 
-  test('no confirmation within REPLY_CONFIRM_TIMEOUT_SECONDS: flagged for a human, never resent', async () => {
+  test('no confirmation within REPLY_CONFIRM_TIMEOUT_SECONDS and Twilio\'s list cannot tell: flagged for a human, never resent', async () => {
     fake.fault({ kind: 'accept-then-drop' });
+    fake.listFailures = 1_000;
     const inbound = await receive(m, t, 'Niemand bevestigt');
     const waiting = await untilJob(t, inbound, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
     // Instead of waiting out the timeout: the send started long ago.
@@ -213,6 +214,7 @@ describe('reply delivery through the outbox', () => {
     assert.equal(reply.status, 'flagged');
     assert.match(reply.error_message!, /Not resent, to avoid a duplicate/);
     assert.equal(fake.messages.length, 1);
+    fake.listFailures = 0;
 
     // Twilio's late word still confirms it, and takes the alarm back: the flag's text is
     // gone from the reply, the job's error says it was confirmed, and the job ends done
@@ -229,8 +231,24 @@ describe('reply delivery through the outbox', () => {
     assert.equal(attention.rowCount, 0, 'no longer in the needs-attention view');
   });
 
-  test('waiting on the last attempt flags at once, so nothing stays unconfirmed unseen', async () => {
+  test('no confirmation within the deadline, but Twilio\'s Messages list has it: confirmed with its SID, not flagged, not resent', async () => {
     fake.fault({ kind: 'accept-then-drop' });
+    const inbound = await receive(m, t, 'Twilio weet het');
+    const waiting = await untilJob(t, inbound, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
+    await t.db.query(`update messages set send_started_at = now() - interval '1 hour' where reply_to_message_id = $1`, [inbound]);
+    await runNow(t, waiting.id);
+    const done = await untilJob(t, inbound, 'job done: reconciled', (j) => j.status === 'done');
+    assert.equal((done.result as { resumed?: boolean }).resumed, true);
+    const reply = (await replyTo(t, inbound))!;
+    assert.equal(reply.twilio_sid, fake.messages[0]!.sid, 'the SID from Twilio\'s list');
+    assert.equal(reply.status, 'queued');
+    assert.equal(fake.messages.length, 1, 'nothing sent again');
+    assert.ok(fake.requests.some((r) => r.method === 'GET' && r.outcome === 'list'), 'the Messages list was asked');
+  });
+
+  test('waiting on the last attempt flags at once when Twilio\'s list cannot tell, so nothing stays unconfirmed unseen', async () => {
+    fake.fault({ kind: 'accept-then-drop' });
+    fake.listFailures = 1_000;
     const inbound = await receive(m, t, 'Laatste poging');
     const waiting = await untilJob(t, inbound, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
     // As if earlier attempts had been used up: the next claim is the last one.

@@ -199,7 +199,7 @@ export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload>
       }
       // Waiting with no attempt left would leave the reply unconfirmed and unflagged: flag now.
       // Harmless if Twilio's callback still comes: it outranks `flagged` and confirms it.
-      if (outcome.kind === 'waiting' && job.attempts >= job.maxAttempts) outcome = await replyFlag(deps, outcome.reply);
+      if (outcome.kind === 'waiting' && job.attempts >= job.maxAttempts) outcome = await replyFlag(deps, outcome.reply, undefined, to);
       if (outcome.kind === 'waiting') logger.warn({ replyId: outcome.reply.id, retryInMs: outcome.retryInMs }, 'reply not confirmed yet: waiting for the status callback');
       if (outcome.kind === 'sent') {
         logger.info({ to: maskPhone(to), replyId: outcome.reply.id, sid: outcome.reply.twilioSid, status: outcome.reply.status, parts: outcome.reply.parts }, 'reply sent');

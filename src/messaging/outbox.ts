@@ -207,8 +207,14 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string):
       case 'pending':
       case 'unconfirmed': {
         // Without a status callback URL (no PUBLIC_URL) nothing can confirm it: waiting would
-        // only hold back the conversation's later replies. Hand it to a human now.
-        if (deps.statusCallbackUrl(reply.id) === undefined) return replyFlag(deps, reply, 'Twilio has no status callback URL to confirm it (PUBLIC_URL is not set)');
+        // only hold back the conversation's later replies. Ask Twilio, else hand it to a human.
+        const noCallback = deps.statusCallbackUrl(reply.id) === undefined;
+        const deadlinePassed = (await deps.db.query<{ passed: boolean }>(REPLY_DEADLINE_SQL, [reply.id, deps.confirmTimeoutSeconds])).rows[0]?.passed ?? false;
+        if (noCallback || deadlinePassed) {
+          const reconciled = await replyReconcile(deps, reply, to, deadlinePassed);
+          if (reconciled) return reconciled;
+        }
+        if (noCallback) return replyFlag(deps, reply, 'Twilio has no status callback URL to confirm it (PUBLIC_URL is not set), and its Messages list could not tell');
         const awaited = await deps.db.query<{ remaining_ms: number }>(REPLY_AWAIT_SQL, [reply.id, deps.confirmTimeoutSeconds, flagReason(reply, deps.confirmTimeoutSeconds)]);
         const row = awaited.rows[0];
         if (row) {
@@ -237,13 +243,63 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string):
  * Flags a possibly-sent reply at once, not waiting out the deadline: the job has no
  * attempts left to wait with, or nothing could confirm it. `why` replaces the usual reason.
  */
-export async function replyFlag(deps: OutboxDeps, reply: Message, why?: string): Promise<ReplyOutcome> {
+export async function replyFlag(deps: OutboxDeps, reply: Message, why?: string, to?: string): Promise<ReplyOutcome> {
+  // Twilio's own list may show it went out: then there is nothing for a human to check.
+  if (to) {
+    const reconciled = await replyReconcile(deps, reply, to, false);
+    if (reconciled) return reconciled;
+  }
   const reason = flagReason(reply, deps.confirmTimeoutSeconds, why);
   const flagged = await deps.db.query(REPLY_FLAG_SQL, [reply.id, reason]);
   if (flagged.rows[0]) return { kind: 'flagged', reply: messageFromRow(flagged.rows[0] as never), reason };
   const current = await messageGet(deps.db, reply.id);
   if (current && isConfirmed(current)) return { kind: 'already-sent', reply: current };
   return { kind: 'flagged', reply: current ?? reply, reason: current?.errorMessage ?? reason };
+}
+
+// Whether the reply's confirmation deadline has passed, by the database's clock (as the
+// await statement below judges it).
+const REPLY_DEADLINE_SQL = `
+  select coalesce(send_started_at, created_at) + make_interval(secs => $2) <= now() as passed
+  from messages where id = $1`;
+
+// A reply Twilio provably does not have goes back to pending for a new send, by one attempt.
+const REPLY_RECLAIM_ABSENT_SQL = `
+  update messages
+  set status = 'pending', send_started_at = now(), status_updated_at = now(),
+      error_message = 'resent: Twilio had no record of the first send (its Messages list)'
+  where id = $1 and status in ('pending', 'unconfirmed') and twilio_sid is null
+  returning *`;
+
+// Twilio's clock and ours, and the time between our send and Twilio's record of it.
+const RECONCILE_SLACK_MS = 60_000;
+
+/**
+ * Before a possibly-sent reply is left to a human, asks Twilio's Messages resource what it
+ * holds for the contact since the send began, and matches the reply by its text (Twilio's
+ * list does not show the status callback URL that carries our id). Found and not yet
+ * claimed by another of our messages → confirmed with Twilio's SID and status. Not found
+ * while `absenceProves` (the confirmation deadline passed, so Twilio had long enough to
+ * list it) → it never went out: sent now. Twilio cannot say (an error), the reply went as a
+ * template (its text is not ours), or absence proves nothing yet → null: the caller flags.
+ */
+export async function replyReconcile(deps: OutboxDeps, reply: Message, to: string, absenceProves: boolean): Promise<ReplyOutcome | null> {
+  if (!deps.transport.sentTo || reply.templateSid) return null;
+  let listed;
+  try {
+    listed = await deps.transport.sentTo(to, new Date((reply.sendStartedAt ?? reply.createdAt).getTime() - RECONCILE_SLACK_MS));
+  } catch {
+    return null;
+  }
+  for (const candidate of listed.filter((m) => m.body === reply.body)) {
+    const claimed = await deps.db.query('select 1 from messages where twilio_sid = $1', [candidate.sid]);
+    if (claimed.rowCount > 0) continue;
+    const confirmed = await deps.db.query(REPLY_CONFIRM_SQL, [reply.id, candidate.sid, candidate.status]);
+    return { kind: 'already-sent', reply: messageFromRow(confirmed.rows[0] as never) };
+  }
+  if (!absenceProves) return null;
+  const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id]);
+  return reclaimed.rows[0] ? replyDispatch(deps, messageFromRow(reclaimed.rows[0] as never), to) : null;
 }
 
 /** Confirmed: Twilio gave it a SID (by answer or status callback), or the log printed it. */

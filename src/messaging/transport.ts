@@ -54,11 +54,24 @@ export class SendError extends Error {
   }
 }
 
+/** A message Twilio holds, as its Messages resource lists it. */
+export interface ListedMessage {
+  sid: string;
+  body: string;
+  status: string;
+  createdAt: Date;
+}
+
 /** The way replies leave: Twilio, or the log. */
 export interface Transport {
   readonly kind: 'twilio' | 'log';
   /** Sends one message; throws SendError. */
   send(message: OutboundMessage): Promise<SentMessage>;
+  /**
+   * The messages sent from our number to `to` since `since`, newest first (at most 50), as
+   * Twilio's Messages resource has them; throws SendError when Twilio cannot say.
+   */
+  sentTo?(to: string, since: Date): Promise<ListedMessage[]>;
 }
 
 /** The outside-call timing sink (runtime.metrics); optional so tools can run without one. */
@@ -167,6 +180,21 @@ export class TwilioTransport implements Transport {
       return account.status;
     } catch (err) {
       throw classify(err);
+    }
+  }
+
+  async sentTo(to: string, since: Date): Promise<ListedMessage[]> {
+    const started = performance.now();
+    try {
+      const listed = await this.client.messages.list({ to, from: this.options.from, limit: 50 });
+      this.options.metrics?.observeTwilioCall('list', performance.now() - started, 'ok');
+      return listed
+        .filter((m) => m.dateCreated >= since)
+        .map((m) => ({ sid: m.sid, body: m.body ?? '', status: m.status ?? 'queued', createdAt: m.dateCreated }));
+    } catch (err) {
+      const error = classify(err);
+      this.options.metrics?.observeTwilioCall('list', performance.now() - started, error.kind === 'throttled' ? 'rate_limited' : 'error');
+      throw error;
     }
   }
 

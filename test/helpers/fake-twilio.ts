@@ -92,6 +92,8 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
    * accepted and then fails with 63016 in its status callback, as on Twilio; a template goes.
    */
   readonly closedWindows = new Set<string>();
+  /** How many of the next Messages list requests fail with a 500 (Twilio cannot tell). */
+  listFailures = 0;
   readonly accountSid: string;
   readonly authToken: string;
   url = '';
@@ -132,6 +134,7 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
     this.callbacks.length = 0;
     this.queued.length = 0;
     this.closedWindows.clear();
+    this.listFailures = 0;
   }
 
   setRates(rates: FaultRates, seed?: number): void {
@@ -269,6 +272,35 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
       }
       record('account');
       return sendJson(res, 200, { sid: this.accountSid, friendly_name: 'Fake account', status: 'active', type: 'Full' });
+    }
+    // The Messages list (newest first), as the outbox reconciles an unconfirmed reply with it.
+    if (match && req.method === 'GET') {
+      if (!authorized || match[1] !== this.accountSid) {
+        record('unauthorized');
+        return sendJson(res, 401, twilioError(20003, 'Authenticate', 401));
+      }
+      if (this.listFailures > 0) {
+        this.listFailures -= 1;
+        record('fault:list-500');
+        return sendJson(res, 500, twilioError(20500, 'Internal Server Error', 500));
+      }
+      record('list');
+      const to = url.searchParams.get('To');
+      const from = url.searchParams.get('From');
+      const pageSize = Number(url.searchParams.get('PageSize') ?? 50);
+      const found = this.messages.filter((m) => (!to || m.to === to) && (!from || m.from === from)).reverse().slice(0, pageSize);
+      const uri = `/2010-04-01/Accounts/${this.accountSid}/Messages.json`;
+      return sendJson(res, 200, {
+        messages: found.map((m) => this.resource(m)),
+        end: Math.max(0, found.length - 1),
+        first_page_uri: uri,
+        next_page_uri: null,
+        page: 0,
+        page_size: pageSize,
+        previous_page_uri: null,
+        start: 0,
+        uri,
+      });
     }
     if (!match || req.method !== 'POST') {
       record('not-found');
