@@ -81,6 +81,8 @@ const schema = z.object({
   // HX…), its variables filled as WHATSAPP_TEMPLATE_VARIABLES says; without it, it is held.
   WHATSAPP_TEMPLATE_SID: optionalText.pipe(z.string().regex(/^HX[0-9a-fA-F]{32}$/, 'must be a Content SID: HX followed by 32 hex characters').optional()),
   WHATSAPP_TEMPLATE_VARIABLES: z.string().default('1=reply'),
+  // Several business numbers, each with its own assistant profile (README, WhatsApp).
+  PROFILES_FILE: optionalText,
 
   AI_PROVIDER: z.enum(['local', 'openai', 'azure']).optional(),
   OPENAI_API_KEY: optionalText,

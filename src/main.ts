@@ -16,6 +16,7 @@ import { textSearchConfigSet, TextSearchConfigError } from './knowledge/search.t
 import { documentsEmbedStale, documentsRechunkStale } from './jobs/embed-record.ts';
 import { createLogger, logFormatOf } from './logger.ts';
 import { createTransport } from './messaging/transport.ts';
+import { Profiles } from './messaging/profiles.ts';
 import { PEOPLE_SYNC } from './jobs/people-sync.ts';
 import { RETENTION_PURGE } from './jobs/retention.ts';
 import { ScheduleInputError, Scheduler, scheduleRemove, scheduleSet, Worker } from './queue/index.ts';
@@ -112,7 +113,14 @@ export async function openRuntime(config: Env, role: Role | 'cli', stop?: AbortS
     throw err;
   }
   const transport = createTransport(config, logger.child({ component: 'transport' }), metrics);
-  const runtime: Runtime = { config, db, logger, handlers: [], metrics, ai, transport };
+  let profiles: Profiles;
+  try {
+    profiles = new Profiles(config);
+  } catch (err) {
+    await db.close();
+    throw new ConfigError((err as Error).message);
+  }
+  const runtime: Runtime = { config, db, logger, handlers: [], metrics, ai, transport, profiles };
   runtime.handlers = buildHandlers(runtime);
   return runtime;
 }

@@ -1,5 +1,6 @@
 // What every part of a running aiq process shares: configuration, database, logger and the
 // job handlers, and the metrics they report to. Built once by main.ts (the composition root) and passed down explicitly.
+import type { Profiles } from './messaging/profiles.ts';
 import type { Env } from './config.ts';
 import type { Database } from './db/types.ts';
 import type { Logger } from 'pino';
@@ -18,6 +19,8 @@ export interface Runtime {
   ai: AiProvider;
   /** Sends WhatsApp replies: `twilio`, or `log` without credentials (messaging/transport.ts). */
   transport: Transport;
+  /** The assistant profile of each business number (messaging/profiles.ts). */
+  profiles: Profiles;
 }
 
 /** Outcome label of an outside call: `ok`, `error`, or `rate_limited` (a 429). */

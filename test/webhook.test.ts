@@ -277,10 +277,11 @@ async function pgliteApp(t: TestDatabase): Promise<MessagingApp> {
   const { createTransport } = await import('../src/messaging/transport.ts');
   const { PromMetrics } = await import('../src/http/metrics.ts');
   const { aiProviderCreate } = await import('../src/ai/providers.ts');
+  const { Profiles } = await import('../src/messaging/profiles.ts');
   const config = loadConfig(messagingEnv(undefined, 'http://127.0.0.1:9'));
   const logger = createLogger('silent');
   const metrics = new PromMetrics(t.db, 'local');
-  const runtime = { config, db: t.db, logger, handlers: [], metrics, ai: aiProviderCreate(config), transport: createTransport(config, logger) } as Parameters<typeof buildApp>[0];
+  const runtime = { config, db: t.db, logger, handlers: [], metrics, ai: aiProviderCreate(config), transport: createTransport(config, logger), profiles: new Profiles(config) } as Parameters<typeof buildApp>[0];
   runtime.handlers = buildHandlers(runtime);
   const app = await buildApp(runtime);
   return { runtime, app, url: '', startWorker: () => Promise.reject(new Error('not used')), close: () => app.close() };

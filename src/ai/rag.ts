@@ -21,6 +21,8 @@ export interface RetrievalSettings {
   lexicalWeight: number;
   /** Below this relevance (0–1) the best chunk is too weak to answer from. */
   minRelevance: number;
+  /** Only documents with one of these tags (an assistant profile's); null or absent: all. */
+  documentTags?: string[] | null;
 }
 
 /**
@@ -84,7 +86,14 @@ export async function knowledgeRetrieve(db: Queryable, ai: AiProvider, question:
   // Embedded in lexical mode too: the relevance gate is the chunks' similarity to it.
   const embedded = await ai.embed([text], options);
   const usage = embedded.usage;
-  const hits = await chunkSearch(db, text, embedded.vectors[0]!, { limit: settings.topK, mode: settings.mode, rrfK: settings.rrfK, vectorWeight: settings.vectorWeight, lexicalWeight: settings.lexicalWeight });
+  const hits = await chunkSearch(db, text, embedded.vectors[0]!, {
+    limit: settings.topK,
+    mode: settings.mode,
+    rrfK: settings.rrfK,
+    vectorWeight: settings.vectorWeight,
+    lexicalWeight: settings.lexicalWeight,
+    documentTags: settings.documentTags ?? null,
+  });
   const relevance = hits.reduce((best, hit) => Math.max(best, chunkRelevance(hit)), 0);
   return { hits, relevance, noAnswer: hits.length === 0 || relevance < threshold, threshold, usage, truncated };
 }

@@ -31,7 +31,8 @@ function optionLabel(name: string, spec: NonNullable<Command['options']>[string]
 export function usageLine(command: Command): string {
   const parts = [`aiq ${command.name}`, ...(command.args ? [command.args] : [])];
   for (const [name, spec] of Object.entries(command.options ?? {})) parts.push(`[${optionLabel(name, spec)}${spec.multiple ? ' …' : ''}]`);
-  return wrap(parts.join(' '), 10, WIDTH, 0).map((l, i) => (i === 0 ? `usage: ${l.trimStart()}` : l)).join('\n');
+  // The first line starts after "usage: " (7 columns), the others under the command.
+  return wrap(parts.join(' '), 10, WIDTH, 7).map((l, i) => (i === 0 ? `usage: ${l.trimStart()}` : l)).join('\n');
 }
 
 /** The help of one command: usage, what it does, its options with defaults, an example. */

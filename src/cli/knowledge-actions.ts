@@ -169,7 +169,8 @@ export async function addDocument({ values, positionals }: CommandInput, config:
   const title = typeof values.title === 'string' && values.title.trim() ? values.title.trim() : basename(file, extname(file));
   let saved;
   try {
-    saved = await withRuntime(config, (rt) => documentAdd(rt.db, { title, body, source: basename(file) }, chunkSettingsOf(config)));
+    const tags = values.tag as string[] | undefined;
+    saved = await withRuntime(config, (rt) => documentAdd(rt.db, { title, body, source: basename(file), tags }, chunkSettingsOf(config)));
   } catch (err) {
     // Empty, binary, or headings only: say so about the file, no stack trace.
     if (err instanceof DocumentContentError) throw new UsageError(`${file}: ${err.message}`);

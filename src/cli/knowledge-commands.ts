@@ -14,8 +14,11 @@ export const knowledgeCommands: Command[] = [
     args: '<file>',
     group: 'Knowledge',
     summary: 'add or update a knowledge document, plain text or Markdown (chunked; embedded by the worker)',
-    options: { title: { type: 'string', value: 'T', description: 'its title; a document of the same title is replaced', default: 'the file name' } },
-    example: 'aiq add-document handbook.md --title "Employee handbook"',
+    options: {
+      title: { type: 'string', value: 'T', description: 'its title; a document of the same title is replaced', default: 'the file name' },
+      tag: { type: 'string', multiple: true, value: 'TAG', description: 'a tag; an assistant profile with documentTags uses only documents with one of them' },
+    },
+    example: 'aiq add-document handbook.md --title "Employee handbook"\naiq add-document it-handboek.md --tag it',
     run: async (input, config) => (await import('./knowledge-actions.ts')).addDocument(input, config),
   },
   {

@@ -17,7 +17,7 @@ function localUrl(config: Env): string {
 }
 
 /** The form fields Twilio posts for an inbound WhatsApp text. */
-function inboundFields(config: Env, text: string, from: string, sid: string, name: string): Record<string, string> {
+function inboundFields(config: Env, text: string, from: string, sid: string, name: string, to: string | undefined): Record<string, string> {
   return {
     SmsMessageSid: sid,
     NumMedia: '0',
@@ -27,7 +27,7 @@ function inboundFields(config: Env, text: string, from: string, sid: string, nam
     WaId: from.slice(1),
     SmsStatus: 'received',
     Body: text,
-    To: config.TWILIO_WHATSAPP_FROM ?? SANDBOX_FROM,
+    To: to ? `whatsapp:${to}` : (config.TWILIO_WHATSAPP_FROM ?? SANDBOX_FROM),
     NumSegments: '1',
     ReferralNumMedia: '0',
     MessageSid: sid,
@@ -45,11 +45,12 @@ export const messagingCommands: Command[] = [
     summary: 'post a signed WhatsApp webhook to a running aiq, as Twilio would',
     options: {
       from: { type: 'string', value: '+31…', description: 'the sender, a phone number in E.164 form (required)' },
+      to: { type: 'string', value: '+31…', description: 'the business number written to (several numbers: PROFILES_FILE)', default: 'TWILIO_WHATSAPP_FROM' },
       url: { type: 'string', value: 'URL', description: 'the aiq to post to', default: 'http://HOST:PORT' },
       sid: { type: 'string', value: 'SM…', description: 'the MessageSid (repeat one to test redelivery)', default: 'a new random one' },
       name: { type: 'string', value: 'NAME', description: "the sender's WhatsApp profile name", default: 'Simulated User' },
     },
-    example: 'aiq simulate "Hoe laat begint de vergadering?" --from +31612345678',
+    example: 'aiq simulate "Hoe laat begint de vergadering?" --from +31612345678\naiq simulate "Mijn laptop start niet" --from +31612345678 --to +3197010000002',
     async run({ values, positionals }, config) {
       // Loaded here, not at the top: the twilio package costs a third of a second to load.
       const { WHATSAPP_WEBHOOK_PATH, signatureOf, webhookSecret } = await import('../messaging/twilio.ts');
@@ -57,6 +58,8 @@ export const messagingCommands: Command[] = [
       if (!text) throw new UsageError('simulate needs the message text, e.g. aiq simulate "Hoe laat begint de vergadering?" --from +31612345678');
       const from = String(values.from ?? '');
       if (!/^\+[1-9][0-9]{5,14}$/.test(from)) throw new UsageError(`--from must be a phone number in E.164 form, e.g. +31612345678${from ? ` (got "${from}")` : ''}`);
+      const to = values.to === undefined ? undefined : String(values.to);
+      if (to !== undefined && !/^\+[1-9][0-9]{5,14}$/.test(to)) throw new UsageError(`--to must be a phone number in E.164 form, e.g. +3197010000001 (got "${to}")`);
       const sid = values.sid === undefined ? `SM${randomBytes(16).toString('hex')}` : String(values.sid);
       if (!/^[A-Z]{2}[0-9a-fA-F]{32}$/.test(sid)) throw new UsageError(`--sid must look like a Twilio MessageSid (SM and 32 hex digits), got "${sid}"`);
 
@@ -64,7 +67,7 @@ export const messagingCommands: Command[] = [
       const target = `${base}${WHATSAPP_WEBHOOK_PATH}`;
       // Twilio signs the URL it was configured with: the public one when there is one.
       const signed = config.PUBLIC_URL ? `${config.PUBLIC_URL.replace(/\/+$/, '')}${WHATSAPP_WEBHOOK_PATH}` : target;
-      const fields = inboundFields(config, text, from, sid, String(values.name ?? 'Simulated User'));
+      const fields = inboundFields(config, text, from, sid, String(values.name ?? 'Simulated User'), to);
       let response: Response;
       try {
         response = await fetch(target, {

@@ -14,6 +14,7 @@ import { IdParams, ReplyBody, SimulateBody } from './admin/inputs.ts';
 const ListQuery = z.object({
   q: z.string().trim().min(1).max(100).optional(),
   after: z.string().max(200).optional(),
+  number: z.string().regex(/^(default|\+[1-9][0-9]{5,14})$/, 'must be a business number (+…) or default').optional(),
   limit: z.coerce.number().int().min(1).max(100).default(50),
 });
 const ThreadQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(200) });
@@ -32,7 +33,7 @@ export const conversationApi: FastifyPluginAsync<{ runtime: Runtime }> = async (
     const query = parseOr400(ListQuery, request.query, reply);
     if (!query) return reply;
     try {
-      return await conversationList(db, { search: query.q, after: query.after, limit: query.limit });
+      return await conversationList(db, { search: query.q, after: query.after, limit: query.limit, number: query.number });
     } catch (err) {
       if (err instanceof RangeError) return reply.status(400).send({ error: `after: ${err.message}` });
       throw err;

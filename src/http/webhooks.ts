@@ -97,6 +97,7 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
       mediaUrls,
       twilioSid: input.MessageSid,
       optChange,
+      businessNumber: runtime.profiles.conversationNumber(input.To),
     });
     if (stored) {
       wakeWorkers.wake();

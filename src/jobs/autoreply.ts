@@ -10,7 +10,6 @@ import { statusCallbackUrl } from '../messaging/twilio.ts';
 import { jobEnqueue, jobInsertUnnotifiedSql, jobRetry, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
 import { maskPhone } from '../logger.ts';
 import { optChangeOf, optKeywordsOf, optOutStateOf } from '../messaging/opt-out.ts';
-import { replyTemplateOf } from '../messaging/window.ts';
 import type { Runtime } from '../runtime.ts';
 import { composeReply } from './reply-text.ts';
 
@@ -34,8 +33,9 @@ export function autoreplyEnqueue(tx: Queryable, payload: AutoreplyPayload): Prom
 }
 
 // The webhook's whole write in one statement, so one round trip and no explicit
-// transaction: upsert the contact (recording an opt-out or opt-in keyword, $8) and the
-// conversation (opening the 24-hour window), insert the message, enqueue its job
+// transaction: upsert the contact (recording an opt-out or opt-in keyword, $8) and its
+// conversation with the business number written to ($9; opening the 24-hour window),
+// insert the message, enqueue its job
 // (quietly: the caller wakes workers after). A redelivered MessageSid inserts no message,
 // hence no job, and returns no row; its contact and conversation are left untouched too.
 // The conversation upsert takes the next inbound position under the conversation row's
@@ -55,9 +55,9 @@ const INBOUND_STORE_AND_ENQUEUE_SQL = `
           updated_at = now()
     returning id
   ), conversation as (
-    insert into conversations (contact_id, inbound_seq, last_inbound_at)
-    select id, 1, now() from contact
-    on conflict (contact_id) do update
+    insert into conversations (contact_id, business_number, inbound_seq, last_inbound_at)
+    select id, $9, 1, now() from contact
+    on conflict (contact_id, (coalesce(business_number, ''))) do update
       set last_message_at = now(), last_inbound_at = now(), inbound_seq = conversations.inbound_seq + 1
     returning id, inbound_seq
   ), message as (
@@ -89,6 +89,7 @@ export async function inboundStoreAndEnqueue(db: Queryable, input: InboundMessag
     AUTOREPLY,
     AUTOREPLY_MAX_ATTEMPTS,
     input.optChange ?? null,
+    input.businessNumber ?? null,
   ]);
   const row = result.rows[0];
   return row ? { messageId: row.message_id, conversationId: row.conversation_id } : null;
@@ -137,7 +138,10 @@ export function outboxDepsOf(runtime: Runtime): OutboxDeps {
     db: runtime.db,
     transport: runtime.transport,
     confirmTimeoutSeconds: runtime.config.REPLY_CONFIRM_TIMEOUT_SECONDS,
-    template: replyTemplateOf(runtime.config),
+    sendAs: (businessNumber) => {
+      const profile = runtime.profiles.of(businessNumber);
+      return { from: runtime.profiles.senderOf(businessNumber), template: profile.template };
+    },
     statusCallbackUrl: (messageId) => statusCallbackUrl(runtime.config.PUBLIC_URL, messageId),
   };
 }

@@ -60,18 +60,28 @@ export function sourceLine(citations: Citations): string | null {
   return places.length > 0 && !citations.noAnswer ? `📄 ${places.join('; ')}` : null;
 }
 
-/** What autoreply and suggest need to draft a reply; reads the system prompt file (once per call). */
-export function replyDepsOf(runtime: Runtime): ReplyDeps {
+/**
+ * What autoreply and suggest need to draft a reply, per assistant profile (the business
+ * number a conversation is on). Reads every profile's system prompt file once, now, so a
+ * missing file stops the process at start rather than failing every message.
+ */
+export function replyDepsOf(runtime: Runtime): (businessNumber: string | null) => ReplyDeps {
   const { config } = runtime;
-  return {
-    db: runtime.db,
-    ai: runtime.ai,
-    systemPrompt: systemPromptLoad(config.SYSTEM_PROMPT_FILE),
-    retrieval: retrievalSettingsOf(config, runtime.ai),
-    citeSources: config.REPLY_CITE_SOURCES,
-    historyLimit: config.HISTORY_MESSAGES,
-    personFields: config.PROMPT_PERSON_FIELDS,
-  };
+  const byProfile = new Map(
+    runtime.profiles.all().map((profile) => [
+      profile,
+      {
+        db: runtime.db,
+        ai: runtime.ai,
+        systemPrompt: systemPromptLoad(profile.systemPromptFile),
+        retrieval: { ...retrievalSettingsOf(config, runtime.ai), documentTags: profile.documentTags },
+        citeSources: config.REPLY_CITE_SOURCES,
+        historyLimit: config.HISTORY_MESSAGES,
+        personFields: config.PROMPT_PERSON_FIELDS,
+      } satisfies ReplyDeps,
+    ]),
+  );
+  return (businessNumber) => byProfile.get(runtime.profiles.of(businessNumber))!;
 }
 
 /** Outbound messages that never reached the contact are not part of what they saw. */

@@ -18,15 +18,15 @@ export interface ComposedReply {
   meta?: Record<string, unknown>;
 }
 
-// The system prompt file is read once per runtime (buildHandlers already read it at start,
-// so a missing file stops the process there rather than failing every message).
-const depsByRuntime = new WeakMap<Runtime, ReplyDeps>();
+// The system prompt files are read once per runtime (buildHandlers already read them at
+// start, so a missing file stops the process there rather than failing every message).
+const depsByRuntime = new WeakMap<Runtime, (businessNumber: string | null) => ReplyDeps>();
 
 /** The text to answer `inbound` with, given the conversation as it stands now. */
 export async function composeReply(runtime: Runtime, conversation: Conversation, inbound: Message, signal: AbortSignal): Promise<ComposedReply> {
-  let deps = depsByRuntime.get(runtime);
-  if (!deps) depsByRuntime.set(runtime, (deps = replyDepsOf(runtime)));
-  const draft = await replyDraft(deps, { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'autoreply', inboundMessageId: inbound.id }, signal);
+  let depsFor = depsByRuntime.get(runtime);
+  if (!depsFor) depsByRuntime.set(runtime, (depsFor = replyDepsOf(runtime)));
+  const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'autoreply', inboundMessageId: inbound.id }, signal);
   return {
     body: draft.text,
     contextUntilSeq: draft.contextUntilSeq,

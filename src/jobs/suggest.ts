@@ -96,7 +96,8 @@ export async function suggestionDiscard(db: Queryable, id: string): Promise<bool
 }
 
 /** The suggest handler: drafts like autoreply, stores the draft, sends nothing. */
-export function suggestHandler(deps: ReplyDeps): JobHandler<SuggestPayload> {
+export function suggestHandler(depsFor: (businessNumber: string | null) => ReplyDeps): JobHandler<SuggestPayload> {
+  const deps = depsFor(null);
   return {
     type: SUGGEST,
     schema: payloadSchema,
@@ -111,7 +112,7 @@ export function suggestHandler(deps: ReplyDeps): JobHandler<SuggestPayload> {
       const conversation = await conversationGet(deps.db, payload.conversationId);
       if (!conversation) throw new PermanentJobError(`conversation ${payload.conversationId} does not exist`);
 
-      const draft = await replyDraft(deps, { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'suggest', inboundMessageId: message.id }, signal);
+      const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'suggest', inboundMessageId: message.id }, signal);
       // A racing duplicate job may have stored one meanwhile: keep the first.
       const inserted = await deps.db.query<{ id: string }>(
         `insert into suggestions (conversation_id, message_id, body, provider, model, usage, citations)

@@ -15,6 +15,13 @@ export interface DocumentSaveInput {
   title: string;
   body: string;
   source?: string | null;
+  /** Which assistant profiles may use it (profiles.ts documentTags); saved as given, even when the text is unchanged. */
+  tags?: string[];
+}
+
+/** Tags as stored: trimmed, lower case, no empties or repeats, sorted. */
+export function documentTagsOf(tags: readonly string[] | undefined): string[] {
+  return [...new Set((tags ?? []).map((t) => t.trim().toLowerCase()).filter(Boolean))].sort();
 }
 
 export interface DocumentSaveOutcome {
@@ -41,7 +48,9 @@ export async function documentSave(tx: Queryable, input: DocumentSaveInput, sett
     [title],
   );
   const found = existing.rows[0];
+  const tags = documentTagsOf(input.tags);
   if (found && found.content_hash === hash && found.chunking === chunking) {
+    if (input.tags !== undefined) await tx.query('update documents set tags = $2 where id = $1 and tags <> $2', [found.id, tags]);
     const count = await tx.query<{ n: number }>('select count(*)::int as n from document_chunks where document_id = $1', [found.id]);
     return { id: found.id, status: 'unchanged', chunks: count.rows[0]?.n ?? 0 };
   }
@@ -49,14 +58,15 @@ export async function documentSave(tx: Queryable, input: DocumentSaveInput, sett
   if (found) {
     id = found.id;
     await tx.query(
-      `update documents set body = $2, source = $3, content_hash = $4, embedded_hash = null, embedded_at = null, updated_at = now()
+      `update documents set body = $2, source = $3, content_hash = $4, embedded_hash = null, embedded_at = null, updated_at = now(),
+              tags = coalesce($5, tags)
        where id = $1`,
-      [id, input.body, input.source ?? null, hash],
+      [id, input.body, input.source ?? null, hash, input.tags === undefined ? null : tags],
     );
   } else {
     const inserted = await tx.query<{ id: string }>(
-      'insert into documents (title, body, source, content_hash) values ($1, $2, $3, $4) returning id',
-      [title, input.body, input.source ?? null, hash],
+      'insert into documents (title, body, source, content_hash, tags) values ($1, $2, $3, $4, $5) returning id',
+      [title, input.body, input.source ?? null, hash, tags],
     );
     id = inserted.rows[0]!.id;
   }

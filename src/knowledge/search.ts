@@ -14,6 +14,8 @@ export interface SearchOptions {
   rrfK: number;
   vectorWeight: number;
   lexicalWeight: number;
+  /** Only chunks of documents with one of these tags; null or absent: every document. */
+  documentTags?: string[] | null;
 }
 
 export interface SearchHit {
@@ -66,6 +68,7 @@ const SEARCH_SQL = `
       select c.id, c.embedding <=> aiq_vector($1::real[]) as distance
       from document_chunks c
       where $4::float8 > 0 and c.embedding is not null
+        and ($8::text[] is null or c.document_id in (select id from documents where tags && $8::text[]))
       order by c.embedding <=> aiq_vector($1::real[])
       limit $3
     ) nearest
@@ -77,6 +80,7 @@ const SEARCH_SQL = `
     cross join lateral unnest(question.lexemes) as q(term)
     cross join lateral unnest(c.search_vector) as v
     where $5::float8 > 0 and numnode(question.terms) > 0 and c.search_vector @@ question.terms
+      and ($8::text[] is null or c.document_id in (select id from documents where tags && $8::text[]))
       and (v.lexeme = q.term or (length(q.term) >= 4 and starts_with(v.lexeme, q.term)))
     group by c.id, q.term
   ), corpus as (
@@ -140,6 +144,7 @@ export async function chunkSearch(db: Queryable, question: string, vector: numbe
     lexicalWeight,
     options.rrfK,
     options.limit,
+    options.documentTags ?? null,
   ]);
   return result.rows.map((r) => ({
     id: r.id,

@@ -20,6 +20,8 @@ export interface Conversation {
   /** E.164, e.g. +31612345678. */
   whatsappNumber: string;
   profileName: string | null;
+  /** The business number the contact wrote to (E.164); null: the default sender. */
+  businessNumber: string | null;
   aiPaused: boolean;
   /** Set while the contact is opted out (opt-out.ts); by their keyword or an admin. */
   optedOutAt: Date | null;
@@ -133,10 +135,12 @@ export interface InboundMessageInput {
   twilioSid: string;
   /** The message is an opt-out or opt-in keyword: recorded on the contact as it is stored. */
   optChange?: 'out' | 'in' | null;
+  /** The business number it was sent to (profiles.conversationNumber); null: the default sender. */
+  businessNumber?: string | null;
 }
 
 const CONVERSATION_SQL = `
-  select c.id, c.contact_id, k.whatsapp_number, k.profile_name, c.ai_paused, k.opted_out_at, k.opted_out_by, c.last_inbound_at,
+  select c.id, c.contact_id, k.whatsapp_number, k.profile_name, c.business_number, c.ai_paused, k.opted_out_at, k.opted_out_by, c.last_inbound_at,
          c.last_message_at, c.created_at
   from conversations c
   join contacts k on k.id = c.contact_id
@@ -149,6 +153,7 @@ export async function conversationGet(db: Queryable, id: string): Promise<Conver
     contact_id: string;
     whatsapp_number: string;
     profile_name: string | null;
+    business_number: string | null;
     ai_paused: boolean;
     opted_out_at: Date | null;
     opted_out_by: 'contact' | 'admin' | null;
@@ -163,6 +168,7 @@ export async function conversationGet(db: Queryable, id: string): Promise<Conver
     contactId: row.contact_id,
     whatsappNumber: row.whatsapp_number,
     profileName: row.profile_name,
+    businessNumber: row.business_number,
     aiPaused: row.ai_paused,
     optedOutAt: row.opted_out_at,
     optedOutBy: row.opted_out_by,

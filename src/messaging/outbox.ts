@@ -33,8 +33,12 @@ export interface OutboxDeps {
   confirmTimeoutSeconds: number;
   /** The status callback URL for a reply, or undefined when Twilio cannot reach us. */
   statusCallbackUrl(messageId: string): string | undefined;
-  /** The approved template a reply goes as outside the 24-hour window; null: such replies are held. */
-  template?: ReplyTemplate | null;
+  /**
+   * Per business number: the sender replies leave from (undefined: the transport's own) and
+   * the approved template they go as outside the 24-hour window (null: such replies are held).
+   * Absent: the default sender and no template.
+   */
+  sendAs?(businessNumber: string | null): { from?: string; template: ReplyTemplate | null };
 }
 
 /** A human's reply: any number per inbound message, one WhatsApp message each. */
@@ -287,7 +291,7 @@ export async function replyReconcile(deps: OutboxDeps, reply: Message, to: strin
   if (!deps.transport.sentTo || reply.templateSid) return null;
   let listed;
   try {
-    listed = await deps.transport.sentTo(to, new Date((reply.sendStartedAt ?? reply.createdAt).getTime() - RECONCILE_SLACK_MS));
+    listed = await deps.transport.sentTo(to, new Date((reply.sendStartedAt ?? reply.createdAt).getTime() - RECONCILE_SLACK_MS), await senderOf(deps, reply.conversationId));
   } catch {
     return null;
   }
@@ -335,14 +339,14 @@ const REPLY_SEND_FAILED_SQL = `
  * that one may be out already (use `replyResume`).
  */
 export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string): Promise<ReplyOutcome> {
-  const form = await windowForm(deps, reply);
+  const form = await sendForm(deps, reply);
   if ('held' in form) {
     const held = await deps.db.query(REPLY_HOLD_SQL, [reply.id, form.held]);
     return { kind: 'held', reply: held.rows[0] ? messageFromRow(held.rows[0] as never) : reply, reason: form.held };
   }
   let sent;
   try {
-    sent = await deps.transport.send({ to, body: reply.body, template: form.template, statusCallbackUrl: deps.statusCallbackUrl(reply.id) });
+    sent = await deps.transport.send({ to, from: form.from, body: reply.body, template: form.template, statusCallbackUrl: deps.statusCallbackUrl(reply.id) });
   } catch (err) {
     const error = err instanceof SendError ? err : new SendError('uncertain', err instanceof Error ? err.message : String(err), { cause: err });
     if (error.kind === 'uncertain') {
@@ -364,9 +368,10 @@ export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string
   return { kind: 'sent', reply: messageFromRow(confirmed.rows[0] as never) };
 }
 
-// When the contact last wrote (the window) and their WhatsApp name (a template variable).
-const WINDOW_SQL = `
-  select c.last_inbound_at, k.profile_name
+// When the contact last wrote (the window), their WhatsApp name (a template variable) and
+// the business number they wrote to (the sender, and its profile's template).
+const SEND_CONTEXT_SQL = `
+  select c.last_inbound_at, k.profile_name, c.business_number
   from conversations c join contacts k on k.id = c.contact_id
   where c.id = $1`;
 
@@ -375,19 +380,31 @@ const REPLY_HOLD_SQL = `
   where id = $1 and status in ('pending', 'unconfirmed')
   returning *`;
 
+type SendForm = { from?: string; template?: { contentSid: string; variables: Record<string, string> } } | { held: string };
+
 /**
- * How a reply may go out now: free-form inside the 24-hour window; outside it as the
- * configured template (recorded on the message), or not at all (held, with the reason).
+ * How a reply may go out now, from the number its conversation is on: free-form inside the
+ * 24-hour window; outside it as that number's template (recorded on the message), or not
+ * at all (held, with the reason).
  */
-async function windowForm(deps: OutboxDeps, reply: Message): Promise<{ template?: { contentSid: string; variables: Record<string, string> } } | { held: string }> {
-  const found = await deps.db.query<{ last_inbound_at: Date | null; profile_name: string | null }>(WINDOW_SQL, [reply.conversationId]);
-  const lastInboundAt = found.rows[0]?.last_inbound_at ?? null;
-  if (windowOpen(lastInboundAt)) return {};
-  if (!deps.template) return { held: heldReason(lastInboundAt, 'no approved template is configured to stand in for replies') };
-  const filled = templateFill(deps.template, { name: found.rows[0]?.profile_name ?? null, reply: reply.body });
+async function sendForm(deps: OutboxDeps, reply: Message): Promise<SendForm> {
+  const found = await deps.db.query<{ last_inbound_at: Date | null; profile_name: string | null; business_number: string | null }>(SEND_CONTEXT_SQL, [reply.conversationId]);
+  const row = found.rows[0];
+  const lastInboundAt = row?.last_inbound_at ?? null;
+  const { from, template } = deps.sendAs?.(row?.business_number ?? null) ?? { template: null };
+  if (windowOpen(lastInboundAt)) return { from };
+  if (!template) return { held: heldReason(lastInboundAt, 'no approved template is configured to stand in for replies') };
+  const filled = templateFill(template, { name: row?.profile_name ?? null, reply: reply.body });
   if ('missing' in filled) return { held: heldReason(lastInboundAt, filled.missing) };
-  await deps.db.query('update messages set template_sid = $2 where id = $1', [reply.id, deps.template.contentSid]);
-  return { template: { contentSid: deps.template.contentSid, variables: filled.variables } };
+  await deps.db.query('update messages set template_sid = $2 where id = $1', [reply.id, template.contentSid]);
+  return { from, template: { contentSid: template.contentSid, variables: filled.variables } };
+}
+
+/** The sender of a conversation's replies (for reconciling with Twilio's list). */
+async function senderOf(deps: OutboxDeps, conversationId: string): Promise<string | undefined> {
+  if (!deps.sendAs) return undefined;
+  const found = await deps.db.query<{ business_number: string | null }>('select business_number from conversations where id = $1', [conversationId]);
+  return deps.sendAs(found.rows[0]?.business_number ?? null).from;
 }
 
 function flagReason(reply: Message, timeoutSeconds: number, why?: string): string {

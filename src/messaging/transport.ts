@@ -14,6 +14,8 @@ import { maskPhone } from '../logger.ts';
 export interface OutboundMessage {
   /** `whatsapp:+…` */
   to: string;
+  /** The sender, `whatsapp:+…` (the business number written to); default TWILIO_WHATSAPP_FROM. */
+  from?: string;
   body: string;
   /** Send this approved template instead of `body` (outside the 24-hour window). */
   template?: { contentSid: string; variables: Record<string, string> };
@@ -71,7 +73,7 @@ export interface Transport {
    * The messages sent from our number to `to` since `since`, newest first (at most 50), as
    * Twilio's Messages resource has them; throws SendError when Twilio cannot say.
    */
-  sentTo?(to: string, since: Date): Promise<ListedMessage[]>;
+  sentTo?(to: string, since: Date, from?: string): Promise<ListedMessage[]>;
 }
 
 /** The outside-call timing sink (runtime.metrics); optional so tools can run without one. */
@@ -183,10 +185,10 @@ export class TwilioTransport implements Transport {
     }
   }
 
-  async sentTo(to: string, since: Date): Promise<ListedMessage[]> {
+  async sentTo(to: string, since: Date, from?: string): Promise<ListedMessage[]> {
     const started = performance.now();
     try {
-      const listed = await this.client.messages.list({ to, from: this.options.from, limit: 50 });
+      const listed = await this.client.messages.list({ to, from: from ?? this.options.from, limit: 50 });
       this.options.metrics?.observeTwilioCall('list', performance.now() - started, 'ok');
       return listed
         .filter((m) => m.dateCreated >= since)
@@ -202,7 +204,7 @@ export class TwilioTransport implements Transport {
     const started = performance.now();
     try {
       const created = await this.client.messages.create({
-        from: this.options.from,
+        from: message.from ?? this.options.from,
         to: message.to,
         ...(message.template
           ? { contentSid: message.template.contentSid, contentVariables: JSON.stringify(message.template.variables) }

@@ -35,7 +35,7 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
 
   const conversations = contact
     ? (await db.query<{ id: string; created_at: Date; last_message_at: Date; ai_paused: boolean }>(
-        'select id, created_at, last_message_at, ai_paused from conversations where contact_id = $1 order by created_at',
+        'select id, business_number, created_at, last_message_at, ai_paused from conversations where contact_id = $1 order by created_at',
         [contact.id],
       )).rows
     : [];

@@ -7,6 +7,8 @@ export interface ConversationSummary {
   id: string;
   whatsappNumber: string;
   profileName: string | null;
+  /** The business number written to; null: the default sender. */
+  businessNumber: string | null;
   aiPaused: boolean;
   /** The contact opted out: nothing is sent to them. */
   optedOut: boolean;
@@ -23,7 +25,7 @@ export interface ConversationSummary {
 // The markers are per-row subqueries over a page of at most 100 conversations, each on the
 // (conversation_id, …) indexes; `$3` searches number and name.
 const LIST_SQL = `
-  select c.id, k.whatsapp_number, k.profile_name, c.ai_paused, k.opted_out_at is not null as opted_out, c.last_message_at,
+  select c.id, k.whatsapp_number, k.profile_name, c.business_number, c.ai_paused, k.opted_out_at is not null as opted_out, c.last_message_at,
          last.body as last_body, last.source as last_source,
          (select count(*) from messages m
           where m.conversation_id = c.id and m.source <> 'inbound'
@@ -36,6 +38,7 @@ const LIST_SQL = `
   ) last on true
   where ($1::timestamptz is null or (c.last_message_at, c.id) < ($1, $2::uuid))
     and ($3::text is null or k.whatsapp_number like '%' || $3 || '%' or k.profile_name ilike '%' || $3 || '%')
+    and ($5::text is null or ($5 = 'default' and c.business_number is null) or c.business_number = $5)
   order by c.last_message_at desc, c.id desc
   limit $4`;
 
@@ -44,8 +47,11 @@ export interface ConversationPage {
   nextCursor: string | null;
 }
 
-/** Conversations, latest activity first. */
-export async function conversationList(db: Queryable, options: { search?: string; after?: string; limit?: number } = {}): Promise<ConversationPage> {
+/**
+ * Conversations, latest activity first; `number` keeps those on one business number
+ * (`default`: the default sender's).
+ */
+export async function conversationList(db: Queryable, options: { search?: string; after?: string; limit?: number; number?: string } = {}): Promise<ConversationPage> {
   const limit = Math.min(Math.max(options.limit ?? 50, 1), 100);
   const cursor = decodeCursor(options.after);
   const search = options.search ? options.search.replace(/[\\%_]/g, (c) => `\\${c}`) : null;
@@ -53,6 +59,7 @@ export async function conversationList(db: Queryable, options: { search?: string
     id: string;
     whatsapp_number: string;
     profile_name: string | null;
+    business_number: string | null;
     ai_paused: boolean;
     opted_out: boolean;
     last_message_at: Date;
@@ -60,11 +67,12 @@ export async function conversationList(db: Queryable, options: { search?: string
     last_source: ConversationSummary['lastSource'];
     problems: number;
     pending_suggestions: number;
-  }>(LIST_SQL, [cursor?.at ?? null, cursor?.id ?? null, search, limit + 1]);
+  }>(LIST_SQL, [cursor?.at ?? null, cursor?.id ?? null, search, limit + 1, options.number ?? null]);
   const conversations = result.rows.slice(0, limit).map((r) => ({
     id: r.id,
     whatsappNumber: r.whatsapp_number,
     profileName: r.profile_name,
+    businessNumber: r.business_number,
     aiPaused: r.ai_paused,
     optedOut: r.opted_out,
     lastMessageAt: r.last_message_at,

@@ -46,6 +46,7 @@ export interface DocumentSummary {
   title: string;
   source: string | null;
   characters: number;
+  tags: string[];
   chunks: number;
   embedded: boolean;
   embeddedAt: Date | null;
@@ -53,7 +54,7 @@ export interface DocumentSummary {
 }
 
 const DOCUMENTS_SQL = `
-  select d.id, d.title, d.source, length(d.body) as characters,
+  select d.id, d.title, d.source, length(d.body) as characters, d.tags,
          (select count(*) from document_chunks c where c.document_id = d.id)::int as chunks,
          d.embedded_hash is not distinct from d.content_hash as embedded,
          d.embedded_at as "embeddedAt", d.updated_at as "updatedAt"
@@ -119,7 +120,7 @@ export async function importList(db: Queryable, limit = 50): Promise<ImportSumma
 }
 
 /** Saves a document with the configured chunking and enqueues its embedding (see jobs/embed-record.ts). */
-export function documentAddConfigured(runtime: Runtime, input: { title: string; body: string; source?: string }): Promise<DocumentSaveOutcome> {
+export function documentAddConfigured(runtime: Runtime, input: { title: string; body: string; source?: string; tags?: string[] }): Promise<DocumentSaveOutcome> {
   return documentAdd(runtime.db, input, chunkSettingsOf(runtime.config));
 }
 

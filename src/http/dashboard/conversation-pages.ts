@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { suggestionDiscard, suggestionGet, suggestionList, type Suggestion } from '../../jobs/suggest.ts';
 import { chunkLocation } from '../../knowledge/chunking.ts';
 import { windowOpen, windowOpenUntil } from '../../messaging/window.ts';
+import type { Profiles } from '../../messaging/profiles.ts';
 import { conversationAiPausedSet, conversationGet, messageListRecent, type Citations, type Conversation, type Message } from '../../messaging/conversations.ts';
 import { personErase } from '../../privacy/erasure.ts';
 import type { Runtime } from '../../runtime.ts';
@@ -20,20 +21,36 @@ import { queryString } from './queue-pages.ts';
 /** How many messages a thread shows (the newest). */
 const THREAD_MESSAGES = 200;
 
-const ListQuery = z.object({ q: z.string().trim().max(100).optional(), after: z.string().max(200).optional() });
+const ListQuery = z.object({
+  q: z.string().trim().max(100).optional(),
+  after: z.string().max(200).optional(),
+  number: z
+    .string()
+    .regex(/^(|default|\+[1-9][0-9]{5,14})$/, 'choose a business number from the list')
+    .optional()
+    .transform((v) => v || undefined),
+});
 
 function contactName(c: { profileName: string | null; whatsappNumber: string }): string {
   return c.profileName ? `${c.profileName} (${c.whatsappNumber})` : c.whatsappNumber;
 }
 
-function listPage(ctx: PageContext, query: z.infer<typeof ListQuery>, rows: ConversationSummary[], nextCursor: string | null): Html {
+/** The business numbers to filter by: the default sender and every profile's number. */
+function numberChoices(profiles: Profiles): Array<{ value: string; label: string }> {
+  return profiles.all().map((p) => (p.number ? { value: p.number, label: `${p.number} (${p.name})` } : { value: 'default', label: `${profiles.defaultNumber ?? 'default sender'} (default)` }));
+}
+
+function listPage(ctx: PageContext, query: z.infer<typeof ListQuery>, rows: ConversationSummary[], nextCursor: string | null, profiles: Profiles): Html {
+  const choices = numberChoices(profiles);
   return page(
     ctx,
     'conversations',
     'Conversations',
     html`<h1>Conversations</h1>
 <form class="filters" method="get" action="/admin/conversations">
-<label>Number or name<input name="q" value="${query.q ?? ''}"></label><button>Search</button>
+<label>Number or name<input name="q" value="${query.q ?? ''}"></label>
+${choices.length > 1 ? html`<label>Business number<select name="number"><option value="">all numbers</option>${choices.map((c) => html`<option value="${c.value}"${query.number === c.value ? html` selected` : ''}>${c.label}</option>`)}</select></label>` : ''}
+<button>Search</button>
 ${ctx.logTransport ? html`<a style="margin-left:auto" href="/admin/simulate">Simulate an inbound message…</a>` : ''}
 </form>
 <div id="live" data-refresh-ms="${query.after ? 0 : 5000}">
@@ -42,13 +59,13 @@ ${
     ? html`<div class="card muted">No conversations yet.${ctx.logTransport ? html` <a href="/admin/simulate">Simulate an inbound message</a> to start one.` : ''}</div>`
     : html`<table><thead><tr><th>contact</th><th>last message</th><th>when</th><th>markers</th></tr></thead><tbody>
 ${rows.map(
-  (c) => html`<tr><td><a href="/admin/conversations/${c.id}">${contactName(c)}</a></td>
+  (c) => html`<tr><td><a href="/admin/conversations/${c.id}">${contactName(c)}</a>${c.businessNumber ? html` <span class="muted">→ ${c.businessNumber}</span>` : ''}</td>
 <td class="clip">${c.lastSource ? html`<span class="muted">${c.lastSource}:</span> ` : ''}${c.lastBody ?? ''}</td>
 <td>${when(c.lastMessageAt)}</td>
 <td>${c.awaitingReply ? html`<span class="badge b-pending">awaiting reply</span> ` : ''}${c.problems ? html`<span class="badge b-failed">${c.problems} not delivered</span> ` : ''}${c.pendingSuggestions ? html`<span class="badge b-processing">${c.pendingSuggestions} suggestion${c.pendingSuggestions === 1 ? '' : 's'}</span> ` : ''}${c.aiPaused ? html`<span class="badge">AI paused</span> ` : ''}${c.optedOut ? html`<span class="badge b-failed">opted out</span>` : ''}</td></tr>`,
 )}</tbody></table>`
 }</div>
-<div class="pager">${query.after ? html`<a href="/admin/conversations${queryString({ q: query.q })}">« newest</a>` : ''}${nextCursor ? html`<a href="/admin/conversations${queryString({ q: query.q, after: nextCursor })}">older »</a>` : ''}</div>`,
+<div class="pager">${query.after ? html`<a href="/admin/conversations${queryString({ q: query.q, number: query.number })}">« newest</a>` : ''}${nextCursor ? html`<a href="/admin/conversations${queryString({ q: query.q, number: query.number, after: nextCursor })}">older »</a>` : ''}</div>`,
   );
 }
 
@@ -89,7 +106,7 @@ function windowNote(conversation: Conversation, templateSid: string | undefined)
   return html`<p id="window" data-window="closed"><span class="badge b-failed">window closed</span>${since}: the contact has not written for 24 hours, so ${then}.</p>`;
 }
 
-function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number, templateSid: string | undefined): Html {
+function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number, templateSid: string | undefined, via: string): Html {
   const pending = suggestions.filter((s) => s.status === 'pending');
   return page(
     ctx,
@@ -97,6 +114,7 @@ function threadPage(ctx: PageContext, conversation: Conversation, messages: Mess
     contactName(conversation),
     html`<p><a href="/admin/conversations">« conversations</a></p>
 <h1>${contactName(conversation)}</h1>
+<p class="muted" id="business-number">Writes to ${via}</p>
 <div class="card" style="display:flex;gap:16px;align-items:center;flex-wrap:wrap">
 <form method="post" action="/admin/conversations/${conversation.id}/pause">${csrfField(ctx)}
 <input type="hidden" name="paused" value="${conversation.aiPaused ? 'false' : 'true'}">
@@ -164,8 +182,8 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const query = ListQuery.safeParse(request.query);
     if (!query.success) return sendPage(reply.status(400), page({ ...ctx, problem: firstIssue(query.error) }, 'conversations', 'Conversations', html``));
     try {
-      const result = await conversationList(db, { search: query.data.q, after: query.data.after });
-      return sendPage(reply, listPage(ctx, query.data, result.conversations, result.nextCursor));
+      const result = await conversationList(db, { search: query.data.q, after: query.data.after, number: query.data.number });
+      return sendPage(reply, listPage(ctx, query.data, result.conversations, result.nextCursor, runtime.profiles));
     } catch (err) {
       if (!(err instanceof RangeError)) throw err;
       return sendPage(reply.status(400), page({ ...ctx, problem: 'That page link is broken (bad cursor).' }, 'conversations', 'Conversations', html``));
@@ -178,7 +196,8 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const conversation = params.success ? await conversationGet(db, params.data.id) : null;
     if (!conversation) return sendPage(reply.status(404), page({ ...ctx, problem: 'No such conversation.' }, 'conversations', 'Not found', html`<p><a href="/admin/conversations">« conversations</a></p>`));
     const [messages, suggestions] = await Promise.all([messageListRecent(db, conversation.id, THREAD_MESSAGES), suggestionList(db, conversation.id)]);
-    return sendPage(reply, threadPage(ctx, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS, runtime.config.WHATSAPP_TEMPLATE_SID));
+    const profile = runtime.profiles.of(conversation.businessNumber);
+    return sendPage(reply, threadPage(ctx, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS, profile.template?.contentSid, `${conversation.businessNumber ?? runtime.profiles.defaultNumber ?? 'the default sender'} (${profile.name})`));
   });
 
   for (const change of ['out', 'in'] as const) {

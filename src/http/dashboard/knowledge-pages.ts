@@ -65,14 +65,15 @@ function documentsPage(ctx: PageContext, documents: DocumentSummary[]): Html {
 <form method="post" action="/admin/documents">${csrfField(ctx)}
 <div class="filters"><label>Title<input name="title" required maxlength="300"></label>
 <label>Upload a text file (.txt, .md)<input type="file" accept=".txt,.md,.markdown,.csv,text/*" data-into="body" data-name-into="title"></label></div>
+<label>Tags (comma-separated; an assistant profile with documentTags uses only documents with one of them)<input name="tags" maxlength="1000" placeholder="e.g. hr"></label>
 <label>Text (or paste it here)<textarea name="body" rows="8"></textarea></label>
 <p><button class="primary" type="submit">Save document</button> <span class="muted">Saving a title that exists replaces that document.</span></p></form></div>
 <div id="live" data-refresh-ms="${waiting ? 3000 : 0}">
 ${
   documents.length === 0
     ? html`<div class="card muted">No documents yet.</div>`
-    : html`<table><thead><tr><th>title</th><th>source</th><th class="num">characters</th><th class="num">chunks</th><th>embedding</th><th>updated</th></tr></thead><tbody>
-${documents.map((d) => html`<tr data-document-id="${d.id}"><td><a href="/admin/documents/${d.id}">${d.title}</a></td><td>${d.source ?? ''}</td><td class="num">${d.characters}</td><td class="num">${d.chunks}</td><td>${embeddedBadge(d.embedded)}</td><td>${when(d.updatedAt)}</td></tr>`)}
+    : html`<table><thead><tr><th>title</th><th>tags</th><th>source</th><th class="num">characters</th><th class="num">chunks</th><th>embedding</th><th>updated</th></tr></thead><tbody>
+${documents.map((d) => html`<tr data-document-id="${d.id}"><td><a href="/admin/documents/${d.id}">${d.title}</a></td><td>${d.tags.join(', ')}</td><td>${d.source ?? ''}</td><td class="num">${d.characters}</td><td class="num">${d.chunks}</td><td>${embeddedBadge(d.embedded)}</td><td>${when(d.updatedAt)}</td></tr>`)}
 </tbody></table>`
 }</div>`,
   );
