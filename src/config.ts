@@ -81,6 +81,13 @@ const schema = z.object({
   // HX…), its variables filled as WHATSAPP_TEMPLATE_VARIABLES says; without it, it is held.
   WHATSAPP_TEMPLATE_SID: optionalText.pipe(z.string().regex(/^HX[0-9a-fA-F]{32}$/, 'must be a Content SID: HX followed by 32 hex characters').optional()),
   WHATSAPP_TEMPLATE_VARIABLES: z.string().default('1=reply'),
+  // Inbound media (README, WhatsApp): larger files are recorded, not fetched. Twilio answers
+  // a media URL with a redirect to its media store; these hosts may be followed (without
+  // credentials), any other is refused.
+  MEDIA_MAX_BYTES: int(1024, 100 * 1024 * 1024).default(16 * 1024 * 1024),
+  MEDIA_REDIRECT_HOSTS: z.string().default('media.twiliocdn.com,s3-external-1.amazonaws.com'),
+  TRANSCRIPTION_MODEL: z.string().min(1).default('whisper-1'),
+  AZURE_OPENAI_TRANSCRIPTION_DEPLOYMENT: optionalText,
   // Several business numbers, each with its own assistant profile (README, WhatsApp).
   PROFILES_FILE: optionalText,
 

@@ -112,6 +112,10 @@ function extractiveAnswer(prompt: Prompt): string {
   const best = scored.slice(0, MAX_SENTENCES).sort((a, b) => a.order - b.order);
 
   const lines = [OFFLINE_LABEL];
+  // Media arrive as markers (reply-context.ts, media-store.ts mediaText); say so rather than pretend.
+  if (questions.some((q) => /^\[(a voice note|an image|an attachment)/m.test(q))) {
+    lines.push('I cannot listen to voice notes or look at images offline: please type your question.');
+  }
   if (best.length === 0) lines.push('I found nothing in the knowledge base that matches your question; a colleague will follow up.');
   else for (const s of best) lines.push(`From ${s.source}: ${s.sentence}`);
   if (person) lines.push(`Your record: ${person.split('\n').join('; ')}`);

@@ -1,7 +1,7 @@
 // Chat and embeddings through the official openai package: OpenAI itself, any
 // OpenAI-compatible server (OPENAI_BASE_URL) and Azure OpenAI deployments. The SDK's own
 // retries are off (the queue owns retries); each call has its own time-out.
-import OpenAI, { AzureOpenAI } from 'openai';
+import OpenAI, { AzureOpenAI, toFile } from 'openai';
 import { PermanentJobError } from '../queue/index.ts';
 import { aiErrorMap } from './errors.ts';
 import type { AiProvider, CallObserver, CallOptions, ChatResult, EmbedResult, Prompt, TokenUsage } from './types.ts';
@@ -12,6 +12,8 @@ export interface OpenAiProviderOptions {
   baseUrl?: string;
   chatModel: string;
   embeddingModel: string;
+  /** Speech to text (TRANSCRIPTION_MODEL). */
+  transcriptionModel: string;
   dimensions: number;
   timeoutMs: number;
   /** Cap on the tokens a chat answer may use (AI_MAX_OUTPUT_TOKENS). */
@@ -25,6 +27,8 @@ export interface AzureProviderOptions {
   apiVersion: string;
   chatDeployment: string;
   embeddingDeployment: string;
+  /** Without one, voice notes are not transcribed. */
+  transcriptionDeployment?: string;
   dimensions: number;
   timeoutMs: number;
   maxOutputTokens: number;
@@ -68,6 +72,7 @@ export function azureProviderCreate(options: AzureProviderOptions): AiProvider {
   return sdkProvider('azure', client, {
     chatModel: options.chatDeployment,
     embeddingModel: options.embeddingDeployment,
+    transcriptionModel: options.transcriptionDeployment,
     dimensions: options.dimensions,
     maxOutputTokens: options.maxOutputTokens,
     limitField: 'max_completion_tokens',
@@ -81,6 +86,7 @@ function sdkProvider(
   options: {
     chatModel: string;
     embeddingModel: string;
+    transcriptionModel?: string;
     dimensions: number;
     maxOutputTokens: number;
     limitField: 'max_tokens' | 'max_completion_tokens';
@@ -89,7 +95,7 @@ function sdkProvider(
 ): AiProvider {
   const observe = options.observe ?? (() => {});
   /** Times the call, reports it, and maps its error for the queue. */
-  async function call<T>(operation: 'chat' | 'embed', what: string, work: () => Promise<T>): Promise<T> {
+  async function call<T>(operation: 'chat' | 'embed' | 'transcribe', what: string, work: () => Promise<T>): Promise<T> {
     const started = performance.now();
     try {
       const value = await work();
@@ -103,11 +109,24 @@ function sdkProvider(
     }
   }
 
+  const transcriptionModel = options.transcriptionModel;
   return {
     name,
     chatModel: options.chatModel,
     embeddingModel: options.embeddingModel,
     dimensions: options.dimensions,
+    ...(transcriptionModel
+      ? {
+          async transcribe(audio: { bytes: Uint8Array; contentType: string }, callOptions: CallOptions = {}) {
+            const extension = audio.contentType.split('/')[1]?.split(';')[0] ?? 'ogg';
+            const file = await toFile(audio.bytes, `voice-note.${extension}`, { type: audio.contentType });
+            const result = await call('transcribe', `${name} transcription ${transcriptionModel}`, () =>
+              client.audio.transcriptions.create({ model: transcriptionModel, file }, { signal: callOptions.signal }),
+            );
+            return { text: result.text.trim(), model: transcriptionModel };
+          },
+        }
+      : {}),
 
     async chat(prompt: Prompt, callOptions: CallOptions = {}): Promise<ChatResult> {
       const completion = await call('chat', `${name} chat ${options.chatModel}`, () =>

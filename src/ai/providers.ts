@@ -16,6 +16,7 @@ export function aiProviderCreate(config: Env, observe?: CallObserver): AiProvide
       baseUrl: config.OPENAI_BASE_URL,
       chatModel: config.OPENAI_CHAT_MODEL,
       embeddingModel: config.OPENAI_EMBEDDING_MODEL,
+      transcriptionModel: config.TRANSCRIPTION_MODEL,
     });
   }
   if (provider === 'azure') {
@@ -27,6 +28,7 @@ export function aiProviderCreate(config: Env, observe?: CallObserver): AiProvide
       apiVersion: config.AZURE_OPENAI_API_VERSION,
       chatDeployment: config.AZURE_OPENAI_CHAT_DEPLOYMENT!,
       embeddingDeployment: config.AZURE_OPENAI_EMBEDDING_DEPLOYMENT!,
+      transcriptionDeployment: config.AZURE_OPENAI_TRANSCRIPTION_DEPLOYMENT,
     });
   }
   return localProviderCreate({ dimensions: config.EMBEDDING_DIMENSIONS });

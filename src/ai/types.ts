@@ -71,11 +71,13 @@ export interface AiProvider {
   chat(prompt: Prompt, options?: CallOptions): Promise<ChatResult>;
   /** One vector per input text, in order. */
   embed(texts: string[], options?: CallOptions): Promise<EmbedResult>;
+  /** Speech to text for a voice note; absent when the provider cannot (the offline one). */
+  transcribe?(audio: { bytes: Uint8Array; contentType: string }, options?: CallOptions): Promise<{ text: string; model: string }>;
 }
 
 /** Reports each outside call (metrics); `rate_limited` for a 429. */
 export type CallObserver = (
-  operation: 'chat' | 'embed',
+  operation: 'chat' | 'embed' | 'transcribe',
   durationMs: number,
   outcome: 'ok' | 'error' | 'rate_limited',
   /** What a successful call spent, as the provider reported it. */

@@ -83,10 +83,13 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
     if (!parsed.success) return reply.status(400).send({ error: `malformed Twilio webhook: ${firstIssue(parsed.error)}` });
     const input = parsed.data;
     const mediaUrls: string[] = [];
+    const mediaContentTypes: string[] = [];
     for (let n = 0; n < input.NumMedia; n++) {
       const url = z.url().safeParse(params[`MediaUrl${n}`]);
       if (!url.success) return reply.status(400).send({ error: `malformed Twilio webhook: MediaUrl${n} must be a URL (NumMedia is ${input.NumMedia})` });
       mediaUrls.push(url.data);
+      const type = params[`MediaContentType${n}`];
+      mediaContentTypes.push(typeof type === 'string' ? type.replace(/\u0000/g, '').slice(0, 200) : '');
     }
 
     const optChange = optChangeOf(input.Body, optKeywords);
@@ -95,6 +98,7 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
       profileName: input.ProfileName,
       body: input.Body,
       mediaUrls,
+      mediaContentTypes,
       twilioSid: input.MessageSid,
       optChange,
       businessNumber: runtime.profiles.conversationNumber(input.To),

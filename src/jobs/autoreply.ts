@@ -12,6 +12,7 @@ import { maskPhone } from '../logger.ts';
 import { optChangeOf, optKeywordsOf, optOutStateOf } from '../messaging/opt-out.ts';
 import type { Runtime } from '../runtime.ts';
 import { composeReply } from './reply-text.ts';
+import { mediaDepsOf, mediaProcessPending } from './media-process.ts';
 
 /** The job type. */
 export const AUTOREPLY = 'autoreply';
@@ -65,6 +66,10 @@ const INBOUND_STORE_AND_ENQUEUE_SQL = `
     select id, 'inbound', $3, $4::text[], $5, 'received', inbound_seq from conversation
     on conflict (twilio_sid) do nothing
     returning id, conversation_id
+  ), media as (
+    insert into message_media (message_id, position, url, content_type)
+    select message.id, m.position - 1, m.url, m.content_type
+    from message, unnest($4::text[], $10::text[]) with ordinality as m(url, content_type, position)
   )
   ${jobInsertUnnotifiedSql({
     type: '$6',
@@ -90,6 +95,7 @@ export async function inboundStoreAndEnqueue(db: Queryable, input: InboundMessag
     AUTOREPLY_MAX_ATTEMPTS,
     input.optChange ?? null,
     input.businessNumber ?? null,
+    input.mediaUrls.map((_, i) => input.mediaContentTypes?.[i] ?? ''),
   ]);
   const row = result.rows[0];
   return row ? { messageId: row.message_id, conversationId: row.conversation_id } : null;
@@ -157,6 +163,7 @@ const WAIT_SLACK_MS = 1000;
 export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload> {
   const deps = outboxDepsOf(runtime);
   const optKeywords = optKeywordsOf(runtime.config);
+  const media = mediaDepsOf(runtime);
   const confirmation = { out: runtime.config.OPT_OUT_REPLY.trim(), in: runtime.config.OPT_IN_REPLY.trim() };
 
   return {
@@ -193,6 +200,8 @@ export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload>
         // The seed's done-is-noop guard: a reply already covered this message.
         const answeredBy = await messageAnsweredBy(runtime.db, conversation.id, inbound.seq!);
         if (answeredBy) return { skipped: 'already_answered', by: answeredBy };
+        // Voice notes and photos first: the reply reads their transcripts (media-process.ts).
+        await mediaProcessPending(media, conversation.id, { finalAttempt: job.attempts >= job.maxAttempts, signal });
         const composed = await composeReply(runtime, conversation, inbound, signal);
         meta = composed.meta;
         const parts = replyParts(composed.body, runtime.config.REPLY_MAX_CHARS, runtime.config.REPLY_OVERFLOW);

@@ -7,6 +7,7 @@ import { autoreplyHandler } from './autoreply.ts';
 import { embedRecordHandler } from './embed-record.ts';
 import { importPeopleHandler } from './import-people.ts';
 import { replyDepsOf } from './reply-context.ts';
+import { mediaDepsOf } from './media-process.ts';
 import { peopleSyncConfigOf, peopleSyncHandler } from './people-sync.ts';
 import { retentionPurgeHandler } from './retention.ts';
 import { suggestHandler } from './suggest.ts';
@@ -36,7 +37,7 @@ export function buildHandlers(runtime: Runtime): JobHandler<any>[] {
   const reply = replyDepsOf(runtime);
   const handlers: JobHandler<any>[] = [
     autoreplyHandler(runtime),
-    suggestHandler(reply),
+    suggestHandler(reply, mediaDepsOf(runtime)),
     embedRecordHandler({ db: runtime.db, ai: runtime.ai }),
     importPeopleHandler({ db: runtime.db }),
     retentionPurgeHandler({ db: runtime.db, config: runtime.config }),

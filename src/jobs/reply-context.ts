@@ -8,6 +8,7 @@ import type { AiProvider, KnowledgeItem, Prompt, TokenUsage } from '../ai/types.
 import { usageAdd } from '../ai/types.ts';
 import { aiWithUsageRecorded } from '../ai/usage.ts';
 import type { Queryable } from '../db/types.ts';
+import { mediaOfMessages, mediaText, type MediaInfo } from '../messaging/media-store.ts';
 import { type Citations, inboundAnsweredUpTo, inboundUnanswered, messageGet, messageListAnswered, type Message } from '../messaging/conversations.ts';
 import type { PersonTextField } from '../knowledge/people.ts';
 import type { Runtime } from '../runtime.ts';
@@ -87,13 +88,18 @@ export function replyDepsOf(runtime: Runtime): (businessNumber: string | null) =
 /** Outbound messages that never reached the contact are not part of what they saw. */
 const UNDELIVERED = new Set(['failed', 'send_failed', 'undelivered', 'canceled']);
 
-/** The conversation as the model reads it: inbound as the user, AI and admin replies as the assistant. */
-export function historyOf(messages: Message[]): HistoryMessage[] {
+/**
+ * The conversation as the model reads it: inbound as the user, AI and admin replies as the
+ * assistant. A message's media read as what is known of them: a voice note as its
+ * transcript, an image as one the assistant cannot see, a file that failed with why.
+ */
+export function historyOf(messages: Message[], media: Map<string, MediaInfo[]> = new Map()): HistoryMessage[] {
   return messages
     .filter((m) => m.source === 'inbound' || !UNDELIVERED.has(m.status))
     .map((m) => {
-      const media = m.mediaUrls.length > 0 ? ` [${m.mediaUrls.length} attachment(s) not shown]` : '';
-      return { role: m.source === 'inbound' ? ('user' as const) : ('assistant' as const), body: `${m.body}${media}`.trim() };
+      const known = media.get(m.id);
+      const attachments = known ? known.map(mediaText) : m.mediaUrls.length > 0 ? [`[${m.mediaUrls.length} attachment(s) not shown]`] : [];
+      return { role: m.source === 'inbound' ? ('user' as const) : ('assistant' as const), body: [m.body, ...attachments].filter(Boolean).join('\n').trim() };
     })
     .filter((m) => m.body !== '');
 }
@@ -118,7 +124,8 @@ export async function replyDraft(
     messageListAnswered(deps.db, input.conversationId, answeredUpTo, deps.historyLimit),
     inboundUnanswered(deps.db, input.conversationId, answeredUpTo, deps.historyLimit, own?.seq ?? undefined),
   ]);
-  const history = historyOf([...earlier, ...unanswered]);
+  const shown = [...earlier, ...unanswered];
+  const history = historyOf(shown, await mediaOfMessages(deps.db, shown.filter((m) => m.mediaUrls.length > 0).map((m) => m.id)));
   const contextUntilSeq = unanswered.length > 0 ? unanswered[unanswered.length - 1]!.seq : null;
   const rag = await ragRetrieve(deps.db, ai, { senderPhone: input.senderPhone, history, retrieval: deps.retrieval, personFields: deps.personFields }, { signal });
   const prompt = promptBuild(deps.systemPrompt, { person: rag.person, knowledge: rag.knowledge, history, noAnswer: rag.noAnswer === true });

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { TokenUsage } from '../ai/types.ts';
 import type { Queryable } from '../db/types.ts';
 import { conversationGet, messageGet, type Citations } from '../messaging/conversations.ts';
+import { mediaProcessPending, type MediaDeps } from './media-process.ts';
 import { jobEnqueue, PermanentJobError, type JobHandler } from '../queue/index.ts';
 import { replyDraft, type ReplyDeps } from './reply-context.ts';
 
@@ -96,12 +97,12 @@ export async function suggestionDiscard(db: Queryable, id: string): Promise<bool
 }
 
 /** The suggest handler: drafts like autoreply, stores the draft, sends nothing. */
-export function suggestHandler(depsFor: (businessNumber: string | null) => ReplyDeps): JobHandler<SuggestPayload> {
+export function suggestHandler(depsFor: (businessNumber: string | null) => ReplyDeps, media: MediaDeps): JobHandler<SuggestPayload> {
   const deps = depsFor(null);
   return {
     type: SUGGEST,
     schema: payloadSchema,
-    async run({ payload, signal }) {
+    async run({ job, payload, signal }) {
       const existing = await deps.db.query<{ id: string }>('select id from suggestions where message_id = $1', [payload.messageId]);
       if (existing.rows[0]) return { skipped: 'a suggestion for this message exists', suggestionId: existing.rows[0].id };
       const message = await messageGet(deps.db, payload.messageId);
@@ -112,6 +113,7 @@ export function suggestHandler(depsFor: (businessNumber: string | null) => Reply
       const conversation = await conversationGet(deps.db, payload.conversationId);
       if (!conversation) throw new PermanentJobError(`conversation ${payload.conversationId} does not exist`);
 
+      await mediaProcessPending(media, conversation.id, { finalAttempt: job.attempts >= job.maxAttempts, signal });
       const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'suggest', inboundMessageId: message.id }, signal);
       // A racing duplicate job may have stored one meanwhile: keep the first.
       const inserted = await deps.db.query<{ id: string }>(

@@ -132,6 +132,8 @@ export interface InboundMessageInput {
   profileName?: string;
   body: string;
   mediaUrls: string[];
+  /** MediaContentTypeN, in the order of `mediaUrls`. */
+  mediaContentTypes?: string[];
   twilioSid: string;
   /** The message is an opt-out or opt-in keyword: recorded on the contact as it is stored. */
   optChange?: 'out' | 'in' | null;

@@ -102,11 +102,12 @@ export class Profiles {
 
   /**
    * How a conversation records the number a contact wrote to: null for the default sender
-   * (so conversations from before several numbers stay one thread), else the number.
+   * (so conversations from before several numbers stay one thread), and for a `To` that is
+   * no phone number at all (Twilio never sends one; a forged form may); else the number.
    */
   conversationNumber(to: string): string | null {
-    const number = to.replace(/^whatsapp:/, '');
-    return number === this.defaultNumber ? null : number;
+    const number = to.trim().replace(/^whatsapp:/, '');
+    return number === this.defaultNumber || !E164.test(number) ? null : number;
   }
 
   /** The `whatsapp:+…` address replies in a conversation leave from. */

@@ -17,7 +17,7 @@ export type Fault =
   /** Answers normally after an extra delay. */
   | { kind: 'delay'; ms: number };
 
-export type Endpoint = 'chat' | 'embeddings';
+export type Endpoint = 'chat' | 'embeddings' | 'transcription';
 
 export interface RecordedRequest {
   method: string;
@@ -51,6 +51,8 @@ export interface FakeOpenAiOptions {
   dimensions?: number;
   /** Answer every embedding in `dimensions`, whatever the request asks (like ada-002 or many local models). */
   ignoreDimensions?: boolean;
+  /** The text of a transcription (audio/transcriptions, multipart); `raw` is the request body as latin1. */
+  transcript?: (raw: string) => string;
   /** Keep at most this many recorded requests (a long benchmark would otherwise grow). */
   recordLimit?: number;
 }
@@ -86,7 +88,10 @@ export class FakeOpenAi {
     this.recordLimit = options.recordLimit ?? 10_000;
     this.random = seededRandom(options.seed ?? 1);
     this.reply = options.reply ?? ((_body, n) => `Fake answer #${n}.`);
+    this.transcript = options.transcript;
   }
+
+  private readonly transcript?: (raw: string) => string;
 
   /** Starts listening; `url` is then the base (`http://127.0.0.1:PORT`). */
   async listen(port = 0, host = '127.0.0.1'): Promise<this> {
@@ -178,6 +183,7 @@ export class FakeOpenAi {
       return sendJson(res, fault.status, errorBody(fault.message ?? `injected ${fault.status}`, `injected_${fault.status}`), fault.headers);
     }
     if (route.endpoint === 'chat') return sendJson(res, 200, this.chatResponse(body, route.deployment));
+    if (route.endpoint === 'transcription') return sendJson(res, 200, { text: this.transcript?.(raw) ?? 'transcribed voice note' });
     return sendJson(res, 200, this.embeddingsResponse(body, route.deployment));
   }
 
@@ -253,8 +259,8 @@ export function fakeEmbedding(text: string, dimensions: number): number[] {
 }
 
 function routeOf(path: string): { endpoint: Endpoint; azure: boolean; deployment?: string } | undefined {
-  const openai = /^\/v1\/(chat\/completions|embeddings)$/.exec(path);
-  if (openai) return { endpoint: openai[1] === 'embeddings' ? 'embeddings' : 'chat', azure: false };
+  const openai = /^\/v1\/(chat\/completions|embeddings|audio\/transcriptions)$/.exec(path);
+  if (openai) return { endpoint: openai[1] === 'embeddings' ? 'embeddings' : openai[1] === 'audio/transcriptions' ? 'transcription' : 'chat', azure: false };
   const azure = /^\/openai\/deployments\/([^/]+)\/(chat\/completions|embeddings)$/.exec(path);
   if (azure) return { endpoint: azure[2] === 'embeddings' ? 'embeddings' : 'chat', azure: true, deployment: decodeURIComponent(azure[1]!) };
   return undefined;

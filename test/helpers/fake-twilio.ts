@@ -94,6 +94,15 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
   readonly closedWindows = new Set<string>();
   /** How many of the next Messages list requests fail with a 500 (Twilio cannot tell). */
   listFailures = 0;
+  /**
+   * Media by their ME… SID, served at the account's Messages/<MM>/Media/<ME> path behind
+   * basic auth with a redirect to the file, as Twilio does; `redirectTo` sends elsewhere.
+   */
+  readonly media = new Map<string, { bytes: Buffer; contentType: string; redirectTo?: string }>();
+  /** The URL Twilio would put in MediaUrlN for `mediaSid`. */
+  mediaUrl(mediaSid: string): string {
+    return `${this.url}/2010-04-01/Accounts/${this.accountSid}/Messages/MM${'0'.repeat(32)}/Media/${mediaSid}`;
+  }
   readonly accountSid: string;
   readonly authToken: string;
   url = '';
@@ -253,6 +262,13 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://fake');
     if (url.pathname.startsWith('/_fake/')) return this.control(req, res, url);
+    const cdn = /^\/_cdn\/(ME\w+)$/.exec(url.pathname);
+    if (cdn && req.method === 'GET') {
+      const file = this.media.get(cdn[1]!);
+      if (!file) return sendJson(res, 404, twilioError(20404, 'not found', 404));
+      res.writeHead(200, { 'content-type': file.contentType, 'content-length': String(file.bytes.length) });
+      return void res.end(file.bytes);
+    }
     const raw = await readBody(req);
     const params = Object.fromEntries(new URLSearchParams(raw));
     const match = /^\/2010-04-01\/Accounts\/(AC\w+)\/Messages\.json$/.exec(url.pathname);
@@ -262,6 +278,22 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
       this.requests.push(entry);
       this.emit('request', entry);
     };
+
+    const mediaPath = /^\/2010-04-01\/Accounts\/(AC\w+)\/Messages\/MM\w+\/Media\/(ME\w+)$/.exec(url.pathname);
+    if (mediaPath && req.method === 'GET') {
+      if (!authorized || mediaPath[1] !== this.accountSid) {
+        record('unauthorized');
+        return sendJson(res, 401, twilioError(20003, 'Authenticate', 401));
+      }
+      const file = this.media.get(mediaPath[2]!);
+      if (!file) {
+        record('not-found');
+        return sendJson(res, 404, twilioError(20404, 'The requested resource was not found', 404));
+      }
+      record('media');
+      res.writeHead(307, { location: file.redirectTo ?? `/_cdn/${mediaPath[2]}` });
+      return void res.end();
+    }
 
     // The account itself, as `aiq doctor` fetches it to check the credentials.
     const account = /^\/2010-04-01\/Accounts\/(AC\w+)\.json$/.exec(url.pathname);

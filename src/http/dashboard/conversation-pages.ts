@@ -7,6 +7,7 @@ import { suggestionDiscard, suggestionGet, suggestionList, type Suggestion } fro
 import { chunkLocation } from '../../knowledge/chunking.ts';
 import { windowOpen, windowOpenUntil } from '../../messaging/window.ts';
 import type { Profiles } from '../../messaging/profiles.ts';
+import { mediaFile, mediaOfMessages, type MediaInfo } from '../../messaging/media-store.ts';
 import { conversationAiPausedSet, conversationGet, messageListRecent, type Citations, type Conversation, type Message } from '../../messaging/conversations.ts';
 import { personErase } from '../../privacy/erasure.ts';
 import type { Runtime } from '../../runtime.ts';
@@ -69,9 +70,21 @@ ${rows.map(
   );
 }
 
-function messageBubble(m: Message): Html {
+/** A message's media: a thumbnail, an audio player with the transcript, or why there is none. */
+function mediaBlock(media: MediaInfo): Html {
+  const src = `/admin/media/${media.id}`;
+  if (media.status === 'stored' && media.kind === 'image') return html`<a class="media" href="${src}" data-media-id="${media.id}"><img src="${src}" alt="photo from the contact" loading="lazy" style="max-width:220px;max-height:220px;border-radius:6px"></a>`;
+  if (media.status === 'stored' && media.kind === 'audio') {
+    return html`<span class="media" data-media-id="${media.id}"><audio controls preload="none" src="${src}"></audio>${media.transcript ? html`<span class="meta transcript">transcript: ${media.transcript}</span>` : html`<span class="meta">no transcript: ${media.note ?? ''}</span>`}</span>`;
+  }
+  if (media.status === 'stored') return html`<span class="meta media" data-media-id="${media.id}"><a href="${src}">${media.contentType || 'file'} (${media.size ?? 0} bytes)</a></span>`;
+  if (media.status === 'pending') return html`<span class="meta media" data-media-id="${media.id}" data-media-status="pending">${media.contentType || 'attachment'}: being fetched…</span>`;
+  return html`<span class="meta media" data-media-id="${media.id}" data-media-status="${media.status}">${media.contentType || 'attachment'} ${badge(media.status)}: ${media.note ?? ''}</span>`;
+}
+
+function messageBubble(m: Message, media: MediaInfo[] = []): Html {
   const who = m.source === 'inbound' ? 'contact' : m.source === 'ai' ? 'AI' : 'admin';
-  return html`<div class="msg ${m.source}" data-message-id="${m.id}" data-source="${m.source}"><span class="body">${m.body}</span>${m.mediaUrls.length ? html`<span class="meta">${m.mediaUrls.length} attachment(s)</span>` : ''}
+  return html`<div class="msg ${m.source}" data-message-id="${m.id}" data-source="${m.source}"><span class="body">${m.body}</span>${media.length ? media.map(mediaBlock) : m.mediaUrls.length ? html`<span class="meta">${m.mediaUrls.length} attachment(s)</span>` : ''}
 <span class="meta">${who} · ${when(m.createdAt)}${m.source === 'inbound' ? '' : html` · ${badge(m.status)}`}${m.templateSid ? html` · sent as template <span class="mono">${m.templateSid}</span>` : ''}${m.errorMessage ? html` · ${m.errorMessage}` : ''}</span>${m.citations ? citationsNote(m.citations) : ''}</div>`;
 }
 
@@ -106,7 +119,7 @@ function windowNote(conversation: Conversation, templateSid: string | undefined)
   return html`<p id="window" data-window="closed"><span class="badge b-failed">window closed</span>${since}: the contact has not written for 24 hours, so ${then}.</p>`;
 }
 
-function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number, templateSid: string | undefined, via: string): Html {
+function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number, templateSid: string | undefined, via: string, media: Map<string, MediaInfo[]>): Html {
   const pending = suggestions.filter((s) => s.status === 'pending');
   return page(
     ctx,
@@ -128,7 +141,7 @@ ${actionButton(ctx, `/admin/conversations/${conversation.id}/forget`, 'Forget th
 })}
 </div>
 <div id="live" data-refresh-ms="2000">
-<div class="thread">${messages.length === 0 ? html`<p class="muted">No messages.</p>` : messages.map(messageBubble)}</div>
+<div class="thread">${messages.length === 0 ? html`<p class="muted">No messages.</p>` : messages.map((m) => messageBubble(m, media.get(m.id)))}</div>
 ${pending.map((s) => suggestionCard(ctx, s))}
 </div>
 <div class="card">${windowNote(conversation, templateSid)}<form method="post" action="/admin/conversations/${conversation.id}/reply">${csrfField(ctx)}
@@ -190,6 +203,22 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     }
   });
 
+  // A stored media file, for the thread's thumbnails and players. Inline only as a photo or
+  // audio type it was checked to be (media.ts), never sniffed; anything else downloads. The
+  // dashboard's Content-Security-Policy covers it like every admin page.
+  app.get('/admin/media/:id', async (request, reply) => {
+    const params = Id.safeParse(request.params);
+    const file = params.success ? await mediaFile(db, params.data.id) : null;
+    if (!file) return reply.status(404).send('no such media');
+    const inline = /^(image\/(jpeg|png|webp)|audio\/[\w.+-]+)$/.test(file.contentType);
+    return reply
+      .header('content-type', inline ? file.contentType : 'application/octet-stream')
+      .header('x-content-type-options', 'nosniff')
+      .header('content-disposition', inline ? 'inline' : 'attachment')
+      .header('cache-control', 'private, max-age=3600')
+      .send(file.bytes);
+  });
+
   app.get('/admin/conversations/:id', async (request, reply) => {
     const ctx = pageContext(request);
     const params = Id.safeParse(request.params);
@@ -197,7 +226,8 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     if (!conversation) return sendPage(reply.status(404), page({ ...ctx, problem: 'No such conversation.' }, 'conversations', 'Not found', html`<p><a href="/admin/conversations">« conversations</a></p>`));
     const [messages, suggestions] = await Promise.all([messageListRecent(db, conversation.id, THREAD_MESSAGES), suggestionList(db, conversation.id)]);
     const profile = runtime.profiles.of(conversation.businessNumber);
-    return sendPage(reply, threadPage(ctx, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS, profile.template?.contentSid, `${conversation.businessNumber ?? runtime.profiles.defaultNumber ?? 'the default sender'} (${profile.name})`));
+    const media = await mediaOfMessages(db, messages.filter((m) => m.mediaUrls.length > 0).map((m) => m.id));
+    return sendPage(reply, threadPage(ctx, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS, profile.template?.contentSid, `${conversation.businessNumber ?? runtime.profiles.defaultNumber ?? 'the default sender'} (${profile.name})`, media));
   });
 
   for (const change of ['out', 'in'] as const) {

@@ -1,0 +1,136 @@
+// Fetching the media of an inbound WhatsApp message, as an attacker would want it not to
+// work: a signed webhook still must not make us request any address it names. Only URLs on
+// the Twilio API host are requested, with the account's credentials; Twilio's redirect to
+// its media store is followed only to the configured media hosts, without credentials;
+// nothing over the size limit is read; an empty file, or bytes that are not what the
+// declared content type says, are refused. Knows nothing of the database or jobs.
+
+/** Where and how media may be fetched. */
+export interface MediaFetchSettings {
+  /** The Twilio API origin (https://api.twilio.com, or TWILIO_API_BASE_URL). */
+  apiBaseUrl: string;
+  accountSid: string;
+  authToken: string;
+  /** Hosts Twilio's redirect may lead to (MEDIA_REDIRECT_HOSTS). */
+  redirectHosts: ReadonlySet<string>;
+  maxBytes: number;
+  timeoutMs: number;
+}
+
+export type MediaFetchResult =
+  | { status: 'stored'; bytes: Uint8Array }
+  | { status: 'too_large' | 'refused' | 'failed'; note: string };
+
+/** Twilio or the network failed for now: fetching again later may work. */
+export class MediaTemporaryError extends Error {
+  override name = 'MediaTemporaryError';
+}
+
+const MAX_REDIRECTS = 3;
+
+/** The kind of media a content type names: what the reply can do with it. */
+export function mediaKind(contentType: string): 'audio' | 'image' | 'other' {
+  const type = contentType.toLowerCase();
+  if (type.startsWith('audio/')) return 'audio';
+  if (type.startsWith('image/')) return 'image';
+  return 'other';
+}
+
+/** Fetches one media URL under the rules above. Throws MediaTemporaryError for a retry. */
+export async function mediaFetch(url: string, contentType: string, settings: MediaFetchSettings, signal?: AbortSignal): Promise<MediaFetchResult> {
+  const apiHost = new URL(settings.apiBaseUrl).host;
+  let target: URL;
+  try {
+    target = new URL(url);
+  } catch {
+    return { status: 'refused', note: 'not a URL' };
+  }
+  if (target.host !== apiHost) return { status: 'refused', note: `${target.host} is not the Twilio API host (${apiHost}): never requested` };
+  const auth = `Basic ${Buffer.from(`${settings.accountSid}:${settings.authToken}`).toString('base64')}`;
+  for (let hop = 0; ; hop++) {
+    const credentials = target.host === apiHost;
+    let response: Response;
+    try {
+      response = await fetch(target, {
+        redirect: 'manual',
+        headers: credentials ? { authorization: auth } : {},
+        signal: AbortSignal.any([AbortSignal.timeout(settings.timeoutMs), ...(signal ? [signal] : [])]),
+      });
+    } catch (err) {
+      throw new MediaTemporaryError(`media could not be fetched: ${(err as Error).message}`);
+    }
+    if (response.status >= 300 && response.status < 400) {
+      await response.body?.cancel();
+      const location = response.headers.get('location');
+      if (!location || hop >= MAX_REDIRECTS) return { status: 'failed', note: `Twilio answered ${response.status} without a usable redirect` };
+      const next = new URL(location, target);
+      if (next.host !== apiHost && !settings.redirectHosts.has(next.hostname)) {
+        return { status: 'refused', note: `redirected to ${next.host}, which is not a Twilio media host (MEDIA_REDIRECT_HOSTS): never requested` };
+      }
+      target = next;
+      continue;
+    }
+    if (response.status === 429 || response.status >= 500) {
+      await response.body?.cancel();
+      throw new MediaTemporaryError(`Twilio answered ${response.status} for the media; trying again later`);
+    }
+    if (!response.ok) {
+      await response.body?.cancel();
+      return { status: 'failed', note: `Twilio answered ${response.status} for the media (gone, or not ours)` };
+    }
+    return readLimited(response, contentType, settings.maxBytes);
+  }
+}
+
+async function readLimited(response: Response, contentType: string, maxBytes: number): Promise<MediaFetchResult> {
+  const tooLarge = (size: string) => ({ status: 'too_large' as const, note: `${size} is over MEDIA_MAX_BYTES (${maxBytes} bytes): not fetched` });
+  const declared = Number(response.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    await response.body?.cancel();
+    return tooLarge(`${declared} bytes`);
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = response.body?.getReader();
+  if (reader) {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.length;
+      if (size > maxBytes) {
+        await reader.cancel();
+        return tooLarge('the file');
+      }
+      chunks.push(value);
+    }
+  }
+  if (size === 0) return { status: 'failed', note: 'the media file is empty' };
+  const bytes = Buffer.concat(chunks);
+  const lie = contentMismatch(contentType, bytes);
+  if (lie) return { status: 'refused', note: lie };
+  return { status: 'stored', bytes };
+}
+
+// The first bytes of the formats WhatsApp sends: voice notes (ogg/opus, amr, mp4/m4a, mp3)
+// and photos (jpeg, png, webp).
+const SIGNATURES: Array<{ types: string[]; test: (b: Uint8Array) => boolean }> = [
+  { types: ['audio/ogg', 'audio/opus'], test: (b) => ascii(b, 0, 4) === 'OggS' },
+  { types: ['audio/amr'], test: (b) => ascii(b, 0, 5) === '#!AMR' },
+  { types: ['audio/mp4', 'audio/m4a', 'audio/x-m4a', 'audio/aac', 'video/mp4'], test: (b) => ascii(b, 4, 8) === 'ftyp' || (b[0] === 0xff && (b[1]! & 0xf6) === 0xf0) },
+  { types: ['audio/mpeg', 'audio/mp3'], test: (b) => ascii(b, 0, 3) === 'ID3' || (b[0] === 0xff && (b[1]! & 0xe0) === 0xe0) },
+  { types: ['image/jpeg', 'image/jpg'], test: (b) => b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff },
+  { types: ['image/png'], test: (b) => b[0] === 0x89 && ascii(b, 1, 4) === 'PNG' },
+  { types: ['image/webp'], test: (b) => ascii(b, 0, 4) === 'RIFF' && ascii(b, 8, 12) === 'WEBP' },
+];
+
+function ascii(bytes: Uint8Array, from: number, to: number): string {
+  return Buffer.from(bytes.subarray(from, to)).toString('latin1');
+}
+
+/** Why the bytes are not what `contentType` says, or null (also for types not checked here). */
+export function contentMismatch(contentType: string, bytes: Uint8Array): string | null {
+  const type = contentType.toLowerCase().split(';')[0]!.trim();
+  const signature = SIGNATURES.find((s) => s.types.includes(type));
+  if (!signature || signature.test(bytes)) return null;
+  return `declared ${type}, but the content is not ${type}: not kept`;
+}

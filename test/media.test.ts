@@ -1,0 +1,150 @@
+// Voice notes and photos over real HTTP, a real worker, the fake Twilio (media behind basic
+// auth, with a redirect, as Twilio serves them) and the fake OpenAI (transcriptions): a
+// voice note is fetched with the account's credentials, transcribed, and its transcript is
+// what the model reads; a photo reads as one the assistant cannot see. A 50 MB file is not
+// fetched, a URL or a redirect to another host is never requested, a content type that lies
+// and an empty file are refused; each with its reason, and the message is still answered.
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, test } from 'node:test';
+import { jobGet } from '../src/queue/index.ts';
+import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
+import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
+import { inboundParams, injectSigned, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
+import { waitFor } from './helpers/processes.ts';
+
+const WHATSAPP = '/webhooks/twilio/whatsapp';
+const OGG = Buffer.concat([Buffer.from('OggS'), Buffer.alloc(2000, 7)]);
+const JPEG = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), Buffer.alloc(3000, 1)]);
+
+let t: TestDatabase;
+let llm: FakeOpenAi;
+let twilioApi: FakeTwilio;
+let m: MessagingApp;
+let elsewhere: Server;
+let elsewhereUrl = '';
+const elsewhereHits: string[] = [];
+let sidCounter = 0;
+
+before(async () => {
+  t = await freshServerDatabase();
+  llm = await startFakeOpenAi({ transcript: (raw) => (raw.includes('OggS') ? 'Hoeveel vakantiedagen heb ik nog over dit jaar?' : 'no audio in the request') });
+  twilioApi = await startFakeTwilio();
+  elsewhere = createServer((req, res) => {
+    elsewhereHits.push(req.url ?? '');
+    res.end('secret');
+  });
+  await new Promise<void>((resolve) => elsewhere.listen(0, '127.0.0.1', resolve));
+  elsewhereUrl = `http://127.0.0.1:${(elsewhere.address() as AddressInfo).port}`;
+  m = await startMessagingApp(messagingEnv(t.url, twilioApi.url, { AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: llm.openaiBaseUrl, EMBEDDING_DIMENSIONS: '64' }));
+  await m.startWorker();
+});
+after(async () => {
+  await m?.close();
+  await llm?.close();
+  await twilioApi?.close();
+  await new Promise((resolve) => elsewhere?.close(resolve));
+  await t?.close();
+});
+
+function mediaSid(): string {
+  sidCounter += 1;
+  return `ME${String(sidCounter).padStart(32, '0')}`;
+}
+
+/** Sends a WhatsApp message with media as Twilio posts it; waits for its reply job; returns what the model read and the media rows. */
+async function receive(body: string, media: Array<{ url: string; type: string }>, from = '+31612345678') {
+  const params = inboundParams(body, from, {
+    NumMedia: String(media.length),
+    ...Object.fromEntries(media.flatMap((item, n) => [[`MediaUrl${n}`, item.url], [`MediaContentType${n}`, item.type]])),
+  });
+  const before = llm.chatRequests().length;
+  assert.equal((await injectSigned(m.app, WHATSAPP, params)).statusCode, 200);
+  const row = await t.db.query<{ job_id: string; message_id: string; conversation_id: string }>(
+    `select j.id as job_id, m.id as message_id, m.conversation_id from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1`,
+    [params.MessageSid],
+  );
+  const { job_id: jobId, message_id: messageId, conversation_id: conversationId } = row.rows[0]!;
+  await waitFor(async () => (await jobGet(t.db, jobId))?.status === 'done', `the reply to "${body}"`, 20_000);
+  const prompt = llm.chatRequests()[before]!.body.messages as Array<{ role: string; content: string }>;
+  const rows = await t.db.query<{ id: string; status: string; transcript: string | null; note: string | null; size: number | null }>(
+    'select id, status, transcript, note, size from message_media where message_id = $1 order by position',
+    [messageId],
+  );
+  return { prompt, media: rows.rows, conversationId };
+}
+
+test('a voice note is fetched with the credentials, transcribed, and its transcript is what the model reads; a photo reads as unseen', async () => {
+  const voice = mediaSid();
+  const photo = mediaSid();
+  twilioApi.media.set(voice, { bytes: OGG, contentType: 'audio/ogg' });
+  twilioApi.media.set(photo, { bytes: JPEG, contentType: 'image/jpeg' });
+  const { prompt, media, conversationId } = await receive('', [
+    { url: twilioApi.mediaUrl(voice), type: 'audio/ogg' },
+    { url: twilioApi.mediaUrl(photo), type: 'image/jpeg' },
+  ]);
+  const fetched = twilioApi.requests.filter((r) => r.outcome === 'media');
+  assert.equal(fetched.length, 2);
+  assert.ok(fetched.every((r) => r.authorized), 'fetched with the account SID and auth token');
+  const transcription = llm.requests.find((r) => r.endpoint === 'transcription')!;
+  assert.ok(String(transcription.body).includes('OggS'), 'the voice note itself went to the transcription');
+  assert.equal(prompt.at(-1)!.content, '[voice note] Hoeveel vakantiedagen heb ik nog over dit jaar?\n[an image the assistant cannot see]');
+  assert.deepEqual(
+    media.map((r) => [r.status, r.transcript, r.size]),
+    [
+      ['stored', 'Hoeveel vakantiedagen heb ik nog over dit jaar?', OGG.length],
+      ['stored', null, JPEG.length],
+    ],
+  );
+  // The embedding of the question was made from the transcript: retrieval reads it too.
+  assert.ok(llm.embeddingRequests().some((r) => JSON.stringify(r.body.input).includes('vakantiedagen')));
+
+  const page = await m.app.inject({ method: 'GET', url: `/admin/conversations/${conversationId}` });
+  assert.match(page.body, new RegExp(`<audio controls preload="none" src="/admin/media/${media[0]!.id}"></audio><span class="meta transcript">transcript: Hoeveel vakantiedagen`));
+  assert.match(page.body, new RegExp(`<img src="/admin/media/${media[1]!.id}"`));
+  const file = await m.app.inject({ method: 'GET', url: `/admin/media/${media[0]!.id}` });
+  assert.equal(file.statusCode, 200);
+  assert.equal(file.headers['content-type'], 'audio/ogg');
+  assert.equal(file.headers['x-content-type-options'], 'nosniff');
+  assert.deepEqual(file.rawPayload, OGG);
+});
+
+test('too large, another host, a redirect elsewhere, a lying type, an empty file: each refused with its reason, the message still answered', async () => {
+  const big = mediaSid();
+  const redirected = mediaSid();
+  const lying = mediaSid();
+  const empty = mediaSid();
+  twilioApi.media.set(big, { bytes: Buffer.concat([Buffer.from('OggS'), Buffer.alloc(50 * 1024 * 1024)]), contentType: 'audio/ogg' });
+  twilioApi.media.set(redirected, { bytes: OGG, contentType: 'audio/ogg', redirectTo: `${elsewhereUrl}/stolen` });
+  twilioApi.media.set(lying, { bytes: Buffer.from('%PDF-1.4 not a voice note'), contentType: 'audio/ogg' });
+  twilioApi.media.set(empty, { bytes: Buffer.alloc(0), contentType: 'image/jpeg' });
+  const transcriptionsBefore = llm.requests.filter((r) => r.endpoint === 'transcription').length;
+  const { prompt, media } = await receive('Kijk even naar deze bestanden', [
+    { url: twilioApi.mediaUrl(big), type: 'audio/ogg' },
+    { url: `${elsewhereUrl}/internal-admin`, type: 'image/jpeg' },
+    { url: twilioApi.mediaUrl(redirected), type: 'audio/ogg' },
+    { url: twilioApi.mediaUrl(lying), type: 'audio/ogg' },
+    { url: twilioApi.mediaUrl(empty), type: 'image/jpeg' },
+  ]);
+  assert.deepEqual(elsewhereHits, [], 'no request ever left for another host');
+  assert.deepEqual(media.map((r) => r.status), ['too_large', 'refused', 'refused', 'refused', 'failed']);
+  assert.match(media[0]!.note!, /52428804 bytes is over MEDIA_MAX_BYTES \(16777216 bytes\): not fetched/);
+  assert.match(media[1]!.note!, /127\.0\.0\.1:\d+ is not the Twilio API host .*never requested/);
+  assert.match(media[2]!.note!, /redirected to 127\.0\.0\.1:\d+, which is not a Twilio media host/);
+  assert.match(media[3]!.note!, /declared audio\/ogg, but the content is not audio\/ogg/);
+  assert.match(media[4]!.note!, /empty/);
+  assert.ok(media.every((r) => r.size === null), 'nothing kept');
+  assert.equal(llm.requests.filter((r) => r.endpoint === 'transcription').length, transcriptionsBefore, 'nothing transcribed');
+  const question = prompt.at(-1)!.content;
+  assert.ok(question.startsWith('Kijk even naar deze bestanden\n[an attachment that could not be fetched: '), question);
+  assert.equal(question.split('\n').length, 6);
+});
+
+test('a webhook with a media count but no URL is refused (400) and stores nothing', async () => {
+  const params = inboundParams('x', '+31699990000', { NumMedia: '1' });
+  const response = await injectSigned(m.app, WHATSAPP, params);
+  assert.equal(response.statusCode, 400);
+  assert.match(response.body, /MediaUrl0 must be a URL/);
+});
