@@ -87,6 +87,8 @@ const schema = z.object({
   MEDIA_MAX_BYTES: int(1024, 100 * 1024 * 1024).default(16 * 1024 * 1024),
   MEDIA_REDIRECT_HOSTS: z.string().default('media.twiliocdn.com,s3-external-1.amazonaws.com'),
   TRANSCRIPTION_MODEL: z.string().min(1).default('whisper-1'),
+  // The chat model accepts images (gpt-4o, gpt-4o-mini do): photos go to it as image input.
+  AI_VISION: bool.default(false),
   AZURE_OPENAI_TRANSCRIPTION_DEPLOYMENT: optionalText,
   // Several business numbers, each with its own assistant profile (README, WhatsApp).
   PROFILES_FILE: optionalText,

@@ -148,3 +148,28 @@ test('a webhook with a media count but no URL is refused (400) and stores nothin
   assert.equal(response.statusCode, 400);
   assert.match(response.body, /MediaUrl0 must be a URL/);
 });
+
+test('with AI_VISION, a photo reaches the chat model as image input', async () => {
+  const visionDb = await freshServerDatabase();
+  const vision = await startMessagingApp(
+    messagingEnv(visionDb.url, twilioApi.url, { AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: llm.openaiBaseUrl, EMBEDDING_DIMENSIONS: '64', AI_VISION: 'true' }),
+  );
+  try {
+    await vision.startWorker();
+    const photo = mediaSid();
+    twilioApi.media.set(photo, { bytes: JPEG, contentType: 'image/jpeg' });
+    const params = inboundParams('Wat staat er op deze foto?', '+31688887777', { NumMedia: '1', MediaUrl0: twilioApi.mediaUrl(photo), MediaContentType0: 'image/jpeg' });
+    const before = llm.chatRequests().length;
+    assert.equal((await injectSigned(vision.app, WHATSAPP, params)).statusCode, 200);
+    await waitFor(() => llm.chatRequests().length > before, 'the chat request', 20_000);
+    const last = llm.chatRequests()[before]!.body.messages.at(-1);
+    assert.equal(last.role, 'user');
+    assert.deepEqual(last.content, [
+      { type: 'text', text: 'Wat staat er op deze foto?\n[a photo, attached]' },
+      { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${JPEG.toString('base64')}` } },
+    ]);
+  } finally {
+    await vision.close();
+    await visionDb.close();
+  }
+});

@@ -236,10 +236,10 @@ describe('chunking', () => {
 
 test('the prompt of the "I don\'t know" path carries no knowledge and the rule to say so', () => {
   const prompt = promptBuild('You are a test.', { person: null, knowledge: [], history: [{ role: 'user', body: 'Wat is de hoofdstad van Peru?' }], noAnswer: true });
-  assert.ok(prompt.messages[0]!.content.endsWith(NO_ANSWER_RULE));
-  assert.match(prompt.messages[1]!.content, /<knowledge>\nNothing relevant was found.\n<\/knowledge>/);
+  assert.ok(String(prompt.messages[0]!.content).endsWith(NO_ANSWER_RULE));
+  assert.match(String(prompt.messages[1]!.content), /<knowledge>\nNothing relevant was found.\n<\/knowledge>/);
   const normal = promptBuild('You are a test.', { person: null, knowledge: [], history: [{ role: 'user', body: 'Hoi' }] });
-  assert.ok(!normal.messages[0]!.content.includes(NO_ANSWER_RULE));
+  assert.ok(!String(normal.messages[0]!.content).includes(NO_ANSWER_RULE));
 });
 
 test('REPLY_CITE_SOURCES: the source line names the distinct sections, best first, at most three, and never on "I don\'t know"', () => {

@@ -27,6 +27,8 @@ export function systemPromptLoad(file?: string): string {
 export interface HistoryMessage {
   role: 'user' | 'assistant';
   body: string;
+  /** Photos as data URLs, for a model that accepts images (AI_VISION). */
+  images?: string[];
 }
 
 export interface PromptContext {
@@ -78,7 +80,11 @@ export function promptBuild(systemPrompt: string, context: PromptContext): Promp
     { role: 'system', content: `${systemPrompt}\n\n${DATA_RULES}${context.noAnswer ? `\n\n${NO_ANSWER_RULE}` : ''}` },
     { role: 'user', content: data },
   ];
-  for (const turn of context.history) messages.push({ role: turn.role, content: turn.body });
+  for (const turn of context.history) {
+    if (turn.role === 'user' && turn.images?.length) {
+      messages.push({ role: 'user', content: [{ type: 'text', text: turn.body }, ...turn.images.map((url) => ({ type: 'image_url' as const, image_url: { url } }))] });
+    } else messages.push({ role: turn.role, content: turn.body } as ChatMessage);
+  }
   return {
     messages,
     grounding: { questions: pendingQuestions(context.history), person: context.person, knowledge: context.knowledge },

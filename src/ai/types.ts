@@ -1,10 +1,10 @@
 // What an AI provider offers the app: a chat completion over a prepared prompt and text
 // embeddings, with token usage. Shared by the providers, prompts and RAG; imports nothing.
 
-export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant';
-  content: string;
-}
+export type ChatMessage =
+  | { role: 'system' | 'assistant'; content: string }
+  /** A user turn; with photos for a model that accepts images (AI_VISION), text and image parts. */
+  | { role: 'user'; content: string | Array<{ type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } }> };
 
 /** Tokens of one or more calls, in the providers' own counting. */
 export interface TokenUsage {

@@ -8,7 +8,7 @@ import type { AiProvider, KnowledgeItem, Prompt, TokenUsage } from '../ai/types.
 import { usageAdd } from '../ai/types.ts';
 import { aiWithUsageRecorded } from '../ai/usage.ts';
 import type { Queryable } from '../db/types.ts';
-import { mediaOfMessages, mediaText, type MediaInfo } from '../messaging/media-store.ts';
+import { mediaFile, mediaOfMessages, mediaText, type MediaInfo } from '../messaging/media-store.ts';
 import { type Citations, inboundAnsweredUpTo, inboundUnanswered, messageGet, messageListAnswered, type Message } from '../messaging/conversations.ts';
 import type { PersonTextField } from '../knowledge/people.ts';
 import type { Runtime } from '../runtime.ts';
@@ -21,6 +21,8 @@ export interface ReplyDeps {
   retrieval: RetrievalSettings;
   /** REPLY_CITE_SOURCES: a source line under the reply. */
   citeSources: boolean;
+  /** AI_VISION: photos of the messages answered go to the model as image input. */
+  vision?: boolean;
   /** HISTORY_MESSAGES: earlier messages for context, and at most this many unanswered ones. */
   historyLimit: number;
   /** PROMPT_PERSON_FIELDS: what of the sender's record the prompt carries. */
@@ -77,6 +79,7 @@ export function replyDepsOf(runtime: Runtime): (businessNumber: string | null) =
         systemPrompt: systemPromptLoad(profile.systemPromptFile),
         retrieval: { ...retrievalSettingsOf(config, runtime.ai), documentTags: profile.documentTags },
         citeSources: config.REPLY_CITE_SOURCES,
+        vision: config.AI_VISION,
         historyLimit: config.HISTORY_MESSAGES,
         personFields: config.PROMPT_PERSON_FIELDS,
       } satisfies ReplyDeps,
@@ -93,15 +96,36 @@ const UNDELIVERED = new Set(['failed', 'send_failed', 'undelivered', 'canceled']
  * assistant. A message's media read as what is known of them: a voice note as its
  * transcript, an image as one the assistant cannot see, a file that failed with why.
  */
-export function historyOf(messages: Message[], media: Map<string, MediaInfo[]> = new Map()): HistoryMessage[] {
+export function historyOf(messages: Message[], media: Map<string, MediaInfo[]> = new Map(), images: Map<string, string[]> = new Map()): HistoryMessage[] {
   return messages
     .filter((m) => m.source === 'inbound' || !UNDELIVERED.has(m.status))
     .map((m) => {
       const known = media.get(m.id);
-      const attachments = known ? known.map(mediaText) : m.mediaUrls.length > 0 ? [`[${m.mediaUrls.length} attachment(s) not shown]`] : [];
-      return { role: m.source === 'inbound' ? ('user' as const) : ('assistant' as const), body: [m.body, ...attachments].filter(Boolean).join('\n').trim() };
+      const attached = images.get(m.id);
+      const attachments = known ? known.map((item) => mediaText(item, attached !== undefined)) : m.mediaUrls.length > 0 ? [`[${m.mediaUrls.length} attachment(s) not shown]`] : [];
+      const body = [m.body, ...attachments].filter(Boolean).join('\n').trim();
+      return { role: m.source === 'inbound' ? ('user' as const) : ('assistant' as const), body, ...(attached ? { images: attached } : {}) };
     })
     .filter((m) => m.body !== '');
+}
+
+// Photos sent to a vision model: those of the messages being answered, at most this many.
+const VISION_MAX_IMAGES = 4;
+
+/** The stored photos of `messages` as data URLs, by message id (AI_VISION). */
+async function imagesOf(db: Queryable, messages: Message[], media: Map<string, MediaInfo[]>): Promise<Map<string, string[]>> {
+  const images = new Map<string, string[]>();
+  let count = 0;
+  for (const m of messages) {
+    for (const item of media.get(m.id) ?? []) {
+      if (item.kind !== 'image' || item.status !== 'stored' || count >= VISION_MAX_IMAGES) continue;
+      const file = await mediaFile(db, item.id);
+      if (!file) continue;
+      images.set(m.id, [...(images.get(m.id) ?? []), `data:${file.contentType};base64,${file.bytes.toString('base64')}`]);
+      count += 1;
+    }
+  }
+  return images;
 }
 
 /**
@@ -125,7 +149,9 @@ export async function replyDraft(
     inboundUnanswered(deps.db, input.conversationId, answeredUpTo, deps.historyLimit, own?.seq ?? undefined),
   ]);
   const shown = [...earlier, ...unanswered];
-  const history = historyOf(shown, await mediaOfMessages(deps.db, shown.filter((m) => m.mediaUrls.length > 0).map((m) => m.id)));
+  const media = await mediaOfMessages(deps.db, shown.filter((m) => m.mediaUrls.length > 0).map((m) => m.id));
+  const images = deps.vision ? await imagesOf(deps.db, unanswered, media) : new Map<string, string[]>();
+  const history = historyOf(shown, media, images);
   const contextUntilSeq = unanswered.length > 0 ? unanswered[unanswered.length - 1]!.seq : null;
   const rag = await ragRetrieve(deps.db, ai, { senderPhone: input.senderPhone, history, retrieval: deps.retrieval, personFields: deps.personFields }, { signal });
   const prompt = promptBuild(deps.systemPrompt, { person: rag.person, knowledge: rag.knowledge, history, noAnswer: rag.noAnswer === true });

@@ -81,11 +81,11 @@ export async function mediaFile(db: Queryable, id: string): Promise<{ contentTyp
   return row?.bytes ? { contentType: row.content_type, bytes: Buffer.from(row.bytes) } : null;
 }
 
-/** How a message's media reads in the conversation the model sees. */
-export function mediaText(media: MediaInfo): string {
+/** How a message's media reads in the conversation the model sees (`vision`: photos are attached). */
+export function mediaText(media: MediaInfo, vision = false): string {
   if (media.status === 'pending') return '[an attachment that is still being processed]';
   if (media.status !== 'stored') return `[an attachment that could not be fetched: ${media.note ?? media.status}]`;
   if (media.kind === 'audio') return media.transcript ? `[voice note] ${media.transcript}` : `[a voice note the assistant could not hear: ${media.note ?? 'no transcript'}]`;
-  if (media.kind === 'image') return '[an image the assistant cannot see]';
+  if (media.kind === 'image') return vision ? '[a photo, attached]' : '[an image the assistant cannot see]';
   return `[an attachment (${media.contentType || 'unknown type'}) the assistant cannot read]`;
 }
