@@ -98,7 +98,7 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
    * Media by their ME… SID, served at the account's Messages/<MM>/Media/<ME> path behind
    * basic auth with a redirect to the file, as Twilio does; `redirectTo` sends elsewhere.
    */
-  readonly media = new Map<string, { bytes: Buffer; contentType: string; redirectTo?: string }>();
+  readonly media = new Map<string, { bytes: Buffer; contentType: string; redirectTo?: string; hang?: boolean }>();
   /** The URL Twilio would put in MediaUrlN for `mediaSid`. */
   mediaUrl(mediaSid: string): string {
     return `${this.url}/2010-04-01/Accounts/${this.accountSid}/Messages/MM${'0'.repeat(32)}/Media/${mediaSid}`;
@@ -289,6 +289,11 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
       if (!file) {
         record('not-found');
         return sendJson(res, 404, twilioError(20404, 'The requested resource was not found', 404));
+      }
+      if (file.hang) {
+        // Accepts the request and never answers: a worker stuck mid-download.
+        record('media-hang');
+        return;
       }
       record('media');
       res.writeHead(307, { location: file.redirectTo ?? `/_cdn/${mediaPath[2]}` });
