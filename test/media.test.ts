@@ -109,6 +109,10 @@ test('a voice note is fetched with the credentials, transcribed, and its transcr
   assert.equal(file.headers['content-type'], 'audio/ogg');
   assert.equal(file.headers['x-content-type-options'], 'nosniff');
   assert.deepEqual(file.rawPayload, OGG);
+  // The transcript is personal data: an export hands it over.
+  const exported = JSON.parse((await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent('+31612345678')}` })).body);
+  const withMedia = exported.conversations[0].messages.find((msg: { media: unknown[] }) => msg.media.length > 0);
+  assert.deepEqual(withMedia.media[0], { contentType: 'audio/ogg', status: 'stored', size: OGG.length, transcript: 'Hoeveel vakantiedagen heb ik nog over dit jaar?' });
 });
 
 test('too large, another host, a redirect elsewhere, a lying type, an empty file: each refused with its reason, the message still answered', async () => {

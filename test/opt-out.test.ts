@@ -111,6 +111,10 @@ test('STOP: one confirmation, no AI reply to it or to the next message; admin se
   const metrics = await m.app.inject({ method: 'GET', url: '/metrics' });
   assert.match(metrics.body, /aiq_whatsapp_opt_changes_total\{change="out",by="contact"\} 1/);
   assert.match(metrics.body, /aiq_whatsapp_contacts_opted_out 1/);
+  // What aiq holds about them includes that they opted out.
+  const exported = JSON.parse((await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(ANNA)}` })).body);
+  assert.equal(exported.contact.optedOutBy, 'contact');
+  assert.ok(exported.contact.optedOutAt);
 
   const start = await receive('START');
   assert.equal(start['optChange'], 'in');

@@ -7,14 +7,26 @@ import { erasurePhone, JOBS_ABOUT_PERSON } from './erasure.ts';
 export interface PersonExport {
   exportedAt: string;
   phone: string;
-  contact: { profileName: string | null; createdAt: Date; updatedAt: Date } | null;
+  contact: { profileName: string | null; optedOutAt: Date | null; optedOutBy: string | null; createdAt: Date; updatedAt: Date } | null;
   person: { name: string; email: string | null; department: string | null; role: string | null; attributes: unknown; createdAt: Date; updatedAt: Date } | null;
   conversations: Array<{
     id: string;
+    /** The business number written to; null: the default sender. */
+    businessNumber: string | null;
     createdAt: Date;
     lastMessageAt: Date;
     aiPaused: boolean;
-    messages: Array<{ id: string; at: Date; source: string; direction: string; body: string; mediaUrls: string[]; status: string }>;
+    messages: Array<{
+      id: string;
+      at: Date;
+      source: string;
+      direction: string;
+      body: string;
+      mediaUrls: string[];
+      status: string;
+      /** Their files as held (not the bytes: those are in the dashboard), with transcripts. */
+      media: Array<{ contentType: string; status: string; size: number | null; transcript: string | null }>;
+    }>;
     suggestions: Array<{ id: string; at: Date; body: string; status: string }>;
   }>;
   jobs: Array<{ id: string; type: string; status: string; createdAt: Date; finishedAt: Date | null; lastError: string | null }>;
@@ -23,7 +35,7 @@ export interface PersonExport {
 /** Null when aiq holds nothing for the number. */
 export async function personExport(db: Queryable, rawPhone: string): Promise<PersonExport | null> {
   const phone = erasurePhone(rawPhone);
-  const contact = (await db.query<{ id: string; profile_name: string | null; created_at: Date; updated_at: Date }>(
+  const contact = (await db.query<{ id: string; profile_name: string | null; opted_out_at: Date | null; opted_out_by: string | null; created_at: Date; updated_at: Date }>(
     'select id, profile_name, opted_out_at, opted_out_by, created_at, updated_at from contacts where whatsapp_number = $1',
     [phone],
   )).rows[0];
@@ -34,7 +46,7 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
   if (!contact && !person) return null;
 
   const conversations = contact
-    ? (await db.query<{ id: string; created_at: Date; last_message_at: Date; ai_paused: boolean }>(
+    ? (await db.query<{ id: string; business_number: string | null; created_at: Date; last_message_at: Date; ai_paused: boolean }>(
         'select id, business_number, created_at, last_message_at, ai_paused from conversations where contact_id = $1 order by created_at',
         [contact.id],
       )).rows
@@ -44,6 +56,10 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
     `select id, conversation_id, created_at, source, direction, body, media_urls, status from messages
      where conversation_id = any($1::uuid[]) order by created_at, id`,
     [ids],
+  )).rows;
+  const media = (await db.query<{ message_id: string; content_type: string; status: string; size: number | null; transcript: string | null }>(
+    'select message_id, content_type, status, size, transcript from message_media where message_id = any($1::uuid[]) order by message_id, position',
+    [messages.map((m) => m.id)],
   )).rows;
   const suggestions = (await db.query<{ id: string; conversation_id: string; created_at: Date; body: string; status: string }>(
     'select id, conversation_id, created_at, body, status from suggestions where conversation_id = any($1::uuid[]) order by created_at',
@@ -57,18 +73,32 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
   return {
     exportedAt: new Date().toISOString(),
     phone,
-    contact: contact ? { profileName: contact.profile_name, createdAt: contact.created_at, updatedAt: contact.updated_at } : null,
+    contact: contact
+      ? { profileName: contact.profile_name, optedOutAt: contact.opted_out_at, optedOutBy: contact.opted_out_by, createdAt: contact.created_at, updatedAt: contact.updated_at }
+      : null,
     person: person
       ? { name: person.name, email: person.email, department: person.department, role: person.role, attributes: person.attributes, createdAt: person.created_at, updatedAt: person.updated_at }
       : null,
     conversations: conversations.map((c) => ({
       id: c.id,
+      businessNumber: c.business_number,
       createdAt: c.created_at,
       lastMessageAt: c.last_message_at,
       aiPaused: c.ai_paused,
       messages: messages
         .filter((m) => m.conversation_id === c.id)
-        .map((m) => ({ id: m.id, at: m.created_at, source: m.source, direction: m.direction, body: m.body, mediaUrls: m.media_urls, status: m.status })),
+        .map((m) => ({
+          id: m.id,
+          at: m.created_at,
+          source: m.source,
+          direction: m.direction,
+          body: m.body,
+          mediaUrls: m.media_urls,
+          status: m.status,
+          media: media
+            .filter((f) => f.message_id === m.id)
+            .map((f) => ({ contentType: f.content_type, status: f.status, size: f.size, transcript: f.transcript })),
+        })),
       suggestions: suggestions.filter((s) => s.conversation_id === c.id).map((s) => ({ id: s.id, at: s.created_at, body: s.body, status: s.status })),
     })),
     jobs: jobs.map((j) => ({ id: j.id, type: j.type, status: j.status, createdAt: j.created_at, finishedAt: j.finished_at, lastError: j.last_error })),
