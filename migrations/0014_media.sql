@@ -26,3 +26,5 @@ create table message_media (
   unique (message_id, position),
   constraint message_media_bytes_when_stored check ((status = 'stored') = (bytes is not null))
 );
+-- What a reply job looks for before it composes: the few files not processed yet.
+create index message_media_pending_idx on message_media (message_id) where status = 'pending';

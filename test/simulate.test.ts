@@ -2,14 +2,14 @@
 // with the auth token, or with the development secret when there is none.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { DEV_SECRET_FILE } from '../src/messaging/twilio.ts';
 import { freshServerDatabase } from './helpers/db.ts';
 import { messagingEnv, startMessagingApp } from './helpers/messaging.ts';
-import { ROOT } from './helpers/processes.ts';
+import { ROOT, waitFor } from './helpers/processes.ts';
 
 function simulate(args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
@@ -59,6 +59,37 @@ test('aiq simulate posts a webhook the server accepts and stores, with the auth 
     assert.equal((await t.db.query('select 1 from messages')).rowCount, 2);
   } finally {
     await dev.close();
+    await m.close();
+    await t.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('aiq simulate --media sends a voice note inside the webhook; --to another business number; offline, the answer says it cannot listen', async () => {
+  const t = await freshServerDatabase();
+  const dataDir = mkdtempSync(join(tmpdir(), 'aiq-sim-media-'));
+  const env: Record<string, string> = { ...messagingEnv(t.url, 'http://127.0.0.1:9'), DATA_DIR: dataDir };
+  const { TWILIO_ACCOUNT_SID: _a, TWILIO_AUTH_TOKEN: _b, TWILIO_WHATSAPP_FROM: _c, TWILIO_API_BASE_URL: _d, ...bare } = env;
+  const m = await startMessagingApp(bare, { listen: true });
+  await m.startWorker();
+  const voice = join(dataDir, 'voice.ogg');
+  writeFileSync(voice, Buffer.concat([Buffer.from('OggS'), Buffer.alloc(500, 9)]));
+  try {
+    const sent = await simulate(['--media', voice, '--from', '+31612345678', '--to', '+3197010000002', '--url', m.url], bare);
+    assert.equal(sent.code, 0, sent.out);
+    await waitFor(async () => (await t.db.query(`select 1 from messages where source = 'ai'`)).rowCount === 1, 'the reply');
+    const media = await t.db.query<{ status: string; size: number; note: string }>('select status, size, note from message_media');
+    assert.deepEqual(media.rows, [{ status: 'stored', size: 504, note: 'the offline provider cannot transcribe voice notes' }]);
+    const reply = await t.db.query<{ body: string; business_number: string }>(
+      `select m.body, c.business_number from messages m join conversations c on c.id = m.conversation_id where m.source = 'ai'`,
+    );
+    assert.match(reply.rows[0]!.body, /I cannot listen to voice notes or look at images offline/);
+    assert.equal(reply.rows[0]!.business_number, '+3197010000002');
+
+    const wrong = await simulate(['--media', join(dataDir, 'notes.pdf'), '--from', '+31612345678', '--url', m.url], bare);
+    assert.equal(wrong.code, 2);
+    assert.match(wrong.out, /--media takes \.ogg/);
+  } finally {
     await m.close();
     await t.close();
     rmSync(dataDir, { recursive: true, force: true });

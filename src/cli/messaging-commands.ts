@@ -2,6 +2,8 @@
 // would (form fields, X-Twilio-Signature), so the whole flow can be seen without Twilio.
 // Talks to the server over HTTP only: it never opens the database (which `aiq start` holds).
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { extname } from 'node:path';
 import type { Env } from '../config.ts';
 import { UsageError, type Command } from './command.ts';
 
@@ -37,6 +39,34 @@ function inboundFields(config: Env, text: string, from: string, sid: string, nam
   };
 }
 
+const MEDIA_TYPES: Record<string, string> = {
+  '.ogg': 'audio/ogg',
+  '.opus': 'audio/ogg',
+  '.mp3': 'audio/mpeg',
+  '.m4a': 'audio/mp4',
+  '.amr': 'audio/amr',
+  '.jpg': 'image/jpeg',
+  '.jpeg': 'image/jpeg',
+  '.png': 'image/png',
+  '.webp': 'image/webp',
+};
+
+/**
+ * A file for `simulate --media`, as a data: URL: Twilio would send a link to its API, but a
+ * simulation has no Twilio to link to, and a data: URL makes the server request nothing.
+ */
+function mediaFileOf(path: string): { url: string; type: string } {
+  const type = MEDIA_TYPES[extname(path).toLowerCase()];
+  if (!type) throw new UsageError(`--media takes ${Object.keys(MEDIA_TYPES).join(' ')} files (got "${path}")`);
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(path);
+  } catch (err) {
+    throw new UsageError(`cannot read ${path}: ${(err as Error).message}`);
+  }
+  return { url: `data:${type};base64,${bytes.toString('base64')}`, type };
+}
+
 export const messagingCommands: Command[] = [
   {
     name: 'simulate',
@@ -49,13 +79,15 @@ export const messagingCommands: Command[] = [
       url: { type: 'string', value: 'URL', description: 'the aiq to post to', default: 'http://HOST:PORT' },
       sid: { type: 'string', value: 'SM…', description: 'the MessageSid (repeat one to test redelivery)', default: 'a new random one' },
       name: { type: 'string', value: 'NAME', description: "the sender's WhatsApp profile name", default: 'Simulated User' },
+      media: { type: 'string', value: 'FILE', description: 'attach a voice note or photo (.ogg .opus .mp3 .m4a .amr .jpg .png .webp), sent inside the webhook' },
     },
     example: 'aiq simulate "Hoe laat begint de vergadering?" --from +31612345678\naiq simulate "Mijn laptop start niet" --from +31612345678 --to +3197010000002',
     async run({ values, positionals }, config) {
       // Loaded here, not at the top: the twilio package costs a third of a second to load.
       const { WHATSAPP_WEBHOOK_PATH, signatureOf, webhookSecret } = await import('../messaging/twilio.ts');
       const text = positionals.join(' ');
-      if (!text) throw new UsageError('simulate needs the message text, e.g. aiq simulate "Hoe laat begint de vergadering?" --from +31612345678');
+      const media = values.media === undefined ? undefined : mediaFileOf(String(values.media));
+      if (!text && !media) throw new UsageError('simulate needs the message text, e.g. aiq simulate "Hoe laat begint de vergadering?" --from +31612345678');
       const from = String(values.from ?? '');
       if (!/^\+[1-9][0-9]{5,14}$/.test(from)) throw new UsageError(`--from must be a phone number in E.164 form, e.g. +31612345678${from ? ` (got "${from}")` : ''}`);
       const to = values.to === undefined ? undefined : String(values.to);
@@ -68,6 +100,7 @@ export const messagingCommands: Command[] = [
       // Twilio signs the URL it was configured with: the public one when there is one.
       const signed = config.PUBLIC_URL ? `${config.PUBLIC_URL.replace(/\/+$/, '')}${WHATSAPP_WEBHOOK_PATH}` : target;
       const fields = inboundFields(config, text, from, sid, String(values.name ?? 'Simulated User'), to);
+      if (media) Object.assign(fields, { NumMedia: '1', MediaUrl0: media.url, MediaContentType0: media.type });
       let response: Response;
       try {
         response = await fetch(target, {
@@ -86,6 +119,7 @@ export const messagingCommands: Command[] = [
       const body = await response.text();
       if (response.status !== 200) {
         console.error(`aiq: the webhook answered ${response.status}: ${body}`);
+        if (response.status === 413) console.error(`aiq: the file travels inside the webhook: raise WEBHOOK_BODY_LIMIT_BYTES on the server (now ${config.WEBHOOK_BODY_LIMIT_BYTES}) to send larger ones.`);
         if (response.status === 403) console.error('aiq: the signature was refused: run simulate with the same TWILIO_AUTH_TOKEN (or DATA_DIR) and PUBLIC_URL as the server.');
         return 1;
       }

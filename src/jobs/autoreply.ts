@@ -194,7 +194,8 @@ export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload>
         meta = { optChange };
         outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts: [confirmation[optChange]], contextUntilSeq: inbound.seq }, to);
       } else {
-        if ((await optOutStateOf(runtime.db, conversation.id))?.optedOutAt) return { skipped: 'opted_out' };
+        // Read with the conversation just now; checked again right before sending.
+        if (conversation.optedOutAt) return { skipped: 'opted_out' };
         // Human takeover: an admin answers; the AI neither sends nor resends anything here.
         if (conversation.aiPaused) return { skipped: 'ai_paused' };
         // The seed's done-is-noop guard: a reply already covered this message.

@@ -41,9 +41,7 @@ export async function mediaProcessPending(deps: MediaDeps, conversationId: strin
   for (const media of await mediaPending(deps.db, conversationId)) {
     let fetched;
     try {
-      fetched = deps.fetch
-        ? await mediaFetch(media.url, media.contentType, deps.fetch, options.signal)
-        : { status: 'failed' as const, note: 'no Twilio credentials (TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN) to fetch it with' };
+      fetched = await mediaFetch(media.url, media.contentType, deps.fetch, options.signal);
     } catch (err) {
       if (!(err instanceof MediaTemporaryError) || !options.finalAttempt) throw err;
       fetched = { status: 'failed' as const, note: `${err.message} (gave up after the last attempt)` };

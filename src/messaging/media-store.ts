@@ -52,7 +52,7 @@ export async function mediaPending(db: Queryable, conversationId: string): Promi
   const result = await db.query<{ id: string; url: string; content_type: string }>(
     `select mm.id, mm.url, mm.content_type
      from message_media mm join messages m on m.id = mm.message_id
-     where m.conversation_id = $1 and mm.status = 'pending'
+     where mm.status = 'pending' and m.conversation_id = $1
      order by m.seq, mm.position`,
     [conversationId],
   );

@@ -37,7 +37,10 @@ export function mediaKind(contentType: string): 'audio' | 'image' | 'other' {
 }
 
 /** Fetches one media URL under the rules above. Throws MediaTemporaryError for a retry. */
-export async function mediaFetch(url: string, contentType: string, settings: MediaFetchSettings, signal?: AbortSignal): Promise<MediaFetchResult> {
+export async function mediaFetch(url: string, contentType: string, settings: MediaFetchSettings | null, signal?: AbortSignal): Promise<MediaFetchResult> {
+  // `aiq simulate --media` carries the file in the (signed) webhook itself: no request at all.
+  if (url.startsWith('data:')) return dataUrlRead(url, contentType, settings?.maxBytes ?? DATA_URL_MAX_BYTES);
+  if (!settings) return { status: 'failed', note: 'no Twilio credentials (TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN) to fetch it with' };
   const apiHost = new URL(settings.apiBaseUrl).host;
   let target: URL;
   try {
@@ -80,6 +83,19 @@ export async function mediaFetch(url: string, contentType: string, settings: Med
     }
     return readLimited(response, contentType, settings.maxBytes);
   }
+}
+
+// Without Twilio settings (a development install) a simulated file still has a limit.
+const DATA_URL_MAX_BYTES = 16 * 1024 * 1024;
+
+function dataUrlRead(url: string, contentType: string, maxBytes: number): MediaFetchResult {
+  const match = /^data:[^,]*?(;base64)?,(.*)$/s.exec(url);
+  if (!match) return { status: 'refused', note: 'a data: URL that cannot be read' };
+  const bytes = match[1] ? Buffer.from(match[2]!, 'base64') : Buffer.from(decodeURIComponent(match[2]!), 'utf8');
+  if (bytes.length > maxBytes) return { status: 'too_large', note: `${bytes.length} bytes is over MEDIA_MAX_BYTES (${maxBytes} bytes)` };
+  if (bytes.length === 0) return { status: 'failed', note: 'the media file is empty' };
+  const lie = contentMismatch(contentType, bytes);
+  return lie ? { status: 'refused', note: lie } : { status: 'stored', bytes };
 }
 
 async function readLimited(response: Response, contentType: string, maxBytes: number): Promise<MediaFetchResult> {
