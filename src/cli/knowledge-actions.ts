@@ -101,7 +101,7 @@ async function confirmSwitch(db: Database, ai: AiProvider, yes: boolean): Promis
   console.log(
     `This drops ${plan.embedded} stored embedding${plan.embedded === 1 ? '' : 's'}` +
       `${plan.stored ? ` (${describeSpace(plan.stored)})` : ''} and re-embeds all ${plan.records} record${plan.records === 1 ? '' : 's'} ` +
-      `(people and documents) with ${describeSpace(target)}. Retrieval answers from fewer records until it is done.`,
+      `(documents) with ${describeSpace(target)}. Retrieval answers from fewer documents until it is done.`,
   );
   if (yes) return 'go';
   if (!process.stdin.isTTY) throw new UsageError('reembed --switch drops every embedding: pass --yes to confirm when not at a terminal');
@@ -206,7 +206,6 @@ export async function importPeople({ values, positionals }: CommandInput, config
     );
     for (const error of record.rowErrors.slice(0, SHOWN_ERRORS)) console.log(`  line ${error.line}: ${error.reason}`);
     if (record.rejected > SHOWN_ERRORS) console.log(`  … and ${record.rejected - SHOWN_ERRORS} more rejected rows`);
-    if (record.inserted + record.updated > 0) console.log(`${record.inserted + record.updated} people queued for embedding by the worker`);
     return 0;
   });
 }

@@ -29,10 +29,10 @@ export const queueCommands: Command[] = [
       'max-attempts': { type: 'string', value: 'N', description: 'attempts before the job fails', default: '3' },
       'ordering-key': { type: 'string', value: 'K', description: 'jobs with the same key run one at a time, in order' },
     },
-    example: `aiq enqueue embed_record '{"table":"people","id":"…"}' --priority -1`,
+    example: `aiq enqueue embed_record '{"table":"documents","id":"…"}' --priority -1`,
     async run({ values, positionals }, config) {
       const [type, json = '{}'] = positionals;
-      if (!type) throw new UsageError("enqueue needs a job type, e.g. aiq enqueue embed_record '{\"table\":\"people\",\"id\":\"…\"}'");
+      if (!type) throw new UsageError("enqueue needs a job type, e.g. aiq enqueue embed_record '{\"table\":\"documents\",\"id\":\"…\"}'");
       let payload: unknown;
       try {
         payload = JSON.parse(json);
