@@ -141,8 +141,18 @@ interface Proc {
 /** Processes that exited without being killed: a crash (PostgreSQL restart, say). */
 const crashes: string[] = [];
 
+// Every aiq process this run started: when the run ends, however it ends (a test runner
+// stopping it on a time-out, Ctrl-C), none is left behind holding connections and CPU.
+const spawned = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of spawned) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+});
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+
 function startAiq(role: 'serve' | 'worker', name: string, servePort?: number): Proc {
   const child = spawn(process.execPath, ['bin/aiq.js', role], { env: servePort ? { ...env, PORT: String(servePort) } : env, stdio: ['ignore', 'pipe', 'pipe'] });
+  spawned.add(child);
+  child.once('exit', () => spawned.delete(child));
   const proc: Proc = { name, child, output: '', expectedExit: false, startedAt: Date.now() };
   const keep = (chunk: Buffer) => {
     proc.output = (proc.output + chunk.toString()).slice(-20_000);
