@@ -12,6 +12,7 @@ import { maskPhone } from '../logger.ts';
 import { optChangeOf, optKeywordsOf, optOutStateOf } from '../messaging/opt-out.ts';
 import type { Runtime } from '../runtime.ts';
 import { composeReply } from './reply-text.ts';
+import type { ReplyDeps } from './reply-context.ts';
 import { mediaDepsOf, mediaProcessPending } from './media-process.ts';
 
 /** The job type. */
@@ -160,7 +161,7 @@ const WAIT_SLACK_MS = 1000;
  * The handler: done-is-noop guard, human takeover, then the reply through the outbox.
  * Outcomes map to job errors in `resultOf`.
  */
-export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload> {
+export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: string | null) => ReplyDeps): JobHandler<AutoreplyPayload> {
   const deps = outboxDepsOf(runtime);
   const optKeywords = optKeywordsOf(runtime.config);
   const media = mediaDepsOf(runtime);
@@ -203,7 +204,7 @@ export function autoreplyHandler(runtime: Runtime): JobHandler<AutoreplyPayload>
         if (answeredBy) return { skipped: 'already_answered', by: answeredBy };
         // Voice notes and photos first: the reply reads their transcripts (media-process.ts).
         await mediaProcessPending(media, conversation.id, { finalAttempt: job.attempts >= job.maxAttempts, signal });
-        const composed = await composeReply(runtime, conversation, inbound, signal);
+        const composed = await composeReply(depsFor, conversation, inbound, signal);
         meta = composed.meta;
         const parts = replyParts(composed.body, runtime.config.REPLY_MAX_CHARS, runtime.config.REPLY_OVERFLOW);
         meta = { ...meta, ...(parts.length > 1 ? { parts: parts.length } : {}) };

@@ -36,7 +36,7 @@ function waitingForVectorSpace<P>(handler: JobHandler<P>): JobHandler<P> {
 export function buildHandlers(runtime: Runtime): JobHandler<any>[] {
   const reply = replyDepsOf(runtime);
   const handlers: JobHandler<any>[] = [
-    autoreplyHandler(runtime),
+    autoreplyHandler(runtime, reply),
     suggestHandler(reply, mediaDepsOf(runtime)),
     embedRecordHandler({ db: runtime.db, ai: runtime.ai }),
     importPeopleHandler({ db: runtime.db }),

@@ -2,8 +2,7 @@
 // RAG + LLM (reply-context.ts: history up to now, the sender's record, top-k knowledge).
 // Sends and stores nothing: autoreply delivers what it returns through the outbox.
 import type { Citations, Conversation, Message } from '../messaging/conversations.ts';
-import type { Runtime } from '../runtime.ts';
-import { replyDepsOf, replyDraft, type ReplyDeps } from './reply-context.ts';
+import { replyDraft, type ReplyDeps } from './reply-context.ts';
 
 export interface ComposedReply {
   body: string;
@@ -18,14 +17,11 @@ export interface ComposedReply {
   meta?: Record<string, unknown>;
 }
 
-// The system prompt files are read once per runtime (buildHandlers already read them at
-// start, so a missing file stops the process there rather than failing every message).
-const depsByRuntime = new WeakMap<Runtime, (businessNumber: string | null) => ReplyDeps>();
-
-/** The text to answer `inbound` with, given the conversation as it stands now. */
-export async function composeReply(runtime: Runtime, conversation: Conversation, inbound: Message, signal: AbortSignal): Promise<ComposedReply> {
-  let depsFor = depsByRuntime.get(runtime);
-  if (!depsFor) depsByRuntime.set(runtime, (depsFor = replyDepsOf(runtime)));
+/**
+ * The text to answer `inbound` with, given the conversation as it stands now. `depsFor` is
+ * replyDepsOf(runtime), built once by buildHandlers (which reads every system prompt file).
+ */
+export async function composeReply(depsFor: (businessNumber: string | null) => ReplyDeps, conversation: Conversation, inbound: Message, signal: AbortSignal): Promise<ComposedReply> {
   const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'autoreply', inboundMessageId: inbound.id }, signal);
   return {
     body: draft.text,

@@ -291,7 +291,7 @@ export async function replyReconcile(deps: OutboxDeps, reply: Message, to: strin
   if (!deps.transport.sentTo || reply.templateSid) return null;
   let listed;
   try {
-    listed = await deps.transport.sentTo(to, new Date((reply.sendStartedAt ?? reply.createdAt).getTime() - RECONCILE_SLACK_MS), await senderOf(deps, reply.conversationId));
+    listed = await deps.transport.sentTo(to, new Date((reply.sendStartedAt ?? reply.createdAt).getTime() - RECONCILE_SLACK_MS), (await sendContextOf(deps, reply.conversationId)).from);
   } catch {
     return null;
   }
@@ -387,11 +387,16 @@ type SendForm = { from?: string; template?: { contentSid: string; variables: Rec
  * 24-hour window; outside it as that number's template (recorded on the message), or not
  * at all (held, with the reason).
  */
-async function sendForm(deps: OutboxDeps, reply: Message): Promise<SendForm> {
-  const found = await deps.db.query<{ last_inbound_at: Date | null; profile_name: string | null; business_number: string | null }>(SEND_CONTEXT_SQL, [reply.conversationId]);
+/** What a send from this conversation depends on: the conversation row, its sender and template. */
+async function sendContextOf(deps: OutboxDeps, conversationId: string) {
+  const found = await deps.db.query<{ last_inbound_at: Date | null; profile_name: string | null; business_number: string | null }>(SEND_CONTEXT_SQL, [conversationId]);
   const row = found.rows[0];
+  return { row, ...(deps.sendAs?.(row?.business_number ?? null) ?? { template: null }) };
+}
+
+async function sendForm(deps: OutboxDeps, reply: Message): Promise<SendForm> {
+  const { row, from, template } = await sendContextOf(deps, reply.conversationId);
   const lastInboundAt = row?.last_inbound_at ?? null;
-  const { from, template } = deps.sendAs?.(row?.business_number ?? null) ?? { template: null };
   if (windowOpen(lastInboundAt)) return { from };
   if (!template) return { held: heldReason(lastInboundAt, 'no approved template is configured to stand in for replies') };
   const filled = templateFill(template, { name: row?.profile_name ?? null, reply: reply.body });
@@ -400,12 +405,7 @@ async function sendForm(deps: OutboxDeps, reply: Message): Promise<SendForm> {
   return { from, template: { contentSid: template.contentSid, variables: filled.variables } };
 }
 
-/** The sender of a conversation's replies (for reconciling with Twilio's list). */
-async function senderOf(deps: OutboxDeps, conversationId: string): Promise<string | undefined> {
-  if (!deps.sendAs) return undefined;
-  const found = await deps.db.query<{ business_number: string | null }>('select business_number from conversations where id = $1', [conversationId]);
-  return deps.sendAs(found.rows[0]?.business_number ?? null).from;
-}
+
 
 function flagReason(reply: Message, timeoutSeconds: number, why?: string): string {
   const cause = why ?? `no confirmation came within ${timeoutSeconds} s (its sender stopped mid-send or Twilio did not answer)`;
