@@ -31,6 +31,12 @@ export function openPostgres(options: PostgresOptions): Database {
   });
   // An idle client that loses its server emits on the pool; without a handler Node exits.
   pool.on('error', (err) => options.onError?.(err));
+  // A client that is not idle has no listener of the pool's: one checked out for a
+  // transaction, or one being handed from a finished query to a waiting transaction (the
+  // parser can read a FATAL after the last reply before that transaction's promise resumes).
+  // An 'error' event with no listener ends the process, so every client keeps one for life;
+  // the statement that next runs on a dead connection fails, and that is where it is handled.
+  pool.on('connect', (client) => client.on('error', () => {}));
   const listeners: Array<() => Promise<void>> = [];
 
   const query: Queryable['query'] = async (text, values) => {
@@ -46,11 +52,6 @@ export function openPostgres(options: PostgresOptions): Database {
     },
     async transaction(work) {
       const client = await pool.connect();
-      // A checked-out client whose server goes away between statements (a restart, a
-      // terminated backend) emits 'error' with no query to reject; unhandled, that event
-      // would kill the process. The next statement on it fails instead, and we roll back.
-      const onError = (err: Error) => options.onError?.(err);
-      client.on('error', onError);
       try {
         await client.query('begin');
         const tx: Queryable = {
@@ -64,13 +65,11 @@ export function openPostgres(options: PostgresOptions): Database {
         };
         const value = await work(tx);
         await client.query('commit');
-        client.off('error', onError);
         client.release();
         return value;
       } catch (err) {
         // A broken connection cannot be rolled back; destroy it instead of returning it.
         const rolledBack = await client.query('rollback').then(() => true, () => false);
-        client.off('error', onError);
         client.release(rolledBack ? undefined : true);
         throw err;
       }
