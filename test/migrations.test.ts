@@ -10,7 +10,7 @@ import { migrate, migrationFiles, pendingMigrations } from '../src/db/migrate.ts
 import { DataDirLockedError } from '../src/db/errors.ts';
 import { openPglite } from '../src/db/pglite.ts';
 import { openPostgres } from '../src/db/postgres.ts';
-import { SERVER_URL } from './helpers/db.ts';
+import { BACKENDS, SERVER_URL } from './helpers/db.ts';
 import { ROOT } from './helpers/processes.ts';
 import { spawn } from 'node:child_process';
 
@@ -87,3 +87,21 @@ test('the embedded database refuses a second owner of its folder, and frees it o
   }
   assert.ok(DataDirLockedError);
 });
+
+for (const backend of BACKENDS) {
+  test(`the queue table carries autovacuum settings for a queue's churn (${backend.name})`, async () => {
+    const t = await backend.fresh();
+    try {
+      const { rows } = await t.db.query<{ options: string[] }>(`select reloptions as options from pg_class where oid = 'ai_jobs'::regclass`);
+      const options = Object.fromEntries((rows[0]?.options ?? []).map((o) => o.split('=') as [string, string]));
+      // Far below the server defaults (0.2 and 0.1 of the table): a million finished jobs
+      // must not wait for 200,000 dead rows before a vacuum.
+      assert.equal(options.autovacuum_vacuum_scale_factor, '0.02');
+      assert.equal(options.autovacuum_vacuum_insert_scale_factor, '0.02');
+      assert.equal(options.autovacuum_analyze_scale_factor, '0.02');
+      assert.equal(options.autovacuum_vacuum_threshold, '1000');
+    } finally {
+      await t.close();
+    }
+  });
+}
