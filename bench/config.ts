@@ -15,7 +15,8 @@ export interface Plan {
   holFastMs: number;
   holConcurrency: number;
   scaleJobs: number;
-  scaleFinished: [small: number, large: number];
+  /** Finished jobs in ai_jobs for the scale scenario (compared with an empty table). */
+  scaleFinished: number;
   /** Webhook acknowledgement (issue #4): autocannon duration and connections. */
   webhookSeconds: number;
   /** Runs per round of each whole-process CLI timing (their median is the round's figure). */
@@ -42,8 +43,8 @@ export const FULL: Plan = {
   holSlowMs: 5_000,
   holFastMs: 20,
   holConcurrency: 50,
-  scaleJobs: 10_000,
-  scaleFinished: [10_000, 1_000_000],
+  scaleJobs: 20_000,
+  scaleFinished: 1_000_000,
   webhookSeconds: 10,
   cliRuns: 7,
   capacityLlmMs: [500, 2_000, 5_000],
@@ -67,7 +68,7 @@ export const QUICK: Plan = {
   holFastMs: 20,
   holConcurrency: 50,
   scaleJobs: 1_000,
-  scaleFinished: [1_000, 20_000],
+  scaleFinished: 20_000,
   webhookSeconds: 2,
   cliRuns: 3,
   capacityLlmMs: [500],

@@ -148,26 +148,38 @@ export function headOfLine(config: Config, plan: Plan): Promise<RunOutcome> {
   });
 }
 
-// Finished rows as retention would leave them: done, with a finished time, spread over the
-// past day. Inserted in one statement, then vacuumed and analysed as autovacuum would.
-const FINISHED_ROWS_SQL = `
-  insert into ai_jobs (type, payload, status, attempts, attempted_at, finished_at, created_at, updated_at, next_run_at)
-  select 'bench_old', '{}'::jsonb, 'done', 1, t, t, t, t, t
-  from (select now() - make_interval(secs => g % 86400) as t from generate_series(1, $1::int) g) rows`;
+// Finished rows as a busy queue leaves them: each job inserted, claimed and completed (two
+// dead row versions each, as the real churn leaves), with finish times over the past day.
+const FINISHED_ROWS_SQL = [
+  `insert into ai_jobs (type, payload, status, attempts, attempted_at, created_at, updated_at, next_run_at, locked_by, locked_until)
+   select 'bench_old', '{}'::jsonb, 'processing', 1, t, t, t, t, 'bench', t + interval '5 minutes'
+   from (select now() - make_interval(secs => g % 86400) as t from generate_series(1, $1::int) g) rows`,
+  `update ai_jobs set status = 'done', finished_at = attempted_at, locked_by = null, locked_until = null where type = 'bench_old'`,
+];
 
-/** Scale: aiq's claim+complete rate with many finished rows in ai_jobs. */
-export function scale(config: Config, plan: Plan, finished: number): Promise<RunOutcome> {
+/**
+ * The table a drain and an enqueue meet: empty, or with `finished` jobs done before them,
+ * either as the fill left it (dead rows, no visibility map, no statistics: what a server
+ * with autovacuum off has) or as autovacuum keeps it (VACUUM ANALYZE, which ai_jobs'
+ * autovacuum settings trigger after 2% of the table changes).
+ */
+export type TableState = 'empty' | 'as left' | 'vacuumed';
+
+/** Scale: aiq's bulk enqueue and claim+complete rates on a table in `state`. */
+export function scale(config: Config, plan: Plan, state: TableState): Promise<RunOutcome> {
   return inFreshDatabase(config.system, async (url) => {
     await withDatabase(url, async (client) => {
-      await client.query(FINISHED_ROWS_SQL, [finished]);
-      await client.query('vacuum analyze ai_jobs');
+      if (state !== 'empty') {
+        for (const sql of FINISHED_ROWS_SQL) await client.query(sql, sql.includes('$1') ? [plan.scaleFinished] : []);
+        if (state === 'vacuumed') await client.query('vacuum analyze ai_jobs');
+      }
       // The fill writes hundreds of MB of WAL; without a checkpoint here, the one it triggers
       // runs during the measured drain (seen in the server log) and bills the set-up to it.
       await client.query('checkpoint');
     });
-    await produce({ system: config.system, url, mode: 'bulk', count: plan.scaleJobs });
+    const enqueue = await produce({ system: config.system, url, mode: 'bulk', count: plan.scaleJobs });
     // The drain waits for zero unfinished rows of any type; the old rows are all done.
     const result = await drainWith(config, url, plan.scaleJobs, 10 * MINUTE);
-    return { rate: (plan.scaleJobs / result.elapsedMs) * 1000 };
+    return { rate: (plan.scaleJobs / result.elapsedMs) * 1000, enqueueRate: enqueue.rate! };
   });
 }

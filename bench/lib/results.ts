@@ -11,6 +11,7 @@ export type Figure =
   | 'pickup max'
   | 'head-of-line'
   | 'scale'
+  | 'scale enqueue'
   | 'webhook'
   | 'webhook p50'
   | 'webhook p99'
@@ -30,6 +31,7 @@ export const UNITS: Record<Figure, string> = {
   'pickup max': 'ms',
   'head-of-line': 'ms',
   scale: 'jobs/s',
+  'scale enqueue': 'jobs/s',
   webhook: 'req/s',
   'webhook p50': 'ms',
   'webhook p99': 'ms',
