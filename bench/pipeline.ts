@@ -94,7 +94,9 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
       WORKER_CONCURRENCY: String(options.workerConcurrency),
     };
     for (const role of ['serve', 'worker']) {
-      children.push(spawn(process.execPath, ['bin/aiq.js', role], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] }));
+      // BENCH_CPU_PROF=dir: a V8 CPU profile of each aiq process (read with bench/profile.ts).
+      const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`, `--cpu-prof-name=${role}-${Date.now()}.cpuprofile`] : [];
+      children.push(spawn(process.execPath, [...profile, 'bin/aiq.js', role], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] }));
     }
     await waitReady(base, children[0]!);
 

@@ -105,3 +105,30 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+for (const backend of BACKENDS) {
+  test(`new jobs and messages get time-ordered ids, so a big table's indexes grow at one edge (${backend.name})`, async () => {
+    const t = await backend.fresh();
+    try {
+      const before = Date.now();
+      const { rows } = await t.db.query<{ id: string; created_at: Date }>(
+        `insert into ai_jobs (type, payload) select 'probe', jsonb_build_object('i', g) from generate_series(1, 50) g returning id, created_at`,
+      );
+      const after = Date.now();
+      for (const { id } of rows) {
+        assert.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, `${id} is a version 7, RFC 9562 uuid`);
+        const millis = parseInt(id.replace(/-/g, '').slice(0, 12), 16);
+        assert.ok(millis >= before - 1000 && millis <= after + 1000, `${id} carries its creation time`);
+      }
+      assert.equal(new Set(rows.map((r) => r.id)).size, rows.length, 'unique');
+      const message = await t.db.query<{ id: string }>(
+        `with c as (insert into contacts (whatsapp_number) values ('+31600000001') returning id),
+              v as (insert into conversations (contact_id) select id from c returning id)
+         insert into messages (conversation_id, source, body, status, twilio_sid, seq) select id, 'inbound', 'hoi', 'received', 'SMprobe', 1 from v returning id`,
+      );
+      assert.match(message.rows[0]!.id, /^[0-9a-f]{8}-[0-9a-f]{4}-7/);
+    } finally {
+      await t.close();
+    }
+  });
+}
