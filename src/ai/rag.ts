@@ -6,7 +6,7 @@
 import type { Env } from '../config.ts';
 import type { Queryable } from '../db/types.ts';
 import { personGetByPhone, personText, type PersonTextField } from '../knowledge/people.ts';
-import { chunkSearch, QUESTION_MAX_CHARS, type SearchHit, type SearchMode } from '../knowledge/search.ts';
+import { chunkSearch, SearchSpaceMismatchError, QUESTION_MAX_CHARS, type SearchHit, type SearchMode } from '../knowledge/search.ts';
 import { vectorSpaceCheck } from '../knowledge/vectors.ts';
 import { pendingQuestions, type HistoryMessage } from './prompts.ts';
 import type { AiProvider, CallOptions, KnowledgeItem, TokenUsage } from './types.ts';
@@ -81,11 +81,12 @@ export async function knowledgeRetrieve(db: Queryable, ai: AiProvider, question:
   const truncated = question.trim().length > QUESTION_MAX_CHARS;
   const threshold = settings.minRelevance;
   if (!text || settings.topK <= 0) return { hits: [], relevance: 0, noAnswer: true, threshold, usage: NO_USAGE, truncated };
-  // Vectors of another space would be compared as if they meant the same: refuse instead.
-  await vectorSpaceCheck(db, embeddingSpaceOf(ai));
   // Embedded in lexical mode too: the relevance gate is the chunks' similarity to it.
   const embedded = await ai.embed([text], options);
   const usage = embedded.usage;
+  const space = embeddingSpaceOf(ai);
+  // Vectors of another space would be compared as if they meant the same: the search
+  // refuses them (checked in its own statement), and vectorSpaceCheck says why.
   const hits = await chunkSearch(db, text, embedded.vectors[0]!, {
     limit: settings.topK,
     mode: settings.mode,
@@ -93,6 +94,10 @@ export async function knowledgeRetrieve(db: Queryable, ai: AiProvider, question:
     vectorWeight: settings.vectorWeight,
     lexicalWeight: settings.lexicalWeight,
     documentTags: settings.documentTags ?? null,
+    space,
+  }).catch(async (err: unknown) => {
+    if (err instanceof SearchSpaceMismatchError) await vectorSpaceCheck(db, space);
+    throw err;
   });
   const relevance = hits.reduce((best, hit) => Math.max(best, chunkRelevance(hit)), 0);
   return { hits, relevance, noAnswer: hits.length === 0 || relevance < threshold, threshold, usage, truncated };

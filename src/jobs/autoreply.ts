@@ -3,13 +3,13 @@
 // (retry, retry later, fail at once). What the reply says is composeReply's business.
 import { z } from 'zod';
 import type { Queryable } from '../db/types.ts';
-import { conversationGet, messageAnsweredBy, messageGet, type InboundMessageInput } from '../messaging/conversations.ts';
-import { replyFlag, replyPartsForInbound, replyPartsResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
+import { inboundReplyState, type InboundMessageInput } from '../messaging/conversations.ts';
+import { OptedOutError, replyFlag, replyPartsForInbound, replyPartsResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
 import { replyParts } from '../messaging/reply-parts.ts';
 import { statusCallbackUrl } from '../messaging/twilio.ts';
 import { jobEnqueue, jobInsertUnnotifiedSql, jobRetry, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
 import { maskPhone } from '../logger.ts';
-import { optChangeOf, optKeywordsOf, optOutStateOf } from '../messaging/opt-out.ts';
+import { optChangeOf, optKeywordsOf } from '../messaging/opt-out.ts';
 import type { Runtime } from '../runtime.ts';
 import { composeReply } from './reply-text.ts';
 import type { ReplyDeps } from './reply-context.ts';
@@ -171,46 +171,48 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
     type: AUTOREPLY,
     schema: payloadSchema,
     async run({ job, payload, signal, logger }) {
-      const inbound = await messageGet(runtime.db, payload.messageId);
-      if (!inbound || inbound.source !== 'inbound' || inbound.conversationId !== payload.conversationId) {
+      // The message, its conversation and what the guards below need, in one read.
+      const state = await inboundReplyState(runtime.db, payload.messageId);
+      if (!state || state.inbound.source !== 'inbound' || state.inbound.conversationId !== payload.conversationId) {
         throw new PermanentJobError(`no inbound message ${payload.messageId} in conversation ${payload.conversationId}`);
       }
-      const conversation = await conversationGet(runtime.db, payload.conversationId);
-      if (!conversation) throw new PermanentJobError(`conversation ${payload.conversationId} does not exist`);
+      const { inbound, conversation } = state;
       const to = `whatsapp:${conversation.whatsappNumber}`;
       const optChange = optChangeOf(inbound.body, optKeywords);
 
       let outcome: ReplyOutcome;
       let meta: Record<string, unknown> | undefined;
-      const existing = await replyPartsForInbound(runtime.db, inbound.id);
+      const existing = state.replyWritten ? await replyPartsForInbound(runtime.db, inbound.id) : [];
       if (existing.length > 0) {
         // A retry: this message's reply was written by an earlier attempt; go on from there.
         outcome = await replyPartsResume(deps, existing, to);
       } else if (optChange) {
         // A stop or start keyword (recorded on the contact by the webhook): one confirmation,
         // unless switched off, or the contact changed their mind again since.
-        const state = await optOutStateOf(runtime.db, conversation.id);
-        if ((state?.optedOutAt !== null) !== (optChange === 'out')) return { optChange, skipped: 'changed again since' };
+        if ((conversation.optedOutAt !== null) !== (optChange === 'out')) return { optChange, skipped: 'changed again since' };
         if (!confirmation[optChange]) return { optChange, confirmation: 'off' };
         meta = { optChange };
-        outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts: [confirmation[optChange]], contextUntilSeq: inbound.seq }, to);
+        outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts: [confirmation[optChange]], contextUntilSeq: inbound.seq, confirmsOptOut: optChange === 'out' }, to);
       } else {
         // Read with the conversation just now; checked again right before sending.
         if (conversation.optedOutAt) return { skipped: 'opted_out' };
         // Human takeover: an admin answers; the AI neither sends nor resends anything here.
         if (conversation.aiPaused) return { skipped: 'ai_paused' };
         // The seed's done-is-noop guard: a reply already covered this message.
-        const answeredBy = await messageAnsweredBy(runtime.db, conversation.id, inbound.seq!);
-        if (answeredBy) return { skipped: 'already_answered', by: answeredBy };
+        if (state.answeredBy) return { skipped: 'already_answered', by: state.answeredBy };
         // Voice notes and photos first: the reply reads their transcripts (media-process.ts).
-        await mediaProcessPending(media, conversation.id, { finalAttempt: job.attempts >= job.maxAttempts, signal });
+        if (state.mediaPending) await mediaProcessPending(media, conversation.id, { finalAttempt: job.attempts >= job.maxAttempts, signal });
         const composed = await composeReply(depsFor, conversation, inbound, signal);
         meta = composed.meta;
         const parts = replyParts(composed.body, runtime.config.REPLY_MAX_CHARS, runtime.config.REPLY_OVERFLOW);
         meta = { ...meta, ...(parts.length > 1 ? { parts: parts.length } : {}) };
-        // The contact may have sent STOP while the reply was being composed: then nothing goes.
-        if ((await optOutStateOf(runtime.db, conversation.id))?.optedOutAt) return { skipped: 'opted_out', ...meta };
-        outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts, contextUntilSeq: composed.contextUntilSeq, citations: composed.citations }, to);
+        try {
+          outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts, contextUntilSeq: composed.contextUntilSeq, citations: composed.citations }, to);
+        } catch (err) {
+          // The contact sent STOP while the reply was being composed: nothing was written or sent.
+          if (err instanceof OptedOutError) return { skipped: 'opted_out', ...meta };
+          throw err;
+        }
       }
       // Waiting with no attempt left would leave the reply unconfirmed and unflagged: flag now.
       // Harmless if Twilio's callback still comes: it outranks `flagged` and confirms it.

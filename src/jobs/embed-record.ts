@@ -110,12 +110,17 @@ export async function embedRecord(
   let usage = NO_USAGE;
   let model = ai.embeddingModel;
   const vectors: Array<{ id: string; vector: number[] }> = [];
-  for (let i = 0; i < doc.chunks.length; i += EMBED_BATCH) {
-    const slice = doc.chunks.slice(i, i + EMBED_BATCH);
-    const result = await ai.embed(slice.map((c) => chunkEmbeddingText(doc.title, c.headingPath, c.content)), options);
-    slice.forEach((chunk, j) => vectors.push({ id: chunk.id, vector: result.vectors[j]! }));
-    usage = usageAdd(usage, result.usage);
-    model = result.model;
+  try {
+    for (let i = 0; i < doc.chunks.length; i += EMBED_BATCH) {
+      const slice = doc.chunks.slice(i, i + EMBED_BATCH);
+      const result = await ai.embed(slice.map((c) => chunkEmbeddingText(doc.title, c.headingPath, c.content)), options);
+      slice.forEach((chunk, j) => vectors.push({ id: chunk.id, vector: result.vectors[j]! }));
+      usage = usageAdd(usage, result.usage);
+      model = result.model;
+    }
+  } finally {
+    // Every batch's tokens in one statement, also when a later batch failed.
+    await ai.flush();
   }
   const stored = await documentEmbeddingSet(db, id, doc.contentHash, vectors);
   return { table, id, status: stored ? 'embedded' : 'superseded', model, usage };

@@ -9,7 +9,7 @@ import { usageAdd } from '../ai/types.ts';
 import { aiWithUsageRecorded } from '../ai/usage.ts';
 import type { Queryable } from '../db/types.ts';
 import { mediaFile, mediaOfMessages, mediaText, type MediaInfo } from '../messaging/media-store.ts';
-import { type Citations, inboundAnsweredUpTo, inboundUnanswered, messageGet, messageListAnswered, type Message } from '../messaging/conversations.ts';
+import { type Citations, conversationThread, type Message } from '../messaging/conversations.ts';
 import type { PersonTextField } from '../knowledge/people.ts';
 import type { Runtime } from '../runtime.ts';
 
@@ -130,32 +130,33 @@ async function imagesOf(db: Queryable, messages: Message[], media: Map<string, M
 
 /**
  * Drafts a reply for the conversation as it stands now. The prompt holds every unanswered
- * inbound message (up to `historyLimit`, which always include `inboundMessageId`), after up
+ * inbound message (up to `historyLimit`, which always include `inbound`), after up
  * to `historyLimit` earlier messages. A burst longer than that is answered in several
  * replies, each answering exactly the messages it read, rather than one that claims to
  * answer messages the model never saw; the later messages' own jobs answer the rest.
  */
 export async function replyDraft(
   deps: ReplyDeps,
-  input: { conversationId: string; senderPhone: string; purpose: 'autoreply' | 'suggest'; inboundMessageId: string },
+  input: { conversationId: string; senderPhone: string; purpose: 'autoreply' | 'suggest'; inbound: Pick<Message, 'id' | 'seq'> },
   signal?: AbortSignal,
 ): Promise<ReplyDraft> {
   // Every call's tokens go to ai_usage too: an attempt that fails after its calls still cost.
-  const ai = aiWithUsageRecorded(deps.ai, deps.db, input.purpose, input.inboundMessageId);
-  const answeredUpTo = await inboundAnsweredUpTo(deps.db, input.conversationId);
-  const own = await messageGet(deps.db, input.inboundMessageId);
-  const [earlier, unanswered] = await Promise.all([
-    messageListAnswered(deps.db, input.conversationId, answeredUpTo, deps.historyLimit),
-    inboundUnanswered(deps.db, input.conversationId, answeredUpTo, deps.historyLimit, own?.seq ?? undefined),
-  ]);
+  const ai = aiWithUsageRecorded(deps.ai, deps.db, input.purpose, input.inbound.id);
+  const { earlier, unanswered } = await conversationThread(deps.db, input.conversationId, deps.historyLimit, input.inbound.seq);
   const shown = [...earlier, ...unanswered];
   const media = await mediaOfMessages(deps.db, shown.filter((m) => m.mediaUrls.length > 0).map((m) => m.id));
   const images = deps.vision ? await imagesOf(deps.db, unanswered, media) : new Map<string, string[]>();
   const history = historyOf(shown, media, images);
   const contextUntilSeq = unanswered.length > 0 ? unanswered[unanswered.length - 1]!.seq : null;
-  const rag = await ragRetrieve(deps.db, ai, { senderPhone: input.senderPhone, history, retrieval: deps.retrieval, personFields: deps.personFields }, { signal });
-  const prompt = promptBuild(deps.systemPrompt, { person: rag.person, knowledge: rag.knowledge, history, noAnswer: rag.noAnswer === true });
-  const chat = await ai.chat(prompt, { signal });
+  let rag, prompt, chat;
+  try {
+    rag = await ragRetrieve(deps.db, ai, { senderPhone: input.senderPhone, history, retrieval: deps.retrieval, personFields: deps.personFields }, { signal });
+    prompt = promptBuild(deps.systemPrompt, { person: rag.person, knowledge: rag.knowledge, history, noAnswer: rag.noAnswer === true });
+    chat = await ai.chat(prompt, { signal });
+  } finally {
+    // The question's embedding is written with the chat call; if that never came, now.
+    await ai.flush();
+  }
   const citations = citationsOf(rag.knowledge, rag);
   // A reply that repeats the instructions (a prompt injection that worked) is not sent.
   const leaked = repliesWithSystemPrompt(chat.text, deps.systemPrompt);

@@ -22,7 +22,7 @@ export interface ComposedReply {
  * replyDepsOf(runtime), built once by buildHandlers (which reads every system prompt file).
  */
 export async function composeReply(depsFor: (businessNumber: string | null) => ReplyDeps, conversation: Conversation, inbound: Message, signal: AbortSignal): Promise<ComposedReply> {
-  const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'autoreply', inboundMessageId: inbound.id }, signal);
+  const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'autoreply', inbound }, signal);
   return {
     body: draft.text,
     contextUntilSeq: draft.contextUntilSeq,

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { TokenUsage } from '../ai/types.ts';
 import type { Queryable } from '../db/types.ts';
-import { conversationGet, messageGet, type Citations } from '../messaging/conversations.ts';
+import { inboundReplyState, type Citations } from '../messaging/conversations.ts';
 import { mediaProcessPending, type MediaDeps } from './media-process.ts';
 import { jobEnqueue, PermanentJobError, type JobHandler } from '../queue/index.ts';
 import { replyDraft, type ReplyDeps } from './reply-context.ts';
@@ -105,16 +105,15 @@ export function suggestHandler(depsFor: (businessNumber: string | null) => Reply
     async run({ job, payload, signal }) {
       const existing = await deps.db.query<{ id: string }>('select id from suggestions where message_id = $1', [payload.messageId]);
       if (existing.rows[0]) return { skipped: 'a suggestion for this message exists', suggestionId: existing.rows[0].id };
-      const message = await messageGet(deps.db, payload.messageId);
-      if (!message || message.conversationId !== payload.conversationId) {
+      const state = await inboundReplyState(deps.db, payload.messageId);
+      if (!state || state.inbound.conversationId !== payload.conversationId) {
         throw new PermanentJobError(`message ${payload.messageId} is not in conversation ${payload.conversationId}`);
       }
+      const { inbound: message, conversation } = state;
       if (message.source !== 'inbound') throw new PermanentJobError(`message ${payload.messageId} is not an inbound message`);
-      const conversation = await conversationGet(deps.db, payload.conversationId);
-      if (!conversation) throw new PermanentJobError(`conversation ${payload.conversationId} does not exist`);
 
-      await mediaProcessPending(media, conversation.id, { finalAttempt: job.attempts >= job.maxAttempts, signal });
-      const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'suggest', inboundMessageId: message.id }, signal);
+      if (state.mediaPending) await mediaProcessPending(media, conversation.id, { finalAttempt: job.attempts >= job.maxAttempts, signal });
+      const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'suggest', inbound: message }, signal);
       // A racing duplicate job may have stored one meanwhile: keep the first.
       const inserted = await deps.db.query<{ id: string }>(
         `insert into suggestions (conversation_id, message_id, body, provider, model, usage, citations)

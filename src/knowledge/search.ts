@@ -16,7 +16,16 @@ export interface SearchOptions {
   lexicalWeight: number;
   /** Only chunks of documents with one of these tags; null or absent: every document. */
   documentTags?: string[] | null;
+  /**
+   * The embedding space `vector` belongs to. When given, the search first checks that the
+   * stored chunks were embedded in it (as vectorSpaceCheck does, in the same statement)
+   * and throws SearchSpaceMismatchError, having compared nothing, when they were not.
+   */
+  space?: { provider: string; model: string; dimensions: number } | null;
 }
+
+/** The chunks were embedded in another space than the question (the caller says which). */
+export class SearchSpaceMismatchError extends Error {}
 
 export interface SearchHit {
   id: string;
@@ -56,8 +65,15 @@ const MIN_CANDIDATES = 10;
 // side's own order; the fusion as a full join, so a chunk found by one side only counts
 // too. The vector side orders by the bare `embedding <=> value`, so pgvector's HNSW index
 // can serve it; a side whose weight is 0 is skipped as a whole by its one-time filter.
+// The space check comes first, as a one-time filter on both sides: a stale space compares
+// nothing (a vector of another size would even fail on pgvector), and the one row always
+// returned says whether it held, so that a search with no hits needs no second statement.
 const SEARCH_SQL = `
-  with question as (
+  with space as (
+    select $9::text is null or exists (
+      select 1 from knowledge_vector_settings where id = 1 and provider = $9 and model = $10 and dimensions = $11
+    ) as ok
+  ), question as (
     select coalesce(to_tsquery('simple', string_agg(case when length(l) >= 4 then '''' || l || ''':*' else '''' || l || '''' end, ' | ')), ''::tsquery) as terms,
            coalesce(array_agg(l), '{}') as lexemes
     from unnest(tsvector_to_array(to_tsvector(aiq_text_search_config(), $2))) as l
@@ -67,7 +83,7 @@ const SEARCH_SQL = `
     from (
       select c.id, c.embedding <=> aiq_vector($1::real[]) as distance
       from document_chunks c
-      where $4::float8 > 0 and c.embedding is not null
+      where $4::float8 > 0 and (select ok from space) and c.embedding is not null
         and ($8::text[] is null or c.document_id in (select id from documents where tags && $8::text[]))
       order by c.embedding <=> aiq_vector($1::real[])
       limit $3
@@ -79,7 +95,7 @@ const SEARCH_SQL = `
     cross join question
     cross join lateral unnest(question.lexemes) as q(term)
     cross join lateral unnest(c.search_vector) as v
-    where $5::float8 > 0 and numnode(question.terms) > 0 and c.search_vector @@ question.terms
+    where $5::float8 > 0 and (select ok from space) and numnode(question.terms) > 0 and c.search_vector @@ question.terms
       and ($8::text[] is null or c.document_id in (select id from documents where tags && $8::text[]))
       and (v.lexeme = q.term or (length(q.term) >= 4 and starts_with(v.lexeme, q.term)))
     group by c.id, q.term
@@ -105,20 +121,26 @@ const SEARCH_SQL = `
     from vector_hits v
     full join lexical_hits l on l.id = v.id
   )
-  select c.id, c.document_id, d.title, c.heading_path, c.content,
-         f.score, f.vector_rank, f.lexical_rank,
-         1 - (c.embedding <=> aiq_vector($1::real[]))::float8 as similarity,
-         coalesce((select count(*) from unnest(question.lexemes) as l(lexeme) where l.lexeme = any(tsvector_to_array(c.search_vector)))::float8
-                  / nullif(cardinality(question.lexemes), 0), 0) as coverage
-  from fused f
-  join document_chunks c on c.id = f.id
-  join documents d on d.id = c.document_id
-  cross join question
-  order by f.score desc, f.vector_rank nulls last, f.lexical_rank nulls last
-  limit $7`;
+  select space.ok as space_ok, hit.*
+  from space
+  left join lateral (
+    select c.id, c.document_id, d.title, c.heading_path, c.content,
+           f.score, f.vector_rank, f.lexical_rank,
+           1 - (c.embedding <=> aiq_vector($1::real[]))::float8 as similarity,
+           coalesce((select count(*) from unnest(question.lexemes) as l(lexeme) where l.lexeme = any(tsvector_to_array(c.search_vector)))::float8
+                    / nullif(cardinality(question.lexemes), 0), 0) as coverage
+    from fused f
+    join document_chunks c on c.id = f.id
+    join documents d on d.id = c.document_id
+    cross join question
+    order by f.score desc, f.vector_rank nulls last, f.lexical_rank nulls last
+    limit $7
+  ) hit on true`;
 
 interface SearchRow {
-  id: string;
+  space_ok: boolean;
+  /** Null in the one row of a search that found nothing. */
+  id: string | null;
   document_id: string;
   title: string;
   heading_path: string[];
@@ -145,9 +167,13 @@ export async function chunkSearch(db: Queryable, question: string, vector: numbe
     options.rrfK,
     options.limit,
     options.documentTags ?? null,
+    options.space?.provider ?? null,
+    options.space?.model ?? null,
+    options.space?.dimensions ?? null,
   ]);
-  return result.rows.map((r) => ({
-    id: r.id,
+  if (result.rows[0]?.space_ok === false) throw new SearchSpaceMismatchError('the stored chunks were embedded in another space');
+  return result.rows.filter((r) => r.id !== null).map((r) => ({
+    id: r.id!,
     documentId: r.document_id,
     title: r.title,
     headingPath: r.heading_path,

@@ -6,6 +6,7 @@
 import type { Queryable } from '../db/types.ts';
 import { messageFromRow, messageGet, type Message } from './conversations.ts';
 import { SendError, type Transport } from './transport.ts';
+import { optOutStateOf } from './opt-out.ts';
 import { heldReason, templateFill, windowOpen, type ReplyTemplate } from './window.ts';
 
 /** What a delivery attempt came to. */
@@ -24,6 +25,9 @@ export type ReplyOutcome =
   | { kind: 'retry'; reply: Message; reason: string; throttled: boolean; retryAfterMs?: number }
   /** Outside the 24-hour window without a usable template: written, never sent; a human decides. */
   | { kind: 'held'; reply: Message; reason: string };
+
+/** replySend wrote nothing: the contact opted out before the reply was written. */
+export class OptedOutError extends Error {}
 
 /** What the outbox works with; autoreply and the dashboard build one from the runtime. */
 export interface OutboxDeps {
@@ -71,11 +75,17 @@ const ADMIN_REPLY_INSERT_SQL = `
 // An AI reply's parts, all written in one statement as `unsent` before the first is sent:
 // a retry finds the same parts, and racing attempts cannot both write them (the unique
 // index on (reply_to_message_id, part) makes the insert the claim, as for one part).
+// Nothing is written for a contact who opted out meanwhile (a STOP while the reply was
+// composed), unless $7 says this is the one confirmation of that opt-out.
 const REPLY_PARTS_INSERT_SQL = `
   with reply as (
     insert into messages (conversation_id, source, body, status, reply_to_message_id, context_until_seq, part, parts, citations)
     select $1, 'ai', p.body, 'unsent', $2, $3, p.part::int, $5, case when p.part = 1 then $6::jsonb end
     from unnest($4::text[]) with ordinality as p(body, part)
+    where $7::boolean or not exists (
+      select 1 from conversations c join contacts k on k.id = c.contact_id
+      where c.id = $1 and k.opted_out_at is not null
+    )
     on conflict (reply_to_message_id, part) where source = 'ai' do nothing
     returning *
   ), touched as (
@@ -85,11 +95,18 @@ const REPLY_PARTS_INSERT_SQL = `
   select * from reply order by part`;
 
 // A part's turn: from `unsent` to `pending`, with the send's start time. Conditional, so of
-// two attempts only one sends it.
+// two attempts only one sends it. Returns what the send depends on too (SEND_CONTEXT_SQL),
+// read in the same statement: one round trip less per reply.
 const REPLY_PART_CLAIM_SQL = `
-  update messages set status = 'pending', send_started_at = now(), status_updated_at = now()
-  where id = $1 and status = 'unsent'
-  returning *`;
+  with claimed as (
+    update messages set status = 'pending', send_started_at = now(), status_updated_at = now()
+    where id = $1 and status = 'unsent'
+    returning *
+  )
+  select claimed.*, c.last_inbound_at as send_last_inbound_at, k.profile_name as send_profile_name, c.business_number as send_business_number
+  from claimed
+  join conversations c on c.id = claimed.conversation_id
+  join contacts k on k.id = c.contact_id`;
 
 /**
  * Writes an admin reply in `pending`, before anything is sent; pass a transaction to write
@@ -111,11 +128,14 @@ export interface NewAiReply {
   contextUntilSeq?: number | null;
   /** What the reply drew on (stored with its first part, for the dashboard). */
   citations?: unknown;
+  /** The confirmation of an opt-out: the one reply that goes to a contact who opted out. */
+  confirmsOptOut?: boolean;
 }
 
 /**
  * Writes an AI reply's parts and sends them to `to` (`whatsapp:+…`) in order. When a racing
  * attempt wrote them already, continues with those instead: no part is ever sent twice.
+ * Throws OptedOutError, having written nothing, when the contact opted out meanwhile.
  */
 export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string): Promise<ReplyOutcome> {
   if (input.parts.length === 0) throw new Error('a reply needs at least one part');
@@ -126,9 +146,13 @@ export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string)
     input.parts,
     input.parts.length,
     input.citations === undefined ? null : JSON.stringify(input.citations),
+    input.confirmsOptOut === true,
   ]);
   const parts = written.rows.length > 0 ? written.rows.map((row) => messageFromRow(row as never)) : await replyPartsForInbound(deps.db, input.replyToMessageId);
-  if (parts.length === 0) throw new Error(`reply to ${input.replyToMessageId} neither written nor found`);
+  if (parts.length === 0) {
+    if ((await optOutStateOf(deps.db, input.conversationId))?.optedOutAt) throw new OptedOutError(`the contact opted out before the reply to ${input.replyToMessageId} was written`);
+    throw new Error(`reply to ${input.replyToMessageId} neither written nor found`);
+  }
   return replyPartsResume(deps, parts, to);
 }
 
@@ -144,9 +168,14 @@ export async function replyPartsResume(deps: OutboxDeps, parts: Message[], to: s
   for (const part of parts) {
     let outcome: ReplyOutcome;
     if (part.status === 'unsent') {
-      const claimed = await deps.db.query(REPLY_PART_CLAIM_SQL, [part.id]);
-      if (claimed.rows[0]) outcome = await replyDispatch(deps, messageFromRow(claimed.rows[0] as never), to);
-      else outcome = await replyResume(deps, (await messageGet(deps.db, part.id)) ?? part, to);
+      const claimed = await deps.db.query<{ send_last_inbound_at: Date | null; send_profile_name: string | null; send_business_number: string | null }>(REPLY_PART_CLAIM_SQL, [part.id]);
+      const row = claimed.rows[0];
+      if (row) {
+        const context = { last_inbound_at: row.send_last_inbound_at, profile_name: row.send_profile_name, business_number: row.send_business_number };
+        outcome = await replyDispatch(deps, messageFromRow(row as never), to, context);
+      } else {
+        outcome = await replyResume(deps, (await messageGet(deps.db, part.id)) ?? part, to);
+      }
     } else {
       outcome = await replyResume(deps, part, to);
     }
@@ -338,8 +367,8 @@ const REPLY_SEND_FAILED_SQL = `
  * and records Twilio's answer. Never call it for a reply found pending by someone else:
  * that one may be out already (use `replyResume`).
  */
-export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string): Promise<ReplyOutcome> {
-  const form = await sendForm(deps, reply);
+export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string, context?: SendContextRow): Promise<ReplyOutcome> {
+  const form = await sendForm(deps, reply, context);
   if ('held' in form) {
     const held = await deps.db.query(REPLY_HOLD_SQL, [reply.id, form.held]);
     return { kind: 'held', reply: held.rows[0] ? messageFromRow(held.rows[0] as never) : reply, reason: form.held };
@@ -387,15 +416,20 @@ type SendForm = { from?: string; template?: { contentSid: string; variables: Rec
  * 24-hour window; outside it as that number's template (recorded on the message), or not
  * at all (held, with the reason).
  */
-/** What a send from this conversation depends on: the conversation row, its sender and template. */
-async function sendContextOf(deps: OutboxDeps, conversationId: string) {
-  const found = await deps.db.query<{ last_inbound_at: Date | null; profile_name: string | null; business_number: string | null }>(SEND_CONTEXT_SQL, [conversationId]);
-  const row = found.rows[0];
+interface SendContextRow {
+  last_inbound_at: Date | null;
+  profile_name: string | null;
+  business_number: string | null;
+}
+
+/** What a send from this conversation depends on: the conversation row (read now unless given), its sender and template. */
+async function sendContextOf(deps: OutboxDeps, conversationId: string, known?: SendContextRow) {
+  const row = known ?? (await deps.db.query<SendContextRow>(SEND_CONTEXT_SQL, [conversationId])).rows[0];
   return { row, ...(deps.sendAs?.(row?.business_number ?? null) ?? { template: null }) };
 }
 
-async function sendForm(deps: OutboxDeps, reply: Message): Promise<SendForm> {
-  const { row, from, template } = await sendContextOf(deps, reply.conversationId);
+async function sendForm(deps: OutboxDeps, reply: Message, context?: SendContextRow): Promise<SendForm> {
+  const { row, from, template } = await sendContextOf(deps, reply.conversationId, context);
   const lastInboundAt = row?.last_inbound_at ?? null;
   if (windowOpen(lastInboundAt)) return { from };
   if (!template) return { held: heldReason(lastInboundAt, 'no approved template is configured to stand in for replies') };
