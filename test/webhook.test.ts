@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { after, before, beforeEach, describe, test } from 'node:test';
-import { jobList } from '../src/queue/index.ts';
+import { jobEnqueueUnnotified, jobList } from '../src/queue/index.ts';
 import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { FAKE_ACCOUNT_SID } from './helpers/fake-twilio.ts';
 import { inboundParams, injectSigned, messageSid, messagingEnv, signedForm, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
@@ -60,6 +60,19 @@ describe('inbound webhook (PostgreSQL server)', () => {
     assert.equal(jobs[0]!.type, 'autoreply');
     assert.deepEqual(jobs[0]!.payload, { messageId: message[0]!.id, conversationId: message[0]!.conversation_id });
     assert.equal(jobs[0]!.orderingKey, message[0]!.conversation_id);
+  });
+
+  test("the webhook's job is the one the queue's own insert writes (aiq_inbound_store mirrors it)", async () => {
+    const response = await injectSigned(m.app, WHATSAPP, inboundParams('Zelfde job?'));
+    assert.equal(response.statusCode, 200);
+    const columns = `type, payload, status, priority, attempts, max_attempts, ordering_key, errors, result, locked_by, locked_until,
+                     attempted_at, finished_at, last_error, job_key, next_run_at = created_at as due_at_creation`;
+    const webhookJob = (await t.db.query<Record<string, unknown>>(`select ${columns} from ai_jobs`)).rows[0]!;
+    const payload = webhookJob.payload as { messageId: string; conversationId: string };
+    await t.db.exec('delete from ai_jobs');
+    await jobEnqueueUnnotified(t.db, { type: 'autoreply', payload, orderingKey: payload.conversationId, maxAttempts: webhookJob.max_attempts as number });
+    const queueJob = (await t.db.query<Record<string, unknown>>(`select ${columns} from ai_jobs`)).rows[0]!;
+    assert.deepEqual(webhookJob, queueJob);
   });
 
   test('media URLs are stored; a second message reuses contact and conversation and keeps the known name', async () => {

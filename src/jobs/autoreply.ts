@@ -7,7 +7,7 @@ import { inboundReplyState, type InboundMessageInput } from '../messaging/conver
 import { OptedOutError, replyFlag, replyPartsForInbound, replyPartsResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
 import { replyParts } from '../messaging/reply-parts.ts';
 import { statusCallbackUrl } from '../messaging/twilio.ts';
-import { jobEnqueue, jobInsertUnnotifiedSql, jobRetry, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
+import { jobEnqueue, jobRetry, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
 import { maskPhone } from '../logger.ts';
 import { optChangeOf, optKeywordsOf } from '../messaging/opt-out.ts';
 import type { Runtime } from '../runtime.ts';
@@ -35,51 +35,18 @@ export function autoreplyEnqueue(tx: Queryable, payload: AutoreplyPayload): Prom
 }
 
 // The webhook's whole write in one statement, so one round trip and no explicit
-// transaction: upsert the contact (recording an opt-out or opt-in keyword, $8) and its
-// conversation with the business number written to ($9; opening the 24-hour window),
-// insert the message, enqueue its job
-// (quietly: the caller wakes workers after). A redelivered MessageSid inserts no message,
-// hence no job, and returns no row; its contact and conversation are left untouched too.
-// The conversation upsert takes the next inbound position under the conversation row's
-// lock, held until commit: positions become visible in order (0006_inbound_sequence.sql).
-// The job insert is the queue's own (jobInsertUnnotifiedSql), with its defaults.
+// transaction: aiq_inbound_store (migrations/0017_inbound_store_function.sql) upserts the
+// contact (recording an opt-out or opt-in keyword) and its conversation with the business
+// number written to (opening the 24-hour window), inserts the message and its media and
+// enqueues its job (quietly: the caller wakes workers after). A redelivered MessageSid
+// inserts no message, hence no job, and returns no row; its contact and conversation are
+// left untouched too. The conversation upsert takes the next inbound position under the
+// conversation row's lock, held until commit: positions become visible in order
+// (0006_inbound_sequence.sql). A function, because PL/pgSQL keeps its plan for the session:
+// planning the five-part statement cost as much as running it.
 const INBOUND_STORE_AND_ENQUEUE_SQL = `
-  with known as (
-    select 1 from messages where twilio_sid = $5
-  ), contact as (
-    insert into contacts (whatsapp_number, profile_name, opted_out_at, opted_out_by)
-    select $1, $2, case when $8::text = 'out' then now() end, case when $8::text = 'out' then 'contact' end
-    where not exists (select 1 from known)
-    on conflict (whatsapp_number) do update
-      set profile_name = coalesce(excluded.profile_name, contacts.profile_name),
-          opted_out_at = case $8::text when 'out' then coalesce(contacts.opted_out_at, now()) when 'in' then null else contacts.opted_out_at end,
-          opted_out_by = case $8::text when 'out' then coalesce(contacts.opted_out_by, 'contact') when 'in' then null else contacts.opted_out_by end,
-          updated_at = now()
-    returning id
-  ), conversation as (
-    insert into conversations (contact_id, business_number, inbound_seq, last_inbound_at)
-    select id, $9, 1, now() from contact
-    on conflict (contact_id, (coalesce(business_number, ''))) do update
-      set last_message_at = now(), last_inbound_at = now(), inbound_seq = conversations.inbound_seq + 1
-    returning id, inbound_seq
-  ), message as (
-    insert into messages (conversation_id, source, body, media_urls, twilio_sid, status, seq)
-    select id, 'inbound', $3, $4::text[], $5, 'received', inbound_seq from conversation
-    on conflict (twilio_sid) do nothing
-    returning id, conversation_id
-  ), media as (
-    insert into message_media (message_id, position, url, content_type)
-    select message.id, m.position - 1, m.url, m.content_type
-    from message, unnest($4::text[], $10::text[]) with ordinality as m(url, content_type, position)
-  )
-  ${jobInsertUnnotifiedSql({
-    type: '$6',
-    payload: `jsonb_build_object('messageId', message.id, 'conversationId', message.conversation_id)`,
-    maxAttempts: '$7',
-    orderingKey: 'message.conversation_id::text',
-    from: 'message',
-    returning: `payload->>'messageId' as message_id, ordering_key as conversation_id`,
-  })}`;
+  select stored_message_id as message_id, stored_conversation_id as conversation_id
+  from aiq_inbound_store($1, $2, $3, $4::text[], $5, $6, $7, $8, $9, $10::text[])`;
 
 /**
  * Stores an inbound message with its contact and conversation and enqueues its autoreply,

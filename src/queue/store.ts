@@ -72,46 +72,16 @@ function enqueueValues(input: EnqueueInput): unknown[] {
   return [input.type, JSON.stringify(input.payload ?? null), input.runAt ?? null, input.priority ?? null, input.maxAttempts ?? null, input.orderingKey ?? null];
 }
 
-/** SQL expressions (over the rows of `from`, if any) for the columns of a composed insert. */
-export interface JobInsertSelect {
-  type: string;
-  payload: string;
-  runAt?: string;
-  priority?: string;
-  maxAttempts?: string;
-  orderingKey?: string;
-  /** Rows to insert one job each for, e.g. a CTE of the caller's statement. */
-  from?: string;
-  returning: string;
-}
-
-/**
- * The queue's insert without NOTIFY, as SQL to end a caller's own statement with: a caller
- * that stores its data and enqueues in one statement (the webhook) still goes through the
- * queue's insert and defaults. The notify trigger stays quiet for the rest of the
- * transaction (set_config is evaluated inside the insert, before the statement's trigger
- * fires), so concurrent enqueuers do not queue behind the notify lock at commit; wake
- * workers after commit with a WakeNotifier. The arguments are SQL, never values.
- */
-export function jobInsertUnnotifiedSql(columns: JobInsertSelect): string {
-  const from = columns.from ? `${columns.from}, ` : '';
-  return `
+// The queue's insert without NOTIFY: the notify trigger stays quiet for the rest of the
+// transaction (set_config is evaluated inside the insert, before the statement's trigger
+// fires), so concurrent enqueuers do not queue behind the notify lock at commit; wake
+// workers after commit with a WakeNotifier. The webhook's aiq_inbound_store (migration
+// 0017) enqueues the same way, in SQL of its own.
+const ENQUEUE_UNNOTIFIED_SQL = `
   insert into ai_jobs (type, payload, next_run_at, priority, max_attempts, ordering_key)
-  select ${columns.type}, ${columns.payload}, coalesce(${columns.runAt ?? 'null'}::timestamptz, now()),
-         coalesce(${columns.priority ?? 'null'}::int, 0), coalesce(${columns.maxAttempts ?? 'null'}::int, 3), ${columns.orderingKey ?? 'null'}
-  from ${from}(select set_config('aiq.defer_notify', 'on', true)) as quiet
-  returning ${columns.returning}`;
-}
-
-const ENQUEUE_UNNOTIFIED_SQL = jobInsertUnnotifiedSql({
-  type: '$1',
-  payload: '$2::jsonb',
-  runAt: '$3',
-  priority: '$4',
-  maxAttempts: '$5',
-  orderingKey: '$6',
-  returning: 'id',
-});
+  select $1, $2::jsonb, coalesce($3::timestamptz, now()), coalesce($4::int, 0), coalesce($5::int, 3), $6
+  from (select set_config('aiq.defer_notify', 'on', true)) as quiet
+  returning id`;
 
 /**
  * Enqueues one job without NOTIFY inside the transaction, so that concurrent enqueuing
