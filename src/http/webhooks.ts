@@ -5,7 +5,8 @@
 import formbody from '@fastify/formbody';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { autoreplyConfirmedLate, autoreplyWake, inboundStoreAndEnqueue } from '../jobs/autoreply.ts';
+import { autoreplyConfirmedLate, autoreplyWake } from '../jobs/autoreply.ts';
+import { InboundBatcher } from '../jobs/inbound-batch.ts';
 import { WakeNotifier } from '../queue/index.ts';
 import { TWILIO_STATUSES, messageStatusUpdate } from '../messaging/conversations.ts';
 import { SIGNATURE_HEADER, STATUS_CALLBACK_PATH, WHATSAPP_WEBHOOK_PATH, signatureValid, signedUrl, twilioErrorText, webhookSecret } from '../messaging/twilio.ts';
@@ -61,6 +62,8 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
   // One NOTIFY at a time after commit, instead of one inside every webhook transaction.
   const wakeWorkers = new WakeNotifier(db, undefined, (err) => app.log.warn({ err: err.message }, 'could not wake workers; they will poll'));
   const optKeywords = optKeywordsOf(config);
+  // Concurrent webhooks share a commit (group commit); each answer still waits for its own.
+  const inbound = new InboundBatcher(db);
 
   /** The form parameters when the request is signed (or checking is switched off); else answers 403. */
   const verified = (request: FastifyRequest, reply: FastifyReply): Record<string, unknown> | undefined => {
@@ -93,7 +96,7 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
     }
 
     const optChange = optChangeOf(input.Body, optKeywords);
-    const stored = await inboundStoreAndEnqueue(db, {
+    const stored = await inbound.store({
       whatsappNumber: input.From.slice('whatsapp:'.length),
       profileName: input.ProfileName,
       body: input.Body,

@@ -70,6 +70,33 @@ export async function inboundStoreAndEnqueue(db: Queryable, input: InboundMessag
 }
 
 
+// Several webhooks' messages in one call and one commit (group commit: inbound-batch.ts),
+// each through aiq_inbound_store in the order given (0019_inbound_store_many.sql).
+const INBOUND_STORE_MANY_SQL = `
+  select item, stored_message_id as message_id, stored_conversation_id as conversation_id
+  from aiq_inbound_store_many($1::jsonb, $2, $3)`;
+
+/**
+ * Stores inbound messages in order, each as inboundStoreAndEnqueue would, all in one
+ * statement (so all or none); per message its payload, or null for a redelivered MessageSid.
+ */
+export async function inboundStoreManyAndEnqueue(db: Queryable, inputs: InboundMessageInput[]): Promise<Array<AutoreplyPayload | null>> {
+  const items = inputs.map((input) => ({
+    sender: input.whatsappNumber,
+    senderName: input.profileName ?? null,
+    body: input.body,
+    media: input.mediaUrls,
+    mediaTypes: input.mediaUrls.map((_, i) => input.mediaContentTypes?.[i] ?? ''),
+    sid: input.twilioSid,
+    optChange: input.optChange ?? null,
+    toNumber: input.businessNumber ?? null,
+  }));
+  const result = await db.query<{ item: number; message_id: string; conversation_id: string }>(INBOUND_STORE_MANY_SQL, [JSON.stringify(items), AUTOREPLY, AUTOREPLY_MAX_ATTEMPTS]);
+  const stored: Array<AutoreplyPayload | null> = inputs.map(() => null);
+  for (const row of result.rows) stored[row.item - 1] = { messageId: row.message_id, conversationId: row.conversation_id };
+  return stored;
+}
+
 // A status callback just confirmed a reply: its job may be waiting for exactly that (after
 // a crash mid-send), and holds back the conversation's later jobs meanwhile. Make it due
 // now and wake the workers. Found through the ordering-key index; matches nothing when the
