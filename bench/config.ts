@@ -25,6 +25,11 @@ export interface Plan {
   capacityLlmMs: number[];
   capacityConcurrency: number[];
   webhookConnections: number;
+  /**
+   * Webhook at scale (issue #18): stored messages (inbound + replies, with their finished
+   * jobs; bench/lib/prefill.ts) in the database of a second aiq serve run.
+   */
+  webhookPrefillMessages: number;
   /** End to end (issue #5): messages one at a time with an instant LLM, then a burst with a slow one. */
   pipelineOverheadMessages: number;
   pipelineBurstMessages: number;
@@ -50,6 +55,7 @@ export const FULL: Plan = {
   capacityLlmMs: [500, 2_000, 5_000],
   capacityConcurrency: [50, 200, 500],
   webhookConnections: 10,
+  webhookPrefillMessages: 1_000_000,
   pipelineOverheadMessages: 200,
   pipelineBurstMessages: 1_600,
   pipelineLlmMs: 2_000,
@@ -74,6 +80,7 @@ export const QUICK: Plan = {
   capacityLlmMs: [500],
   capacityConcurrency: [50],
   webhookConnections: 10,
+  webhookPrefillMessages: 20_000,
   pipelineOverheadMessages: 10,
   pipelineBurstMessages: 100,
   pipelineLlmMs: 2_000,
@@ -119,3 +126,15 @@ export const HOL_CONFIGS: Config[] = [
   { system: 'graphile-worker', variant: 'hol' },
   { system: 'seed', variant: 'hol' },
 ];
+
+/**
+ * The webhook benchmark's runs, alternating within each round (bench/webhook.ts): aiq serve
+ * on an empty database, its two floors (bench/floors/webhook-floor.ts), and aiq serve on a
+ * database holding plan.webhookPrefillMessages stored messages.
+ */
+export const WEBHOOK_AIQ = 'aiq serve';
+export const WEBHOOK_FLOOR_INSERT = 'floor: fastify + INSERT';
+export const WEBHOOK_FLOOR_NONE = 'floor: fastify, no database';
+/** "1M" for 1,000,000, else "20,000". */
+export const countText = (n: number) => (n >= 1_000_000 && n % 1_000_000 === 0 ? `${n / 1_000_000}M` : n.toLocaleString('en'));
+export const webhookPrefilledName = (plan: Plan) => `aiq serve, ${countText(plan.webhookPrefillMessages)} stored messages`;

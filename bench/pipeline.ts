@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { migrate } from '../src/db/migrate.ts';
 import { openPostgres } from '../src/db/postgres.ts';
 import { createDatabase, dropDatabase } from './lib/database.ts';
+import { PREFILL, prefillMessages } from './lib/prefill.ts';
 import { nowMs, percentile } from './lib/stats.ts';
 import { freePort } from '../test/helpers/fake-http.ts';
 import { waitReady } from './lib/serve-ready.ts';
@@ -32,6 +33,11 @@ export interface PipelineOptions {
   workerConcurrency: number;
   /** Webhooks in flight at once (1: one message at a time, for overhead). */
   senders: number;
+  /**
+   * Stored messages in the database before the run (bench/lib/prefill.ts), and the messages
+   * come from the prefilled contacts: each conversation has history to read.
+   */
+  prefill?: number;
 }
 
 export interface PipelineFigures {
@@ -73,6 +79,7 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
     const db = openPostgres({ connectionString: url, poolSize: 1 });
     await migrate(db);
     await db.close();
+    if (options.prefill) await prefillMessages(url, options.prefill);
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
     const env = {
@@ -101,8 +108,9 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
     await waitReady(base, children[0]!);
 
     const target = `${base}${WHATSAPP_WEBHOOK_PATH}`;
-    // Each message comes from its own sender, so ordering keys never serialise them.
-    const sender = (i: number) => `whatsapp:+3162${String(i).padStart(7, '0')}`;
+    // Each message comes from its own sender, so ordering keys never serialise them; on a
+    // prefilled database, a contact with history.
+    const sender = (i: number) => (options.prefill ? `whatsapp:${PREFILL.numberOf(i % PREFILL.conversations)}` : `whatsapp:+3162${String(i).padStart(7, '0')}`);
     const sentAt = new Map<string, number>();
     const latencies: number[] = [];
     let lastDelivered = 0;
@@ -175,6 +183,6 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
     for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
     await fakeAi.close();
     await fakeTwilio.close();
-    await dropDatabase(name).catch(() => {});
+    if (!process.env.BENCH_KEEP_DB) await dropDatabase(name).catch(() => {});
   }
 }

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { renderChart } from './lib/chart.ts';
 import { machineInfo, ratioRows, renderMarkdown, renderTables, type Machine } from './lib/report.ts';
 import { Results, type Figure } from './lib/results.ts';
+import { peerVersions } from './systems/peers.ts';
 import type { Plan } from './config.ts';
 
 const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
@@ -15,6 +16,8 @@ const saved = JSON.parse(readFileSync(`${resultsDir}/latest.json`, 'utf8')) as {
 };
 // Runs saved before the version query was fixed lack it; this machine's is the same one.
 if (!saved.machine.postgres) saved.machine = { ...saved.machine, postgres: (await machineInfo()).postgres };
+// Runs saved before the peers' versions were recorded (issue #18) all drove the root's.
+if (!saved.machine.peers) saved.machine = { ...saved.machine, peers: peerVersions('default') };
 const results = new Results();
 for (const [figure, byConfig] of Object.entries(saved.figures)) {
   for (const [config, summary] of Object.entries(byConfig)) {

@@ -5,18 +5,27 @@
 //   --quick        small counts, one round; checks only that every job completed (CI)
 //   --rounds N     rounds (default 3)
 //   --only a,b     scenarios: drain, pickup, hol, scale, webhook, pipeline
+//   --peers next   the newest graphile-worker and pg-boss (bench/next/package.json; they need
+//                  Node 22+) instead of the root's (the last releases on Node 20): the whole run
+//                  goes on Node 24, the binary CI uses (.ci/node24, first on PATH; installed
+//                  with `npm ci` if missing, as are bench/next's packages). aiq is the same code.
+//                  Writes bench/results/latest-node24.json and .md; never the chart (issue #18).
 // The webhook (issue #4) and pipeline (issue #5) benchmarks run when their code is present.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DRAIN_CONFIGS, FULL, HOL_CONFIGS, PICKUP_CONFIGS, POOLER_CONFIGS, QUICK, configName, type Config } from './config.ts';
+import { WEBHOOK_AIQ, WEBHOOK_FLOOR_INSERT, WEBHOOK_FLOOR_NONE, countText, webhookPrefilledName } from './config.ts';
 import { dropLeftovers } from './lib/database.ts';
 import { Results } from './lib/results.ts';
 import { renderChart } from './lib/chart.ts';
 import { machineInfo, ratioRows, renderMarkdown, renderTables } from './lib/report.ts';
 import { cliRun } from './cli.ts';
 import { pipelineAvailable, pipelineRun } from './pipeline.ts';
-import { webhookAvailable, webhookRun } from './webhook.ts';
+import { webhookAvailable, webhookRun, type WebhookOptions } from './webhook.ts';
+import { SCALE_STATES, scaleName } from './lib/report.ts';
+import { ensureNextPeers, rerunOnNode24, runningOnNode24 } from './lib/node24.ts';
+import { peerVersions } from './systems/peers.ts';
 import { drain, headOfLine, holIdealMs, holLowerBoundMs, holPerfectPoolMs, pickup, scale, type RunOutcome } from './scenarios.ts';
 
 const { values: args } = parseArgs({
@@ -24,8 +33,14 @@ const { values: args } = parseArgs({
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     only: { type: 'string' },
+    peers: { type: 'string' },
   },
 });
+if (args.peers !== undefined && args.peers !== 'next' && args.peers !== 'default') throw new Error(`--peers ${args.peers}: expected next (or default)`);
+// Child processes inherit BENCH_PEERS: it picks the adapters in bench/systems/index.ts.
+const nextPeers = args.peers === 'next' || (args.peers === undefined && process.env.BENCH_PEERS === 'next');
+if (nextPeers) process.env.BENCH_PEERS = 'next';
+else delete process.env.BENCH_PEERS;
 const plan = { ...(args.quick ? QUICK : FULL) };
 if (args.rounds) plan.rounds = Number(args.rounds);
 // The capacity matrix takes minutes: in a full run, or asked for with --only.
@@ -94,17 +109,29 @@ async function main(): Promise<void> {
     }
     if (scenarios.has('scale')) {
       const config: Config = { system: 'aiq', variant: 'best' };
-      for (const finished of plan.scaleFinished) {
-        const name = `aiq ${finished.toLocaleString('en')} finished rows`;
-        await measure(round, `scale ${name}`, () => scale(config, plan, finished), (f) => results.record('scale', name, round, f.rate!));
+      for (const state of SCALE_STATES) {
+        const name = scaleName(state, plan);
+        await measure(round, `scale ${name}`, () => scale(config, plan, state), (f) => {
+          results.record('scale', name, round, f.rate!);
+          results.record('scale enqueue', name, round, f.enqueueRate!);
+        });
       }
     }
     if (scenarios.has('webhook') && webhookAvailable()) {
-      await measure(round, 'webhook aiq serve', () => outcome(() => webhookRun(plan.webhookSeconds, plan.webhookConnections)), (f) => {
-        results.record('webhook', 'aiq serve', round, f.requestsPerSecond!);
-        results.record('webhook p50', 'aiq serve', round, f.p50!);
-        results.record('webhook p99', 'aiq serve', round, f.p99!);
-      });
+      // aiq, its two floors (issue #18) and aiq on a prefilled database, alternating.
+      const runs: Array<[string, WebhookOptions]> = [
+        [WEBHOOK_AIQ, { server: 'aiq' }],
+        [WEBHOOK_FLOOR_INSERT, { server: 'floor-insert' }],
+        [WEBHOOK_FLOOR_NONE, { server: 'floor-none' }],
+        [webhookPrefilledName(plan), { server: 'aiq', prefillMessages: plan.webhookPrefillMessages }],
+      ];
+      for (const [name, options] of runs) {
+        await measure(round, `webhook ${name}`, () => outcome(() => webhookRun(plan.webhookSeconds, plan.webhookConnections, options)), (f) => {
+          results.record('webhook', name, round, f.requestsPerSecond!);
+          results.record('webhook p50', name, round, f.p50!);
+          results.record('webhook p99', name, round, f.p99!);
+        });
+      }
     }
     if (scenarios.has('pipeline') && pipelineAvailable()) {
       const overhead = { messages: plan.pipelineOverheadMessages, llmMs: 0, workerConcurrency: 10, senders: 1 };
@@ -115,6 +142,11 @@ async function main(): Promise<void> {
       const burst = { messages: plan.pipelineBurstMessages, llmMs: plan.pipelineLlmMs, workerConcurrency: plan.pipelineConcurrency, senders: 20 };
       await measure(round, `pipeline burst (${plan.pipelineLlmMs} ms LLM)`, () => outcome(() => pipelineRun(burst)), (f) =>
         results.record('pipeline burst', 'aiq serve + worker', round, f.messagesPerSecond!),
+      );
+      // The same burst on a database holding a history of stored messages (issue #18).
+      const stored = `aiq serve + worker, ${countText(plan.webhookPrefillMessages)} stored messages`;
+      await measure(round, `pipeline burst, ${stored}`, () => outcome(() => pipelineRun({ ...burst, prefill: plan.webhookPrefillMessages })), (f) =>
+        results.record('pipeline burst', stored, round, f.messagesPerSecond!),
       );
     }
     if (scenarios.has('capacity') && pipelineAvailable()) {
@@ -148,6 +180,7 @@ async function main(): Promise<void> {
   const report = {
     when: new Date().toISOString(),
     mode: args.quick ? 'quick' : 'full',
+    peers: nextPeers ? 'next' : 'default',
     machine,
     plan,
     figures: Object.fromEntries(
@@ -161,10 +194,11 @@ async function main(): Promise<void> {
   };
   const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
   mkdirSync(resultsDir, { recursive: true });
-  writeFileSync(`${resultsDir}/latest.json`, `${JSON.stringify(report, null, 2)}\n`);
-  writeFileSync(`${resultsDir}/latest.md`, renderMarkdown(results, ratios, machine, plan));
+  const stem = nextPeers ? 'latest-node24' : 'latest';
+  writeFileSync(`${resultsDir}/${stem}.json`, `${JSON.stringify(report, null, 2)}\n`);
+  writeFileSync(`${resultsDir}/${stem}.md`, renderMarkdown(results, ratios, machine, plan));
   // The chart in docs/ is the published one: only a full run replaces it.
-  if (!args.quick && scenarios.has('drain') && scenarios.has('pickup')) {
+  if (!args.quick && !nextPeers && scenarios.has('drain') && scenarios.has('pickup')) {
     writeFileSync(fileURLToPath(new URL('../docs/benchmark.svg', import.meta.url)), renderChart(results, machine));
   }
   if (results.failures.length > 0) {
@@ -176,7 +210,19 @@ async function main(): Promise<void> {
   process.exit(0);
 }
 
-main().catch((err) => {
+/** --peers next: bench/next installed, then the whole run on Node 24 (re-run there if need be). */
+async function start(): Promise<void> {
+  if (!nextPeers) return main();
+  ensureNextPeers(log);
+  if (!runningOnNode24()) {
+    log(`--peers next: re-running on Node 24 (this is ${process.version})`);
+    process.exit(await rerunOnNode24(log));
+  }
+  log(`--peers next: Node ${process.version}, ${Object.entries(peerVersions()).map(([name, version]) => `${name} ${version}`).join(', ')}`);
+  return main();
+}
+
+start().catch((err) => {
   console.error(err);
   process.exit(1);
 });

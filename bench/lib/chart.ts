@@ -1,7 +1,7 @@
 // docs/benchmark.svg, drawn by hand: drain throughput and pickup latency per system, log
 // scales (the figures span four orders of magnitude), median bars with min–max whiskers.
 import type { Figure, Results } from './results.ts';
-import type { Machine } from './report.ts';
+import { peersText, type Machine } from './report.ts';
 
 const COLOURS: Record<string, string> = { aiq: '#2563eb', 'graphile-worker': '#16a34a', 'pg-boss': '#d97706', seed: '#9ca3af' };
 const WIDTH = 900;
@@ -69,8 +69,8 @@ export function renderChart(results: Results, machine: Machine): string {
 .whisker { stroke: #111827; stroke-width: 1.5 }
 </style>
 <rect width="100%" height="100%" fill="#ffffff"/>
-<text x="10" y="18" font-size="12" fill="#6b7280">aiq vs graphile-worker 0.17.3, pg-boss 10.4.2 and the seed's loop · median of alternating rounds, whiskers min–max</text>
-<text x="10" y="34" font-size="12" fill="#6b7280">${esc(`${machine.cores} × ${machine.cpu}, PostgreSQL ${machine.postgres}, Node ${machine.node}`)} · shared machine: read ratios within one run</text>
+<text x="10" y="18" font-size="12" fill="#6b7280">${esc(`aiq vs ${peersText(machine)}`)} and the seed's loop · median of alternating rounds, whiskers min–max</text>
+<text x="10" y="34" font-size="12" fill="#6b7280">${esc(`${machine.cores} × ${machine.cpu}, PostgreSQL ${machine.postgres} (autovacuum ${machine.autovacuum}), Node ${machine.node}`)} · shared machine: read ratios within one run</text>
 ${drain.svg}
 ${pickup.svg}
 </svg>
