@@ -183,6 +183,7 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
     for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
     await fakeAi.close();
     await fakeTwilio.close();
+    // BENCH_KEEP_DB=1 leaves the database for inspection (its name: aiq_bench_<pid>_<n>).
     if (!process.env.BENCH_KEEP_DB) await dropDatabase(name).catch(() => {});
   }
 }
