@@ -1,5 +1,6 @@
 // Re-renders the table, the README markdown and the chart from bench/results/latest.json,
-// without running anything: `node --import tsx bench/render.ts [--chart]`.
+// without running anything: `node --import tsx bench/render.ts [--chart] [--node24]`
+// (--node24: latest-node24.json and .md, the `--peers next` run; never the chart).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { renderChart } from './lib/chart.ts';
@@ -9,7 +10,8 @@ import { peerVersions } from './systems/peers.ts';
 import type { Plan } from './config.ts';
 
 const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
-const saved = JSON.parse(readFileSync(`${resultsDir}/latest.json`, 'utf8')) as {
+const name = process.argv.includes('--node24') ? 'latest-node24' : 'latest';
+const saved = JSON.parse(readFileSync(`${resultsDir}/${name}.json`, 'utf8')) as {
   machine: Machine;
   plan: Plan;
   figures: Record<string, Record<string, { values: number[] }>>;
@@ -26,7 +28,7 @@ for (const [figure, byConfig] of Object.entries(saved.figures)) {
 }
 const ratios = ratioRows(results, saved.plan);
 console.log(renderTables(results, ratios, saved.machine, saved.plan));
-writeFileSync(`${resultsDir}/latest.md`, renderMarkdown(results, ratios, saved.machine, saved.plan));
-if (process.argv.includes('--chart')) {
+writeFileSync(`${resultsDir}/${name}.md`, renderMarkdown(results, ratios, saved.machine, saved.plan));
+if (process.argv.includes('--chart') && name === 'latest') {
   writeFileSync(fileURLToPath(new URL('../docs/benchmark.svg', import.meta.url)), renderChart(results, saved.machine));
 }
