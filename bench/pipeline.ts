@@ -13,6 +13,7 @@ import { PREFILL, prefillMessages } from './lib/prefill.ts';
 import { nowMs, percentile } from './lib/stats.ts';
 import { freePort } from '../test/helpers/fake-http.ts';
 import { waitReady } from './lib/serve-ready.ts';
+import { aiqProcessEnv, cpuProfileArgs } from './lib/aiq-process.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const FROM_NUMBER = 'whatsapp:+14155238886';
@@ -82,15 +83,7 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
     if (options.prefill) await prefillMessages(url, options.prefill);
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
-    const env = {
-      ...process.env,
-      NODE_ENV: 'production',
-      LOG_LEVEL: 'warn',
-      DATABASE_URL: url,
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      PUBLIC_URL: base,
-      ADMIN_TOKEN: 'bench-admin-token-0123456789',
+    const env = aiqProcessEnv(url, port, {
       TWILIO_ACCOUNT_SID: FAKE_ACCOUNT_SID,
       TWILIO_AUTH_TOKEN: FAKE_AUTH_TOKEN,
       TWILIO_WHATSAPP_FROM: FROM_NUMBER,
@@ -99,11 +92,9 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
       OPENAI_API_KEY: 'bench-key',
       OPENAI_BASE_URL: fakeAi.openaiBaseUrl,
       WORKER_CONCURRENCY: String(options.workerConcurrency),
-    };
+    });
     for (const role of ['serve', 'worker']) {
-      // BENCH_CPU_PROF=dir: a V8 CPU profile of each aiq process (read with bench/profile.ts).
-      const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`, `--cpu-prof-name=${role}-${Date.now()}.cpuprofile`] : [];
-      children.push(spawn(process.execPath, [...profile, 'bin/aiq.js', role], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] }));
+      children.push(spawn(process.execPath, [...cpuProfileArgs(role), 'bin/aiq.js', role], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] }));
     }
     await waitReady(base, children[0]!);
 

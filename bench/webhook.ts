@@ -15,6 +15,7 @@ import { openPostgres } from '../src/db/postgres.ts';
 import { createDatabase, dropDatabase, withDatabase } from './lib/database.ts';
 import { freePort } from '../test/helpers/fake-http.ts';
 import { waitReady } from './lib/serve-ready.ts';
+import { aiqProcessEnv, cpuProfileArgs } from './lib/aiq-process.ts';
 import { prefillMessages } from './lib/prefill.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
@@ -75,28 +76,15 @@ export async function webhookRun(durationSeconds: number, connections = 10, opti
     }
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
-    const aiqEnv = {
-      ...process.env,
-      NODE_ENV: 'production',
-      LOG_LEVEL: 'warn',
-      DATABASE_URL: url,
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      PUBLIC_URL: base,
+    const aiqEnv = aiqProcessEnv(url, port, {
       // Sending is configured but never used: `serve` runs no worker.
       TWILIO_ACCOUNT_SID: ACCOUNT_SID,
       TWILIO_AUTH_TOKEN: AUTH_TOKEN,
       TWILIO_WHATSAPP_FROM: 'whatsapp:+14155238886',
-      ADMIN_TOKEN: 'bench-admin-token-0123456789',
-    };
+    });
     server =
       kind === 'aiq'
-        ? // BENCH_CPU_PROF=dir: a V8 CPU profile of aiq serve (read with bench/profile.ts).
-          spawn(process.execPath, [...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []), 'bin/aiq.js', 'serve'], {
-            cwd: ROOT,
-            stdio: ['ignore', 'ignore', 'inherit'],
-            env: aiqEnv,
-          })
+        ? spawn(process.execPath, [...cpuProfileArgs(), 'bin/aiq.js', 'serve'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'], env: aiqEnv })
         : spawn(process.execPath, ['--import', 'tsx', 'bench/floors/webhook-floor.ts', kind === 'floor-insert' ? 'insert' : 'none'], {
             cwd: ROOT,
             stdio: ['ignore', 'ignore', 'inherit'],

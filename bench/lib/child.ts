@@ -2,6 +2,7 @@
 // the IPC channel, so producer, worker and the measuring parent never share an event loop.
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { cpuProfileArgs } from './aiq-process.ts';
 
 export interface Message {
   type: string;
@@ -25,7 +26,7 @@ export class Child {
   constructor(script: string, config: unknown) {
     this.process = fork(fileURLToPath(new URL(`../processes/${script}`, import.meta.url)), [JSON.stringify(config)], {
       // BENCH_CPU_PROF=dir writes a V8 CPU profile of every child (node --cpu-prof).
-      execArgv: ['--import', 'tsx', ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [])],
+      execArgv: ['--import', 'tsx', ...cpuProfileArgs()],
       stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
     });
     this.process.stderr!.on('data', (chunk: Buffer) => {

@@ -48,6 +48,9 @@ const INBOUND_STORE_AND_ENQUEUE_SQL = `
   select stored_message_id as message_id, stored_conversation_id as conversation_id
   from aiq_inbound_store($1, $2, $3, $4::text[], $5, $6, $7, $8, $9, $10::text[])`;
 
+/** MediaContentTypeN for each MediaUrlN, '' where Twilio sent none. */
+const mediaTypesOf = (input: InboundMessageInput) => input.mediaUrls.map((_, i) => input.mediaContentTypes?.[i] ?? '');
+
 /**
  * Stores an inbound message with its contact and conversation and enqueues its autoreply,
  * atomically in one statement; null for a redelivered MessageSid. Wake workers after.
@@ -63,7 +66,7 @@ export async function inboundStoreAndEnqueue(db: Queryable, input: InboundMessag
     AUTOREPLY_MAX_ATTEMPTS,
     input.optChange ?? null,
     input.businessNumber ?? null,
-    input.mediaUrls.map((_, i) => input.mediaContentTypes?.[i] ?? ''),
+    mediaTypesOf(input),
   ]);
   const row = result.rows[0];
   return row ? { messageId: row.message_id, conversationId: row.conversation_id } : null;
@@ -86,7 +89,7 @@ export async function inboundStoreManyAndEnqueue(db: Queryable, inputs: InboundM
     senderName: input.profileName ?? null,
     body: input.body,
     media: input.mediaUrls,
-    mediaTypes: input.mediaUrls.map((_, i) => input.mediaContentTypes?.[i] ?? ''),
+    mediaTypes: mediaTypesOf(input),
     sid: input.twilioSid,
     optChange: input.optChange ?? null,
     toNumber: input.businessNumber ?? null,
