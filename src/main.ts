@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { aiProviderOf, ConfigError, isLoopback, type Env } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
+import { isDatabaseUnreachable } from './db/errors.ts';
 import { openPostgres } from './db/postgres.ts';
 import { aiProviderCreate } from './ai/providers.ts';
 import { buildApp } from './http/app.ts';
@@ -27,10 +28,6 @@ import type { Database } from './db/types.ts';
 
 export type Role = 'start' | 'serve' | 'worker';
 
-// Postgres answers these while it starts, stops or restarts, or while it is unreachable.
-// 08P01: how PgBouncer refuses clients while its server is unreachable or restarting
-// ("server login has been failing, try again later", for server_login_retry seconds).
-const NOT_YET_REACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '57P02', '57P03', '08P01']);
 const START_UP_PATIENCE_MS = 60_000;
 
 /**
@@ -46,10 +43,8 @@ async function whenReachable<T>(logger: Runtime['logger'], step: () => Promise<T
     try {
       return await step();
     } catch (err) {
-      // A connection the server dropped mid-statement (a restart) has no code, only this message.
-      const code = (err as { code?: string }).code ?? ((err as Error).message === 'Connection terminated unexpectedly' ? 'ECONNRESET' : '');
       // Told to stop while waiting (Ctrl-C, a supervisor's SIGTERM): stop waiting.
-      if (!NOT_YET_REACHABLE.has(code) || Date.now() > deadline || stop?.aborted) throw err;
+      if (!isDatabaseUnreachable(err) || Date.now() > deadline || stop?.aborted) throw err;
       logger.warn({ err: (err as Error).message, attempt }, 'database not reachable yet; retrying');
       await new Promise((resolve) => setTimeout(resolve, Math.min(250 * attempt, 2000)));
     }

@@ -2,9 +2,9 @@
 // fail that transaction, not crash the process with an unhandled 'error' event.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import net from 'node:net';
 import pg from 'pg';
 import { openPostgres } from '../src/db/postgres.ts';
+import { dyingProxy } from './helpers/dying-proxy.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 
 let t: TestDatabase;
@@ -40,43 +40,8 @@ test('a backend terminated between two statements of a transaction rejects it, a
 // whose promise resolves only after the parser has read on into the FATAL: for that moment
 // the connection belongs to no one, and a connection error with no listener ends the process.
 test('a connection that dies while it is handed from a query to a waiting transaction fails that transaction, not the process', async () => {
-  const target = new URL(t.url!);
-  let armed = true;
-  const proxy = net.createServer((downstream) => {
-    const upstream = net.connect(Number(target.port || 5432), target.hostname);
-    downstream.pipe(upstream);
-    const dieAfterFirstQuery = armed;
-    armed = false;
-    let readyForQuery = 0;
-    let pending = Buffer.alloc(0);
-    upstream.on('data', (chunk: Buffer) => {
-      if (!dieAfterFirstQuery) return void downstream.write(chunk);
-      pending = Buffer.concat([pending, chunk]);
-      // Forward whole messages; after the second ReadyForQuery (start-up, then the first
-      // query) append the FATAL in the same write and hang up.
-      let offset = 0;
-      while (pending.length - offset >= 5) {
-        const length = pending.readInt32BE(offset + 1);
-        if (pending.length - offset < 1 + length) break;
-        const type = String.fromCharCode(pending[offset]!);
-        offset += 1 + length;
-        if (type === 'Z' && ++readyForQuery === 2) {
-          downstream.end(Buffer.concat([pending.subarray(0, offset), fatalMessage('57P01', 'terminating connection due to administrator command')]));
-          upstream.destroy();
-          return;
-        }
-      }
-      downstream.write(pending.subarray(0, offset));
-      pending = pending.subarray(offset);
-    });
-    upstream.on('error', () => downstream.destroy());
-    downstream.on('error', () => upstream.destroy());
-    upstream.on('close', () => downstream.destroy());
-  });
-  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-  const viaProxy = new URL(t.url!);
-  viaProxy.port = String((proxy.address() as net.AddressInfo).port);
-  const db = openPostgres({ connectionString: viaProxy.toString(), poolSize: 1, onError: () => {} });
+  const proxy = await dyingProxy(t.url!);
+  const db = openPostgres({ connectionString: proxy.url, poolSize: 1, onError: () => {} });
   try {
     const [first, second] = await Promise.allSettled([
       db.query<{ ok: number }>('select 1 as ok'),
@@ -91,11 +56,3 @@ test('a connection that dies while it is handed from a query to a waiting transa
     proxy.close();
   }
 });
-
-function fatalMessage(code: string, message: string): Buffer {
-  const fields = Buffer.from(`SFATAL\0VFATAL\0C${code}\0M${message}\0\0`);
-  const header = Buffer.alloc(5);
-  header.write('E', 0);
-  header.writeInt32BE(4 + fields.length, 1);
-  return Buffer.concat([header, fields]);
-}

@@ -8,6 +8,7 @@ import { loadConfig } from '../src/config.ts';
 import { openRuntime } from '../src/main.ts';
 import { openPostgres } from '../src/db/postgres.ts';
 import { freePort } from './helpers/fake-http.ts';
+import { dyingProxy } from './helpers/dying-proxy.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 
 let t: TestDatabase;
@@ -45,6 +46,21 @@ test('openRuntime waits for a database that comes up a second later', async () =
   } finally {
     clearTimeout(startsLater);
     proxy?.close();
+  }
+});
+
+// A restart that begins inside a start-up step kills its connection between two statements
+// of the migration's transaction; node-postgres then reports "not queryable" with no error
+// code. That is the same restart, not a reason to exit (a chaos run lost a worker to it).
+test('openRuntime tries again when its connection dies in the middle of a start-up step', async () => {
+  const proxy = await dyingProxy(t.url!);
+  try {
+    const runtime = await openRuntime(loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', DATABASE_URL: proxy.url }), 'cli');
+    const { rows } = await runtime.db.query<{ applied: number }>('select count(*)::int as applied from aiq_migrations');
+    assert.ok(rows[0]!.applied > 0);
+    await runtime.db.close();
+  } finally {
+    proxy.close();
   }
 });
 
