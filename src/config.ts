@@ -37,6 +37,8 @@ const schema = z.object({
   ),
   DATA_DIR: z.string().min(1).default('./data'),
   DATABASE_POOL_SIZE: int(1, 200).default(10),
+  // Named prepared statements (src/db/prepared.ts): auto = unless behind a transaction pooler.
+  DATABASE_PREPARED_STATEMENTS: z.enum(['auto', 'on', 'off']).default('auto'),
 
   HOST: z.string().min(1).default('127.0.0.1'),
   PORT: int(0, 65535).default(3000),

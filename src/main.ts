@@ -58,7 +58,7 @@ async function whenReachable<T>(logger: Runtime['logger'], step: () => Promise<T
  */
 async function migrateDirect(config: Env, db: Database): Promise<string[]> {
   if (!config.DATABASE_DIRECT_URL) return migrate(db);
-  const direct = openPostgres({ connectionString: config.DATABASE_DIRECT_URL, poolSize: 1, applicationName: 'aiq-migrate' });
+  const direct = openPostgres({ connectionString: config.DATABASE_DIRECT_URL, poolSize: 1, preparedStatements: 'off', applicationName: 'aiq-migrate' });
   try {
     return await migrate(direct);
   } catch (err) {
@@ -84,6 +84,7 @@ export async function openRuntime(config: Env, role: Role | 'cli', stop?: AbortS
     databaseDirectUrl: config.DATABASE_DIRECT_URL,
     dataDir: config.DATA_DIR,
     poolSize: config.DATABASE_POOL_SIZE,
+    preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
     applicationName: `aiq-${role}`,
     onError: (err) => logger.warn({ err: err.message }, 'database connection error'),
     serveSocket: role === 'start',

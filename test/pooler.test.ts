@@ -7,7 +7,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
-import { poolerProbe } from '../src/db/pooler.ts';
+import { poolerProbe, reachesServerDirectly } from '../src/db/pooler.ts';
 import { openPostgres } from '../src/db/postgres.ts';
 import { NotificationsUnavailableError } from '../src/db/types.ts';
 import { createLogger } from '../src/logger.ts';
@@ -63,6 +63,8 @@ test('the probe tells a direct connection from a transaction-mode pooler', { ski
   try {
     assert.equal((await poolerProbe(t.directUrl!)).mode, 'direct');
     assert.equal((await poolerProbe(t.url!)).mode, 'transaction');
+    assert.equal(await reachesServerDirectly(t.directUrl!), true);
+    assert.equal(await reachesServerDirectly(t.url!), false);
   } finally {
     await t.close();
   }
@@ -89,6 +91,43 @@ test('behind a transaction-mode pooler without a direct URL, a worker polls and 
   } finally {
     await worker.stop();
     await pooled.close();
+    await t.close();
+  }
+});
+
+test('behind a transaction-mode pooler, statements are not prepared (auto), and forced on they heal themselves', { skip: !POOLER_URL && 'needs TEST_POOLER_URL (CI starts PgBouncer)' }, async () => {
+  const t = await freshServerDatabase();
+  const auto = openPostgres({ connectionString: t.url!, poolSize: 5 });
+  const forced = openPostgres({ connectionString: t.url!, poolSize: 5, preparedStatements: 'on' });
+  const load = (db: typeof auto, transactions = true) =>
+    Promise.all(
+      Array.from({ length: 10 }, async (_, lane) => {
+        for (let i = 0; i < 30; i++) {
+          const { rows } = await db.query<{ n: number }>('select $1::int + $2::int as n', [lane, i]);
+          assert.equal(rows[0]!.n, lane + i);
+          if (!transactions) continue;
+          const inTx = await db.transaction((tx) => tx.query<{ n: number }>('select $1::int * 2 as n', [i]));
+          assert.equal(inTx.rows[0]!.n, i * 2);
+        }
+      }),
+    );
+  try {
+    await load(auto);
+    // Give 'auto' time to ask, then load again: none of the server sessions holds a statement.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await load(auto);
+    for (let i = 0; i < 10; i++) {
+      const { rows } = await auto.query<{ prepared: number }>('select count(*)::int as prepared from pg_prepared_statements');
+      assert.equal(rows[0]!.prepared, 0);
+    }
+    // Told to prepare (PgBouncer 1.21+ would keep them): PgBouncer 1.18 mixes them between
+    // server sessions; a statement that meets that runs again unnamed, and naming stops.
+    // (A transaction that meets it first fails once, as the README says of `on`.)
+    await load(forced, false);
+    await load(forced);
+  } finally {
+    await auto.close();
+    await forced.close();
     await t.close();
   }
 });

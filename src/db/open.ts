@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { DataDirLockedError } from './errors.ts';
 import { socketPathFor } from './pglite-socket.ts';
+import type { PreparedStatementsMode } from './prepared.ts';
 import type { Database } from './types.ts';
 
 export interface OpenOptions {
@@ -12,6 +13,8 @@ export interface OpenOptions {
   databaseDirectUrl?: string;
   dataDir: string;
   poolSize?: number;
+  /** Named prepared statements on a server database (see PostgresOptions). */
+  preparedStatements?: PreparedStatementsMode;
   applicationName?: string;
   onError?: (err: Error) => void;
   /** Serve the embedded database to CLI commands and psql (`aiq start`). */
@@ -31,6 +34,7 @@ export async function openDatabase(options: OpenOptions): Promise<Database> {
       connectionString: options.databaseUrl,
       directConnectionString: options.databaseDirectUrl,
       poolSize: options.poolSize,
+      preparedStatements: options.preparedStatements,
       applicationName: options.applicationName,
       onError: options.onError,
     });
@@ -47,6 +51,8 @@ export async function openDatabase(options: OpenOptions): Promise<Database> {
     return openPostgres({
       connectionString: `postgresql://postgres@/postgres?host=${encodeURIComponent(socketDir)}`,
       poolSize: options.poolSize,
+      // A one-shot command on a socket that serves one connection at a time: nothing to gain.
+      preparedStatements: 'off',
       applicationName: options.applicationName,
       onError: options.onError,
     });

@@ -7,6 +7,7 @@
 // session the one the first just released (PgBouncer reuses the most recent), so the ids are
 // equal. A session-mode pooler or proxy shows itself another way: the server's own port is
 // not the port we dialled.
+import type { Socket } from 'node:net';
 import pg from 'pg';
 
 export type PoolerMode = 'direct' | 'transaction' | 'session';
@@ -38,4 +39,24 @@ export async function poolerProbe(connectionString: string): Promise<PoolerProbe
   } finally {
     await Promise.all([first.end().catch(() => {}), second.end().catch(() => {})]);
   }
+}
+
+/**
+ * Whether nothing sits between us and PostgreSQL, told for certain over TCP and even while
+ * other sessions are busy (which can fool the two-session probe above): the server sees the
+ * port our socket has. A pooler, proxy or NAT in between shows the server its own socket.
+ * Over a Unix socket the server sees no port; the probe above decides there.
+ */
+export async function reachesServerDirectly(connectionString: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString, application_name: 'aiq:probe', connectionTimeoutMillis: 10_000 });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    const { rows } = await client.query<{ port: number | null }>('select inet_client_port() as port');
+    const ours = (client.connection.stream as Partial<Socket>).localPort;
+    if (rows[0]!.port !== null && ours !== undefined) return rows[0]!.port === ours;
+  } finally {
+    await client.end().catch(() => {});
+  }
+  return (await poolerProbe(connectionString)).mode !== 'transaction';
 }

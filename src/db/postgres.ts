@@ -1,7 +1,8 @@
 // node-postgres behind the Database interface: a pool for statements and transactions, and
 // one dedicated connection for LISTEN that reconnects with backoff after Postgres restarts.
 import pg from 'pg';
-import { poolerProbe } from './pooler.ts';
+import { poolerProbe, reachesServerDirectly } from './pooler.ts';
+import { isStaleResultType, PreparedStatements, type PreparedStatementsMode } from './prepared.ts';
 import { NotificationsUnavailableError, type Database, type Queryable } from './types.ts';
 
 // Return bigint counts as numbers: our counters stay far below 2^53.
@@ -17,6 +18,11 @@ export interface PostgresOptions {
   directConnectionString?: string;
   poolSize?: number;
   applicationName?: string;
+  /**
+   * Named prepared statements (src/db/prepared.ts): 'auto' (the default) uses them when
+   * `connectionString` reaches PostgreSQL itself, with no pooler or proxy in between.
+   */
+  preparedStatements?: PreparedStatementsMode;
   onError?: (err: Error) => void;
 }
 
@@ -38,9 +44,14 @@ export function openPostgres(options: PostgresOptions): Database {
   // the statement that next runs on a dead connection fails, and that is where it is handled.
   pool.on('connect', (client) => client.on('error', () => {}));
   const listeners: Array<() => Promise<void>> = [];
+  const prepared = new PreparedStatements(options.preparedStatements ?? 'auto', () => reachesServerDirectly(options.connectionString));
 
   const query: Queryable['query'] = async (text, values) => {
-    const result = await pool.query(text, values as unknown[]);
+    const statement = prepared.statement(text, values as unknown[] | undefined);
+    const result = await pool.query(statement).catch((err: unknown) => {
+      if (!prepared.failed(statement, err)) throw err;
+      return pool.query(text, values as unknown[]);
+    });
     return { rows: result.rows, rowCount: result.rowCount ?? 0 };
   };
 
@@ -56,7 +67,12 @@ export function openPostgres(options: PostgresOptions): Database {
         await client.query('begin');
         const tx: Queryable = {
           async query(text, values) {
-            const result = await client.query(text, values as unknown[]);
+            const statement = prepared.statement(text, values as unknown[] | undefined);
+            // Inside a transaction a failed statement cannot run again: the caller retries.
+            const result = await client.query(statement).catch((err: unknown) => {
+              prepared.failed(statement, err);
+              throw err;
+            });
             return { rows: result.rows, rowCount: result.rowCount ?? 0 };
           },
           async exec(sql) {
@@ -68,9 +84,10 @@ export function openPostgres(options: PostgresOptions): Database {
         client.release();
         return value;
       } catch (err) {
-        // A broken connection cannot be rolled back; destroy it instead of returning it.
+        // A broken connection cannot be rolled back; destroy it instead of returning it. So
+        // is one holding a prepared statement whose result columns changed under it.
         const rolledBack = await client.query('rollback').then(() => true, () => false);
-        client.release(rolledBack ? undefined : true);
+        client.release(rolledBack && !isStaleResultType(err) ? undefined : true);
         throw err;
       }
     },

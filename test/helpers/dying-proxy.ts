@@ -1,6 +1,7 @@
 // A TCP proxy in front of the real PostgreSQL whose first connection dies the way a fast
 // shutdown kills it: right after the reply to its first statement, a FATAL in the same
-// write, then the hang-up. Every later connection is forwarded untouched.
+// write, then the hang-up. Every later connection is forwarded untouched (all of them with
+// `{ firstDies: false }`: a plain forwarder, as a proxy or NAT between us and the server).
 import net from 'node:net';
 
 export interface DyingProxy {
@@ -9,9 +10,9 @@ export interface DyingProxy {
   close(): void;
 }
 
-export async function dyingProxy(databaseUrl: string): Promise<DyingProxy> {
+export async function dyingProxy(databaseUrl: string, { firstDies = true } = {}): Promise<DyingProxy> {
   const target = new URL(databaseUrl);
-  let armed = true;
+  let armed = firstDies;
   const proxy = net.createServer((downstream) => {
     const upstream = net.connect(Number(target.port || 5432), target.hostname);
     downstream.pipe(upstream);
