@@ -275,6 +275,7 @@ function errorBody(message: string, code: string): object {
 
 /**
  * Options for a standalone run: FAKE_OPENAI_PORT (default 4010), FAKE_OPENAI_LATENCY_MS,
+ * FAKE_OPENAI_CHAT_LATENCY_MS (chat completions only),
  * FAKE_OPENAI_FAULT (429 | 500 | 400 | hang), FAKE_OPENAI_FAULT_RATE (0..1),
  * FAKE_OPENAI_RETRY_AFTER_MS (for 429), FAKE_OPENAI_SEED.
  */
@@ -288,11 +289,14 @@ export function fakeOptionsFromEnv(env: NodeJS.ProcessEnv): FakeOpenAiOptions {
     const headers: Record<string, string> = status === 429 ? { 'retry-after-ms': env.FAKE_OPENAI_RETRY_AFTER_MS ?? '1000' } : {};
     fault = { kind: 'status', status, headers };
   }
+  const chatLatencyMs = Number(env.FAKE_OPENAI_CHAT_LATENCY_MS ?? 0);
   return {
     port: Number(env.FAKE_OPENAI_PORT ?? 4010),
     latencyMs: Number(env.FAKE_OPENAI_LATENCY_MS ?? 0),
     seed: Number(env.FAKE_OPENAI_SEED ?? 1),
     randomFault: fault && rate > 0 ? { probability: rate, fault } : undefined,
+    // Only completions slow: an embedding call is fast next to one, as with the real API.
+    randomFaults: chatLatencyMs > 0 ? [{ probability: 1, fault: { kind: 'delay', ms: chatLatencyMs }, endpoint: 'chat' }] : undefined,
     recordLimit: 1000,
   };
 }
