@@ -131,16 +131,20 @@ export interface RagResult {
  * the last user message), so one retrieval serves them all.
  */
 export async function ragRetrieve(db: Queryable, ai: AiProvider, input: RagInput, options: CallOptions = {}): Promise<RagResult> {
-  const person = await personGetByPhone(db, input.senderPhone);
   const questions = pendingQuestions(input.history);
   // Nothing unanswered (a suggestion asked for after a reply): the last user message is the question.
   const lastUser = input.history.filter((m) => m.role === 'user').slice(-1).map((m) => m.body);
   const query = (questions.length > 0 ? questions : lastUser).join('\n').trim();
-  const personShown = person ? personText(person, input.personFields) : null;
   const threshold = input.retrieval.minRelevance;
+  const retrieving = query && input.retrieval.topK > 0;
+  // The sender's record and the knowledge are independent reads: both at once.
+  const [person, found] = await Promise.all([
+    personGetByPhone(db, input.senderPhone),
+    retrieving ? knowledgeRetrieve(db, ai, query, input.retrieval, options) : null,
+  ]);
+  const personShown = person ? personText(person, input.personFields) : null;
   const base = { person: personShown, personId: person?.id ?? null, threshold };
-  if (!query || input.retrieval.topK <= 0) return { ...base, knowledge: [], noAnswer: null, relevance: 0, usage: NO_USAGE };
-  const found = await knowledgeRetrieve(db, ai, query, input.retrieval, options);
+  if (!found) return { ...base, knowledge: [], noAnswer: null, relevance: 0, usage: NO_USAGE };
   const knowledge: KnowledgeItem[] = found.noAnswer
     ? []
     : found.hits.map((h) => ({ id: h.id, documentId: h.documentId, title: h.title, headingPath: h.headingPath, content: h.content, score: h.score, relevance: chunkRelevance(h) }));
