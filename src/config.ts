@@ -37,7 +37,7 @@ const schema = z.object({
   ),
   DATA_DIR: z.string().min(1).default('./data'),
   DATABASE_POOL_SIZE: int(1, 200).default(10),
-  // Named prepared statements (src/db/prepared.ts): auto = unless behind a transaction pooler.
+  // Named prepared statements (src/db/prepared.ts): auto = when no pooler or proxy sits between.
   DATABASE_PREPARED_STATEMENTS: z.enum(['auto', 'on', 'off']).default('auto'),
 
   HOST: z.string().min(1).default('127.0.0.1'),
