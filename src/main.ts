@@ -84,7 +84,8 @@ export async function openRuntime(config: Env, role: Role | 'cli', stop?: AbortS
     databaseDirectUrl: config.DATABASE_DIRECT_URL,
     dataDir: config.DATA_DIR,
     poolSize: config.DATABASE_POOL_SIZE,
-    preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
+    // A one-shot command runs each statement about once: nothing to plan once for.
+    preparedStatements: role === 'cli' ? 'off' : config.DATABASE_PREPARED_STATEMENTS,
     applicationName: `aiq-${role}`,
     onError: (err) => logger.warn({ err: err.message }, 'database connection error'),
     serveSocket: role === 'start',

@@ -46,6 +46,7 @@ test('a working setup: every check passes and doctor exits 0', async () => {
   assert.equal(code, 0, out);
   for (const check of ['config', 'database', 'pooler', 'migrations', 'vectors', 'embeddings', 'twilio', 'ai']) assert.match(line(out, check), /^(ok|warn)\s/, `${check}:\n${out}`);
   assert.match(line(out, 'database'), /^ok\s+database\s+PostgreSQL 1\d/);
+  assert.match(line(out, 'prepared'), /^ok\s+prepared\s+named prepared statements on: DATABASE_URL reaches PostgreSQL itself/);
   assert.match(line(out, 'twilio'), /^ok .*is active/);
   assert.match(line(out, 'ai'), /^ok .*chat .* and embeddings .*32 dimensions/);
   assert.match(out, /aiq can run/);
@@ -114,6 +115,7 @@ test('behind a transaction-mode pooler without a direct URL, doctor says workers
   const { code, out } = await doctor({ ...healthy(), DATABASE_URL: t.url! });
   assert.equal(code, 0, out);
   assert.match(line(out, 'pooler'), /^warn\s+pooler\s+DATABASE_URL goes through a transaction-mode pooler and DATABASE_DIRECT_URL is not set: workers poll/);
+  assert.match(line(out, 'prepared'), /^ok\s+prepared\s+named prepared statements off: a pooler or proxy sits between/);
   const withDirect = await doctor({ ...healthy(), DATABASE_URL: t.url!, DATABASE_DIRECT_URL: t.directUrl! });
   assert.match(line(withDirect.out, 'pooler'), /^ok\s+pooler\s+.*LISTEN and migrations use DATABASE_DIRECT_URL/);
   assert.match(line(withDirect.out, 'direct url'), /^ok/);
