@@ -12,6 +12,7 @@ import { createDatabase, dropDatabase } from './lib/database.ts';
 import { PREFILL, prefillMessages } from './lib/prefill.ts';
 import { nowMs, percentile } from './lib/stats.ts';
 import { freePort } from '../test/helpers/fake-http.ts';
+import { startTsProcess } from '../test/helpers/processes.ts';
 import { waitReady } from './lib/serve-ready.ts';
 import { aiqProcessEnv, cpuProfileArgs } from './lib/aiq-process.ts';
 
@@ -63,34 +64,16 @@ async function commitCount(url: string): Promise<number> {
   }
 }
 
-/**
- * The fake OpenAI in a process of its own, as the real API answers from elsewhere: in the
- * benchmark's process its answers waited behind the load generator's event loop, which is
- * busiest exactly when the first jobs embed their questions. Only chat completions take
- * `chatMs`; embeddings answer at once, as a real embedding call is fast next to a completion.
- */
-async function fakeOpenAiProcess(chatMs: number): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/helpers/fake-openai.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, FAKE_OPENAI_PORT: String(port), FAKE_OPENAI_CHAT_LATENCY_MS: String(chatMs) },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      if (String(chunk).includes('listening on')) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`the fake OpenAI exited (${code}) before listening`)));
-  });
-  child.stdout!.resume();
-  return { url: `http://127.0.0.1:${port}`, child };
-}
-
 export async function pipelineRun(options: PipelineOptions): Promise<PipelineFigures> {
   const { startFakeTwilio, FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN } = await import('../test/helpers/fake-twilio.ts');
   const { signatureOf, WHATSAPP_WEBHOOK_PATH } = await import('../src/messaging/twilio.ts');
   const { name, url } = await createDatabase();
-  const fakeAi = await fakeOpenAiProcess(options.llmMs);
+  // The fake OpenAI in a process of its own, as the real API answers from elsewhere: in the
+  // benchmark's process its answers waited behind the load generator's event loop, which is
+  // busiest exactly when the first jobs embed their questions. Only chat completions take
+  // llmMs; embeddings answer at once, as a real embedding call is fast next to a completion.
+  const aiPort = await freePort();
+  const fakeAi = await startTsProcess('test/helpers/fake-openai.ts', { FAKE_OPENAI_PORT: String(aiPort), FAKE_OPENAI_CHAT_LATENCY_MS: String(options.llmMs) }, /listening on/);
   const fakeTwilio = await startFakeTwilio({ authToken: FAKE_AUTH_TOKEN, accountSid: FAKE_ACCOUNT_SID });
   const children: ChildProcess[] = [];
   try {
@@ -107,7 +90,7 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
       TWILIO_API_BASE_URL: fakeTwilio.url,
       AI_PROVIDER: 'openai',
       OPENAI_API_KEY: 'bench-key',
-      OPENAI_BASE_URL: `${fakeAi.url}/v1`,
+      OPENAI_BASE_URL: `http://127.0.0.1:${aiPort}/v1`,
       WORKER_CONCURRENCY: String(options.workerConcurrency),
     });
     for (const role of ['serve', 'worker']) {
@@ -201,7 +184,7 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
     for (const child of children) child.kill('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 500));
     for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
-    fakeAi.child.kill('SIGKILL');
+    fakeAi.process.kill('SIGKILL');
     await fakeTwilio.close();
     // BENCH_KEEP_DB=1 leaves the database for inspection (its name: aiq_bench_<pid>_<n>).
     if (!process.env.BENCH_KEEP_DB) await dropDatabase(name).catch(() => {});

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { openPostgres } from '../src/db/postgres.ts';
-import { reachesServerDirectly } from '../src/db/pooler.ts';
+import { poolerProbe } from '../src/db/pooler.ts';
 import { dyingProxy } from './helpers/dying-proxy.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { waitFor } from './helpers/processes.ts';
@@ -76,10 +76,10 @@ test('a table that gains a column under a prepared select * is read again, not f
 });
 
 test('the server is reached directly, or through something that shows it another port', async () => {
-  assert.equal(await reachesServerDirectly(t.directUrl!), true);
+  assert.equal((await poolerProbe(t.directUrl!)).direct, true);
   const forwarder = await dyingProxy(t.directUrl!, { firstDies: false });
   try {
-    assert.equal(await reachesServerDirectly(forwarder.url), false, 'a proxy in between: statements stay unnamed');
+    assert.equal((await poolerProbe(forwarder.url)).direct, false, 'a proxy in between: statements stay unnamed');
   } finally {
     forwarder.close();
   }

@@ -8,7 +8,7 @@ import { embeddingSpaceOf } from '../ai/types.ts';
 import { aiProviderOf, type Env } from '../config.ts';
 import { pendingMigrations } from '../db/migrate.ts';
 import { openDatabase } from '../db/open.ts';
-import { poolerProbe, reachesServerDirectly } from '../db/pooler.ts';
+import { poolerProbe, type PoolerProbe } from '../db/pooler.ts';
 import type { Database } from '../db/types.ts';
 import { describeSpace, vectorSettingsGet } from '../knowledge/vectors.ts';
 import { createTransport, TwilioTransport } from '../messaging/transport.ts';
@@ -84,7 +84,7 @@ async function checkPooler(config: Env, findings: Finding[]): Promise<void> {
       hint: 'set DATABASE_DIRECT_URL to a direct connection for LISTEN (pickup in milliseconds instead of up to a poll interval) and migrations',
     });
   } else findings.push({ verdict: 'ok', check: 'pooler', result: 'DATABASE_URL goes through a transaction-mode pooler; LISTEN and migrations use DATABASE_DIRECT_URL' });
-  await checkPreparedStatements(config, config.DATABASE_URL, findings);
+  checkPreparedStatements(config, probe, findings);
 
   if (!config.DATABASE_DIRECT_URL) return;
   const direct = await poolerProbe(config.DATABASE_DIRECT_URL).then(
@@ -99,15 +99,13 @@ async function checkPooler(config: Env, findings: Finding[]): Promise<void> {
 }
 
 /** Says whether statements are planned once per connection (src/db/prepared.ts) and why. */
-async function checkPreparedStatements(config: Env, url: string, findings: Finding[]): Promise<void> {
+function checkPreparedStatements(config: Env, probe: PoolerProbe, findings: Finding[]): void {
   const mode = config.DATABASE_PREPARED_STATEMENTS;
   if (mode !== 'auto') {
     findings.push({ verdict: 'ok', check: 'prepared', result: `named prepared statements ${mode} (DATABASE_PREPARED_STATEMENTS=${mode})` });
     return;
   }
-  const direct = await reachesServerDirectly(url).catch(() => undefined);
-  if (direct === undefined) return;
-  if (direct) findings.push({ verdict: 'ok', check: 'prepared', result: 'named prepared statements on: DATABASE_URL reaches PostgreSQL itself, so each statement is planned once per connection' });
+  if (probe.direct) findings.push({ verdict: 'ok', check: 'prepared', result: 'named prepared statements on: DATABASE_URL reaches PostgreSQL itself, so each statement is planned once per connection' });
   else {
     findings.push({
       verdict: 'ok',

@@ -18,6 +18,13 @@ export interface PoolerProbe {
   serverPort: number | null;
   /** The port we connected to. */
   dialledPort: number;
+  /**
+   * Nothing sits between us and PostgreSQL: over TCP the server sees our socket's own port
+   * (a pooler, proxy or NAT in between shows it theirs), which holds even while other
+   * sessions are busy and can fool the two-session test; over a Unix socket, where the
+   * server sees no port, no transaction-mode pooler.
+   */
+  direct: boolean;
 }
 
 export async function poolerProbe(connectionString: string): Promise<PoolerProbe> {
@@ -29,34 +36,17 @@ export async function poolerProbe(connectionString: string): Promise<PoolerProbe
   try {
     await first.connect();
     await second.connect();
-    const ask = `select pg_backend_pid() as pid, inet_server_port() as port`;
-    const a = (await first.query<{ pid: number; port: number | null }>(ask)).rows[0]!;
-    const b = (await second.query<{ pid: number; port: number | null }>(ask)).rows[0]!;
+    const ask = `select pg_backend_pid() as pid, inet_server_port() as port, inet_client_port() as client_port`;
+    type Answer = { pid: number; port: number | null; client_port: number | null };
+    const a = (await first.query<Answer>(ask)).rows[0]!;
+    const b = (await second.query<Answer>(ask)).rows[0]!;
     const url = new URL(connectionString);
     const dialledPort = Number(url.port || 5432);
     const mode: PoolerMode = a.pid === b.pid ? 'transaction' : a.port !== null && a.port !== dialledPort && url.hostname !== '' ? 'session' : 'direct';
-    return { mode, serverPort: a.port, dialledPort };
+    const ours = (first.connection.stream as Partial<Socket>).localPort;
+    const sameSocket = a.client_port !== null && ours !== undefined ? a.client_port === ours : null;
+    return { mode, serverPort: a.port, dialledPort, direct: sameSocket ?? mode !== 'transaction' };
   } finally {
     await Promise.all([first.end().catch(() => {}), second.end().catch(() => {})]);
   }
-}
-
-/**
- * Whether nothing sits between us and PostgreSQL, told for certain over TCP and even while
- * other sessions are busy (which can fool the two-session probe above): the server sees the
- * port our socket has. A pooler, proxy or NAT in between shows the server its own socket.
- * Over a Unix socket the server sees no port; the probe above decides there.
- */
-export async function reachesServerDirectly(connectionString: string): Promise<boolean> {
-  const client = new pg.Client({ connectionString, application_name: 'aiq:probe', connectionTimeoutMillis: 10_000 });
-  client.on('error', () => {});
-  try {
-    await client.connect();
-    const { rows } = await client.query<{ port: number | null }>('select inet_client_port() as port');
-    const ours = (client.connection.stream as Partial<Socket>).localPort;
-    if (rows[0]!.port !== null && ours !== undefined) return rows[0]!.port === ours;
-  } finally {
-    await client.end().catch(() => {});
-  }
-  return (await poolerProbe(connectionString)).mode !== 'transaction';
 }

@@ -1,7 +1,7 @@
 // node-postgres behind the Database interface: a pool for statements and transactions, and
 // one dedicated connection for LISTEN that reconnects with backoff after Postgres restarts.
 import pg from 'pg';
-import { poolerProbe, reachesServerDirectly } from './pooler.ts';
+import { poolerProbe, type PoolerProbe } from './pooler.ts';
 import { isStaleResultType, PreparedStatements, type PreparedStatementsMode } from './prepared.ts';
 import { NotificationsUnavailableError, type Database, type Queryable } from './types.ts';
 
@@ -44,7 +44,15 @@ export function openPostgres(options: PostgresOptions): Database {
   // the statement that next runs on a dead connection fails, and that is where it is handled.
   pool.on('connect', (client) => client.on('error', () => {}));
   const listeners: Array<() => Promise<void>> = [];
-  const prepared = new PreparedStatements(options.preparedStatements ?? 'auto', () => reachesServerDirectly(options.connectionString));
+  // One probe of the connection string answers LISTEN's question and this one; one that
+  // failed (a database still starting) is asked again next time.
+  let probing: Promise<PoolerProbe> | undefined;
+  const probe = () =>
+    (probing ??= poolerProbe(options.connectionString).catch((err: unknown) => {
+      probing = undefined;
+      throw err;
+    }));
+  const prepared = new PreparedStatements(options.preparedStatements ?? 'auto', async () => (await probe()).direct);
 
   const query: Queryable['query'] = async (text, values) => {
     const statement = prepared.statement(text, values as unknown[] | undefined);
@@ -92,7 +100,9 @@ export function openPostgres(options: PostgresOptions): Database {
       }
     },
     async listen(channel, onNotify, onReconnect) {
-      if (!options.directConnectionString && (await behindTransactionPooler(options.connectionString))) {
+      // A database that is not reachable yet (restarting) counts as direct: LISTEN keeps retrying.
+      const pooled = await probe().then((found) => found.mode === 'transaction', () => false);
+      if (!options.directConnectionString && pooled) {
         throw new NotificationsUnavailableError('DATABASE_URL goes through a transaction-mode pooler and DATABASE_DIRECT_URL is not set, so NOTIFY cannot reach this process');
       }
       const stop = await listenWithReconnect(
@@ -112,14 +122,6 @@ export function openPostgres(options: PostgresOptions): Database {
       await pool.end();
     },
   };
-}
-
-/** A database that is not reachable yet (restarting) counts as direct: LISTEN keeps retrying. */
-async function behindTransactionPooler(connectionString: string): Promise<boolean> {
-  return poolerProbe(connectionString).then(
-    (probe) => probe.mode === 'transaction',
-    () => false,
-  );
 }
 
 async function listenWithReconnect(

@@ -8,7 +8,7 @@
 // A transaction-mode pooler (PgBouncer before 1.21, or without max_prepared_statements)
 // gives each transaction whichever server connection is free, where a statement prepared on
 // another one does not exist. 'auto' names statements only when nothing sits between us and
-// the server (src/db/pooler.ts: reachesServerDirectly), and keeps them unnamed until it knows.
+// the server (src/db/pooler.ts: PoolerProbe.direct), and keeps them unnamed until it knows.
 import { createHash } from 'node:crypto';
 
 export type PreparedStatementsMode = 'auto' | 'on' | 'off';
