@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { InboundBatcher } from '../src/jobs/inbound-batch.ts';
+import type { Queryable } from '../src/db/types.ts';
 import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { inboundParams, injectSigned, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
 
@@ -89,3 +90,38 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+// Two writers: while a contact's first message is still being written by one (a slow
+// connection, say), the other finishes and takes the next batch. That batch must not hold
+// the same contact's later message, or it can take the conversation's lock first.
+test('a later message waits while the same contact\'s earlier one is still being written', async () => {
+  const t = await freshServerDatabase();
+  try {
+    let delayed = false;
+    const slowFirstStatement: Queryable = {
+      async query(text, values) {
+        if (!delayed) {
+          delayed = true;
+          await new Promise((resolve) => setTimeout(resolve, 300));
+        }
+        return t.db.query(text, values);
+      },
+      exec: (sql) => t.db.exec(sql),
+    };
+    const batcher = new InboundBatcher(slowFirstStatement);
+    const message = (from: string, body: string, i: number) => ({ whatsappNumber: from, profileName: 'Anna', body, mediaUrls: [], twilioSid: `SMslow${i}`, optChange: null, businessNumber: null });
+    const first = batcher.store(message(sender(950), 'first', 0));
+    const other = batcher.store(message(sender(951), 'other', 1));
+    await other;
+    // The first is still being written: these gather into the next batch.
+    const later = [batcher.store(message(sender(950), 'second', 2)), batcher.store(message(sender(952), 'unrelated', 3))];
+    await Promise.all([first, ...later]);
+    const { rows } = await t.db.query<{ bodies: string[] }>(`
+      select array_agg(m.body order by m.seq) as bodies
+      from messages m join conversations c on c.id = m.conversation_id join contacts k on k.id = c.contact_id
+      where k.whatsapp_number = $1`, [sender(950)]);
+    assert.deepEqual(rows[0]!.bodies, ['first', 'second']);
+  } finally {
+    await t.close();
+  }
+});

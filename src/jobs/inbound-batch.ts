@@ -9,6 +9,9 @@
 // message by message, so that one bad message fails alone. Within a batch messages are
 // ordered by contact and business number (stable, so one conversation keeps its order):
 // two batches in flight then take their row locks in the same order and cannot deadlock.
+// Across batches, a contact's message waits while an earlier one of theirs is still being
+// written: two writers would otherwise race for the conversation's lock, and the later
+// message could take the earlier position.
 import type { Queryable } from '../db/types.ts';
 import type { InboundMessageInput } from '../messaging/conversations.ts';
 import { inboundStoreAndEnqueue, inboundStoreManyAndEnqueue, type AutoreplyPayload } from './autoreply.ts';
@@ -32,6 +35,8 @@ export interface InboundBatchOptions {
 export class InboundBatcher {
   private readonly waiting: Waiting[] = [];
   private writing = 0;
+  /** Contacts with a message in a batch being written. */
+  private readonly contactsWriting = new Set<string>();
   private readonly writers: number;
   private readonly maxBatch: number;
 
@@ -52,14 +57,25 @@ export class InboundBatcher {
   }
 
   private next(): void {
-    while (this.writing < this.writers && this.waiting.length > 0) {
-      const batch = this.waiting.splice(0, this.maxBatch);
+    while (this.writing < this.writers) {
+      const batch = this.takeBatch();
+      if (batch.length === 0) return;
+      const contacts = new Set(batch.map((w) => w.input.whatsappNumber));
+      for (const contact of contacts) this.contactsWriting.add(contact);
       this.writing += 1;
       void this.write(batch).finally(() => {
+        for (const contact of contacts) this.contactsWriting.delete(contact);
         this.writing -= 1;
         this.next();
       });
     }
+  }
+
+  /** The waiting messages in arrival order, up to the first whose contact is being written. */
+  private takeBatch(): Waiting[] {
+    let size = 0;
+    while (size < Math.min(this.maxBatch, this.waiting.length) && !this.contactsWriting.has(this.waiting[size]!.input.whatsappNumber)) size += 1;
+    return this.waiting.splice(0, size);
   }
 
   private async write(batch: Waiting[]): Promise<void> {
