@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { knowledgeRetrieve, LOCAL_LEXICAL_WEIGHT, LOCAL_MIN_RELEVANCE, type RetrievalSettings } from '../src/ai/rag.ts';
+import { knowledgeRetrieve, LOCAL_LEXICAL_WEIGHT, LOCAL_MIN_RELEVANCE, retrievalSettingsOf, type RetrievalSettings } from '../src/ai/rag.ts';
+import { loadConfig } from '../src/config.ts';
 import { localProviderCreate } from '../src/ai/local-provider.ts';
 import { NO_ANSWER_RULE, promptBuild } from '../src/ai/prompts.ts';
 import type { Database } from '../src/db/types.ts';
@@ -15,6 +16,7 @@ import { documentAdd, documentsRechunkStale, embedRecord } from '../src/jobs/emb
 import { chunkLocation, documentChunk, documentContentCheck, DocumentContentError } from '../src/knowledge/chunking.ts';
 import { documentSave } from '../src/knowledge/documents.ts';
 import { textSearchConfigSet } from '../src/knowledge/search.ts';
+import { synonymsEmpty, synonymsParse } from '../src/knowledge/synonyms.ts';
 import { vectorSpaceOpen } from '../src/knowledge/vectors.ts';
 import { freshPgliteDatabase, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { ROOT } from './helpers/processes.ts';
@@ -23,7 +25,20 @@ import { sourceLine } from '../src/jobs/reply-context.ts';
 const ai = localProviderCreate({ dimensions: 256 });
 const SETTINGS = { maxChars: 1200, overlapChars: 200 };
 // The offline provider's defaults (rag.ts: LOCAL_LEXICAL_WEIGHT, LOCAL_MIN_RELEVANCE).
-const RETRIEVAL: RetrievalSettings = { topK: 2, mode: 'hybrid', rrfK: 60, vectorWeight: 1, lexicalWeight: LOCAL_LEXICAL_WEIGHT, minRelevance: LOCAL_MIN_RELEVANCE };
+// No synonyms here: these tests are about the two searches themselves (the synonym tests below).
+const RETRIEVAL: RetrievalSettings = {
+  topK: 2,
+  mode: 'hybrid',
+  rrfK: 60,
+  vectorWeight: 1,
+  lexicalWeight: LOCAL_LEXICAL_WEIGHT,
+  minRelevance: LOCAL_MIN_RELEVANCE,
+  synonyms: synonymsEmpty(),
+  synonymWeight: 0,
+  synonymsInEmbedding: true,
+};
+// What a reply uses with no settings: the built-in synonym groups at the default weight.
+const DEFAULTS = retrievalSettingsOf(loadConfig({}), ai);
 
 const HANDBOOK = `# Handboek
 
@@ -66,8 +81,8 @@ async function seedEvalHandbook(db: Database): Promise<void> {
 }
 
 /** The labelled sections ("Document › Section") among the top five, as the evaluation counts them. */
-async function topSections(db: Database, question: string, mode: RetrievalSettings['mode']): Promise<string[]> {
-  const found = await knowledgeRetrieve(db, ai, question, { ...RETRIEVAL, mode, topK: 5 });
+async function topSections(db: Database, question: string, mode: RetrievalSettings['mode'], settings = RETRIEVAL): Promise<string[]> {
+  const found = await knowledgeRetrieve(db, ai, question, { ...settings, mode, topK: 5 });
   return found.hits.map((h) => `${h.title} › ${h.headingPath[0]}`);
 }
 
@@ -121,6 +136,39 @@ for (const name of ['pglite', 'postgres'] as const) {
       assert.deepEqual(await top(db, question, 'lexical'), [], 'no lexeme matches');
       assert.equal((await top(db, question, 'vector'))[0], 'Wachtwoord vergeten');
       assert.equal((await top(db, question, 'hybrid'))[0], 'Wachtwoord vergeten');
+    });
+
+    test('synonyms: a Dutch question finds the English section, an English question the Dutch one; without them neither', async () => {
+      const db = evalStores[name].db;
+      for (const question of ['declareren hoe', 'who is the confidential advisor here']) {
+        const label = labelOf(question);
+        for (const mode of ['lexical', 'hybrid'] as const) {
+          assert.ok(!(await topSections(db, question, mode)).includes(label), `${mode} without synonyms misses ${label} for "${question}"`);
+          assert.ok((await topSections(db, question, mode, DEFAULTS)).includes(label), `${mode} with the built-in synonyms finds ${label} for "${question}"`);
+        }
+      }
+      const found = await knowledgeRetrieve(db, ai, 'declareren hoe', DEFAULTS);
+      assert.ok(found.expansions.includes('expense claim'), `searched also for ${found.expansions.join(', ')}`);
+    });
+
+    test('an organisation\'s own synonyms: a term of its own finds the section that never says it', async () => {
+      const db = stores[name].db;
+      const question = 'PTO?';
+      assert.deepEqual(await top(db, question, 'lexical'), [], 'no chunk says PTO');
+      const own = { ...RETRIEVAL, synonyms: synonymsParse('PTO, vakantiedagen'), synonymWeight: 0.5 };
+      const found = await knowledgeRetrieve(db, ai, question, { ...own, mode: 'lexical' });
+      assert.equal(found.hits[0]?.headingPath.at(-1), 'Vakantiedagen');
+      assert.deepEqual(found.expansions, ['vakantiedagen']);
+    });
+
+    test('a Dutch compound the text never uses is searched by its parts that it does use', async () => {
+      const db = stores[name].db;
+      const question = 'wachtwoordproblemen';
+      assert.deepEqual(await top(db, question, 'lexical'), [], 'the whole compound matches nothing');
+      // No synonym group involved: the parts come from the stored text's own words.
+      const found = await knowledgeRetrieve(db, ai, question, { ...RETRIEVAL, synonymWeight: 0.5, mode: 'lexical' });
+      assert.deepEqual(found.expansions, []);
+      assert.equal(found.hits[0]?.headingPath.at(-1), 'Wachtwoord vergeten');
     });
 
     test('every chunk carries its heading path and text; a heading is never a chunk of its own', async () => {

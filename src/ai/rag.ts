@@ -7,6 +7,7 @@ import type { Env } from '../config.ts';
 import type { Queryable } from '../db/types.ts';
 import { personGetByPhone, personText, type PersonTextField } from '../knowledge/people.ts';
 import { chunkSearch, SearchSpaceMismatchError, QUESTION_MAX_CHARS, type SearchHit, type SearchMode } from '../knowledge/search.ts';
+import { synonymsExpand, synonymsOf, type Synonyms } from '../knowledge/synonyms.ts';
 import { vectorSpaceCheck } from '../knowledge/vectors.ts';
 import { pendingQuestions, type HistoryMessage } from './prompts.ts';
 import type { AiProvider, CallOptions, KnowledgeItem, TokenUsage } from './types.ts';
@@ -23,6 +24,16 @@ export interface RetrievalSettings {
   minRelevance: number;
   /** Only documents with one of these tags (an assistant profile's); null or absent: all. */
   documentTags?: string[] | null;
+  /** The synonym groups questions are expanded with (knowledge/synonyms.ts). */
+  synonyms: Synonyms;
+  /** How much a synonym's match counts next to a word of the question itself (0–1). */
+  synonymWeight: number;
+  /**
+   * The synonyms go into the question's embedding too. For the offline embeddings, which
+   * only see shared words; a language model's embeddings know that "declareren" is an
+   * expense claim, and a list of extra words would only blur the question for them.
+   */
+  synonymsInEmbedding: boolean;
 }
 
 /**
@@ -31,7 +42,7 @@ export interface RetrievalSettings {
  * providers' similarities live on other scales: for them the gate is off until
  * RAG_MIN_RELEVANCE is set from `npm run eval` run with that provider.
  */
-export const LOCAL_MIN_RELEVANCE = 0.13;
+export const LOCAL_MIN_RELEVANCE = 0.15;
 
 /**
  * The full-text side's weight in the fusion with the offline embeddings, which are weaker
@@ -48,6 +59,9 @@ export function retrievalSettingsOf(config: Env, provider: AiProvider): Retrieva
     vectorWeight: config.RAG_VECTOR_WEIGHT,
     lexicalWeight: config.RAG_LEXICAL_WEIGHT ?? (provider.name === 'local' ? LOCAL_LEXICAL_WEIGHT : 1),
     minRelevance: config.RAG_MIN_RELEVANCE ?? (provider.name === 'local' ? LOCAL_MIN_RELEVANCE : 0),
+    synonyms: synonymsOf(config),
+    synonymWeight: config.RAG_SYNONYM_WEIGHT,
+    synonymsInEmbedding: provider.name === 'local',
   };
 }
 
@@ -73,6 +87,8 @@ export interface Retrieved {
   usage: TokenUsage;
   /** The question was longer than QUESTION_MAX_CHARS and was searched by its start. */
   truncated: boolean;
+  /** The synonyms the question was also searched with. */
+  expansions: string[];
 }
 
 /** Searches the knowledge base for `question` the way a reply does. */
@@ -80,9 +96,11 @@ export async function knowledgeRetrieve(db: Queryable, ai: AiProvider, question:
   const text = question.trim().slice(0, QUESTION_MAX_CHARS);
   const truncated = question.trim().length > QUESTION_MAX_CHARS;
   const threshold = settings.minRelevance;
-  if (!text || settings.topK <= 0) return { hits: [], relevance: 0, noAnswer: true, threshold, usage: NO_USAGE, truncated };
+  if (!text || settings.topK <= 0) return { hits: [], relevance: 0, noAnswer: true, threshold, usage: NO_USAGE, truncated, expansions: [] };
+  const expansions = settings.synonymWeight > 0 ? synonymsExpand(settings.synonyms, text) : [];
   // Embedded in lexical mode too: the relevance gate is the chunks' similarity to it.
-  const embedded = await ai.embed([text], options);
+  const embeddedText = settings.synonymsInEmbedding && expansions.length > 0 ? `${text}\n${expansions.join(', ')}` : text;
+  const embedded = await ai.embed([embeddedText], options);
   const usage = embedded.usage;
   const space = embeddingSpaceOf(ai);
   // Vectors of another space would be compared as if they meant the same: the search
@@ -95,12 +113,14 @@ export async function knowledgeRetrieve(db: Queryable, ai: AiProvider, question:
     lexicalWeight: settings.lexicalWeight,
     documentTags: settings.documentTags ?? null,
     space,
+    expansions,
+    expansionWeight: settings.synonymWeight,
   }).catch(async (err: unknown) => {
     if (err instanceof SearchSpaceMismatchError) await vectorSpaceCheck(db, space);
     throw err;
   });
   const relevance = hits.reduce((best, hit) => Math.max(best, chunkRelevance(hit)), 0);
-  return { hits, relevance, noAnswer: hits.length === 0 || relevance < threshold, threshold, usage, truncated };
+  return { hits, relevance, noAnswer: hits.length === 0 || relevance < threshold, threshold, usage, truncated, expansions };
 }
 
 export interface RagInput {

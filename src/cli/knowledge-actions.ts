@@ -234,9 +234,10 @@ export async function search({ values, positionals }: CommandInput, config: Env)
   if (!SEARCH_MODES.includes(mode as SearchMode)) throw new UsageError(`--mode must be one of ${SEARCH_MODES.join(', ')} (got "${mode}")`);
   const found = await withRuntime(config, (rt) => knowledgeRetrieve(rt.db, rt.ai, question, { ...retrievalSettingsOf(config, rt.ai), topK: k, mode: mode as SearchMode }));
   if (values.json) {
-    console.log(JSON.stringify({ question, mode, relevance: found.relevance, noAnswer: found.noAnswer, truncated: found.truncated, hits: found.hits.map((h) => ({ ...h, relevance: chunkRelevance(h) })) }, null, 2));
+    console.log(JSON.stringify({ question, mode, relevance: found.relevance, noAnswer: found.noAnswer, truncated: found.truncated, expansions: found.expansions, hits: found.hits.map((h) => ({ ...h, relevance: chunkRelevance(h) })) }, null, 2));
     return;
   }
+  if (found.expansions.length > 0) console.log(`also searched for (synonyms): ${found.expansions.join(', ')}`);
   if (found.truncated) console.log(`(the question is longer than ${QUESTION_MAX_CHARS} characters: searched by its start)`);
   if (found.hits.length === 0) console.log('nothing found: the knowledge base has no chunk that matches (add documents with `aiq add-document`)');
   found.hits.forEach((h, i) => {

@@ -22,6 +22,12 @@ export interface SearchOptions {
    * and throws SearchSpaceMismatchError, having compared nothing, when they were not.
    */
   space?: { provider: string; model: string; dimensions: number } | null;
+  /**
+   * More words to search the full text with (synonyms.ts): their terms count with
+   * `expansionWeight` (0–1) in the ranking, the question's own terms with 1.
+   */
+  expansions?: string[];
+  expansionWeight?: number;
 }
 
 /** The chunks were embedded in another space than the question (the caller says which). */
@@ -73,11 +79,31 @@ const SEARCH_SQL = `
     select $9::text is null or exists (
       select 1 from knowledge_vector_settings where id = 1 and provider = $9 and model = $10 and dimensions = $11
     ) as ok
-  ), question as (
-    select coalesce(to_tsquery('simple', string_agg(case when length(l) >= 4 then '''' || l || ''':*' else '''' || l || '''' end, ' | ')), ''::tsquery) as terms,
-           coalesce(array_agg(l), '{}') as lexemes
+  ), asked as (
+    select l as term
     from unnest(tsvector_to_array(to_tsvector(aiq_text_search_config(), $2))) as l
     where l ~ '^[[:alnum:]_-]+$'
+  ), compound_parts as (
+    select distinct p.part as term
+    from asked a
+    cross join lateral generate_series(4, length(a.term) - 4) as i
+    cross join lateral (values (left(a.term, i)), (substr(a.term, i + 1))) as p(part)
+    where $13::float8 > 0 and length(a.term) >= 8 and p.part not in (select term from asked)
+      and exists (select 1 from document_chunks c where c.search_vector @@ to_tsquery('simple', '''' || p.part || ''''))
+  ), expanded as (
+    select l as term
+    from unnest(tsvector_to_array(to_tsvector(aiq_text_search_config(), $12))) as l
+    where $13::float8 > 0 and l ~ '^[[:alnum:]_-]+$'
+    union
+    select term from compound_parts
+  ), question_terms as (
+    select term, 1::float8 as weight from asked
+    union all
+    select term, $13::float8 from expanded where term not in (select term from asked)
+  ), question as (
+    select coalesce(to_tsquery('simple', string_agg(case when length(term) >= 4 then '''' || term || ''':*' else '''' || term || '''' end, ' | ')), ''::tsquery) as terms,
+           (select coalesce(array_agg(term), '{}') from asked) as lexemes
+    from question_terms
   ), vector_hits as (
     select id, row_number() over (order by distance, id) as rank
     from (
@@ -89,16 +115,16 @@ const SEARCH_SQL = `
       limit $3
     ) nearest
   ), matched as (
-    select c.id, q.term, max(length(c.search_vector))::float8 as len,
+    select c.id, q.term, q.weight, max(length(c.search_vector))::float8 as len,
            sum((select sum(case when w = 'A' then 2 else 1 end) from unnest(v.weights) as w))::float8 as tf
     from document_chunks c
     cross join question
-    cross join lateral unnest(question.lexemes) as q(term)
+    cross join question_terms q
     cross join lateral unnest(c.search_vector) as v
     where $5::float8 > 0 and (select ok from space) and numnode(question.terms) > 0 and c.search_vector @@ question.terms
       and ($8::text[] is null or c.document_id in (select id from documents where tags && $8::text[]))
       and (v.lexeme = q.term or (length(q.term) >= 4 and starts_with(v.lexeme, q.term)))
-    group by c.id, q.term
+    group by c.id, q.term, q.weight
   ), corpus as (
     select count(*)::float8 as n, coalesce(avg(length(search_vector)), 1)::float8 as avglen
     from document_chunks where $5::float8 > 0
@@ -107,7 +133,7 @@ const SEARCH_SQL = `
   ), lexical_hits as (
     select id, row_number() over (order by score desc, id) as rank
     from (
-      select m.id, sum(ln(1 + (corpus.n - t.n + 0.5) / (t.n + 0.5)) * m.tf * 2.2 / (m.tf + 1.2 * (0.25 + 0.75 * m.len / corpus.avglen))) as score
+      select m.id, sum(m.weight * ln(1 + (corpus.n - t.n + 0.5) / (t.n + 0.5)) * m.tf * 2.2 / (m.tf + 1.2 * (0.25 + 0.75 * m.len / corpus.avglen))) as score
       from matched m
       join term_chunks t on t.term = m.term
       cross join corpus
@@ -170,6 +196,8 @@ export async function chunkSearch(db: Queryable, question: string, vector: numbe
     options.space?.provider ?? null,
     options.space?.model ?? null,
     options.space?.dimensions ?? null,
+    (options.expansions ?? []).join(', ').slice(0, QUESTION_MAX_CHARS),
+    options.expansionWeight ?? 0,
   ]);
   if (result.rows[0]?.space_ok === false) throw new SearchSpaceMismatchError('the stored chunks were embedded in another space');
   return result.rows.filter((r) => r.id !== null).map((r) => ({
