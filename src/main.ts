@@ -118,7 +118,14 @@ export async function openRuntime(config: Env, role: Role | 'cli', stop?: AbortS
     throw new ConfigError((err as Error).message);
   }
   const runtime: Runtime = { config, db, logger, handlers: [], metrics, ai, transport, profiles };
-  runtime.handlers = buildHandlers(runtime);
+  try {
+    // Reads the files settings name (SYSTEM_PROMPT_FILE, RAG_SYNONYMS_FILE) once, now. A
+    // wrong one must end the process: the open database would otherwise keep it alive.
+    runtime.handlers = buildHandlers(runtime);
+  } catch (err) {
+    await db.close();
+    throw new ConfigError((err as Error).message);
+  }
   return runtime;
 }
 

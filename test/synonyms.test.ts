@@ -1,10 +1,11 @@
 // Synonym groups (src/knowledge/synonyms.ts): how a list is read, what a question is
 // expanded with, and how a wrong list stops start-up with the variable and line named.
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { runAiq } from './helpers/processes.ts';
 import { synonymsExpand, synonymsOf, synonymsParse, SynonymsError } from '../src/knowledge/synonyms.ts';
 
 test('a question is expanded with the other members of every group it mentions, each once', () => {
@@ -50,4 +51,16 @@ test('RAG_SYNONYMS_FILE adds an organisation\'s groups to the built-in ones; a m
   assert.throws(() => synonymsOf({ RAG_BUILTIN_SYNONYMS: false, RAG_SYNONYMS_FILE: join(dir, 'nope.txt') }), /^SynonymsError: RAG_SYNONYMS_FILE: cannot read .*nope\.txt: ENOENT/);
   writeFileSync(join(dir, 'bad.txt'), 'ok, fine\njust one\n');
   assert.throws(() => synonymsOf({ RAG_BUILTIN_SYNONYMS: false, RAG_SYNONYMS_FILE: join(dir, 'bad.txt') }), /RAG_SYNONYMS_FILE: .*bad\.txt line 2: a group needs at least two members/);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('aiq start with a file setting that cannot be read says which and exits, on the embedded database', async () => {
+  for (const name of ['RAG_SYNONYMS_FILE', 'SYSTEM_PROMPT_FILE']) {
+    const dataDir = mkdtempSync(join(tmpdir(), 'aiq-bad-file-'));
+    // The database is open by then: before the fix the process printed the error and lived on.
+    const ran = await runAiq(['start'], { DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'silent', [name]: join(dataDir, 'missing.txt') }, 60_000);
+    assert.equal(ran.code, 1, `${name}: ${ran.out}`);
+    assert.match(ran.out, new RegExp(`^aiq: ${name}: cannot read .*missing\\.txt`, 'm'));
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 });

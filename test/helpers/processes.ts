@@ -50,12 +50,20 @@ export async function waitFor(check: () => Promise<boolean> | boolean, what: str
  * Runs `aiq <args>` (bin/aiq.js, the build) as a user would, with PATH and `env` only: the
  * developer's own DATABASE_URL, .env or TWILIO_* stay out. Output is stdout and stderr.
  */
-export function runAiq(args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
+export function runAiq(args: string[], env: Record<string, string>, timeoutMs?: number): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['bin/aiq.js', ...args], { cwd: ROOT, env: { PATH: process.env.PATH!, ...env } });
     let out = '';
     child.stdout!.on('data', (c) => (out += c));
     child.stderr!.on('data', (c) => (out += c));
-    child.on('exit', (code) => resolve({ code, out }));
+    // A command that should have ended but hangs is killed, and says so in its output.
+    const timer = timeoutMs === undefined ? undefined : setTimeout(() => {
+      out += `\n(still running after ${timeoutMs} ms: killed)`;
+      child.kill('SIGKILL');
+    }, timeoutMs);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, out });
+    });
   });
 }
