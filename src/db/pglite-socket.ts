@@ -1,6 +1,6 @@
 // Serves the running embedded database over the PostgreSQL wire protocol on a Unix socket in
 // the data folder, named as PostgreSQL names its own (`.s.PGSQL.5432`): `aiq stats`, `aiq
-// enqueue` … and `psql -h <DATA_DIR> -U postgres` reach the process that owns the folder
+// enqueue` … and `psql -h <absolute DATA_DIR> -U postgres` reach the process that owns the folder
 // instead of being refused by its lock.
 //
 // Why not @electric-sql/pglite-socket: its queue orders socket clients among themselves but
