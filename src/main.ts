@@ -91,42 +91,35 @@ export async function openRuntime(config: Env, role: Role | 'cli', stop?: AbortS
     serveSocket: role === 'start',
     joinRunning: role === 'cli',
   });
+  // Whatever fails from here on closes the database: an open one keeps the process alive.
   try {
     const applied = await whenReachable(logger, () => migrateDirect(config, db), stop);
     if (applied.length > 0) logger.info({ applied }, 'applied migrations');
-  } catch (err) {
-    await db.close();
-    throw err;
-  }
-  const metrics = new PromMetrics(db, aiProviderOf(config));
-  const ai = aiProviderCreate(config, (operation, durationMs, outcome, spent) => metrics.observeLlmCall(operation, durationMs, outcome, spent));
-  try {
+    const metrics = new PromMetrics(db, aiProviderOf(config));
+    const ai = aiProviderCreate(config, (operation, durationMs, outcome, spent) => metrics.observeLlmCall(operation, durationMs, outcome, spent));
     // Never drops embeddings: another provider, model or dimension than the stored one only
     // pauses retrieval and embedding (with this reason) until `aiq reembed --switch`.
     const vectors = await whenReachable(logger, () => vectorSpaceOpen(db, embeddingSpaceOf(ai)), stop);
     if (vectors.status === 'mismatch') logger.warn({ stored: vectors.stored, configured: vectors.configured }, vectors.reason);
+    const transport = createTransport(config, logger.child({ component: 'transport' }), metrics);
+    const profiles = asConfigError(() => new Profiles(config));
+    const runtime: Runtime = { config, db, logger, handlers: [], metrics, ai, transport, profiles };
+    // Reads the files settings name (SYSTEM_PROMPT_FILE, RAG_SYNONYMS_FILE) once, now.
+    runtime.handlers = asConfigError(() => buildHandlers(runtime));
+    return runtime;
   } catch (err) {
     await db.close();
     throw err;
   }
-  const transport = createTransport(config, logger.child({ component: 'transport' }), metrics);
-  let profiles: Profiles;
+}
+
+/** A setting that names a file or lists profiles was wrong: the process stops with the reason. */
+function asConfigError<T>(build: () => T): T {
   try {
-    profiles = new Profiles(config);
+    return build();
   } catch (err) {
-    await db.close();
     throw new ConfigError((err as Error).message);
   }
-  const runtime: Runtime = { config, db, logger, handlers: [], metrics, ai, transport, profiles };
-  try {
-    // Reads the files settings name (SYSTEM_PROMPT_FILE, RAG_SYNONYMS_FILE) once, now. A
-    // wrong one must end the process: the open database would otherwise keep it alive.
-    runtime.handlers = buildHandlers(runtime);
-  } catch (err) {
-    await db.close();
-    throw new ConfigError((err as Error).message);
-  }
-  return runtime;
 }
 
 export function createWorker(runtime: Runtime): Worker {

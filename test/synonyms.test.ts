@@ -18,7 +18,7 @@ test('a question is expanded with the other members of every group it mentions, 
       '',
     ].join('\n'),
   );
-  assert.equal(synonyms.groups, 3);
+  assert.equal(synonyms.members.length, 3);
   // Phrases match as whole words in order; the question's own members are not added again.
   assert.deepEqual(synonymsExpand(synonyms, 'How many DAYS OFF do I have?'), ['vakantiedagen', 'holiday', 'vrije dagen']);
   // A prefix member matches every word that starts with it, and is added without its star.
@@ -43,11 +43,11 @@ test('RAG_SYNONYMS_FILE adds an organisation\'s groups to the built-in ones; a m
   writeFileSync(file, 'TOPdesk, ticket system, meldingssysteem\n');
   const builtin = synonymsOf({ RAG_BUILTIN_SYNONYMS: true });
   const both = synonymsOf({ RAG_BUILTIN_SYNONYMS: true, RAG_SYNONYMS_FILE: file });
-  assert.equal(both.groups, builtin.groups + 1);
+  assert.equal(both.members.length, builtin.members.length + 1);
   assert.deepEqual(synonymsExpand(both, 'topdesk?'), ['ticket system', 'meldingssysteem']);
   assert.deepEqual(synonymsExpand(builtin, 'topdesk?'), []);
   assert.ok(synonymsExpand(builtin, 'declareren').includes('expense claim'), 'the built-in list bridges Dutch and English');
-  assert.equal(synonymsOf({ RAG_BUILTIN_SYNONYMS: false }).groups, 0);
+  assert.equal(synonymsOf({ RAG_BUILTIN_SYNONYMS: false }).members.length, 0);
   assert.throws(() => synonymsOf({ RAG_BUILTIN_SYNONYMS: false, RAG_SYNONYMS_FILE: join(dir, 'nope.txt') }), /^SynonymsError: RAG_SYNONYMS_FILE: cannot read .*nope\.txt: ENOENT/);
   writeFileSync(join(dir, 'bad.txt'), 'ok, fine\njust one\n');
   assert.throws(() => synonymsOf({ RAG_BUILTIN_SYNONYMS: false, RAG_SYNONYMS_FILE: join(dir, 'bad.txt') }), /RAG_SYNONYMS_FILE: .*bad\.txt line 2: a group needs at least two members/);

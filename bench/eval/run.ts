@@ -51,7 +51,17 @@ interface SetScores {
   mrr: number;
 }
 
-interface ModeResult {
+/** The threshold with the best F1 for "this question cannot be answered", and what it gives. */
+interface ThresholdChoice {
+  threshold: number;
+  noAnswerPrecision: number;
+  noAnswerRecall: number;
+  noAnswerF1: number;
+  /** Answerable questions the threshold would wrongly turn into "I don't know". */
+  answerableRefused: number;
+}
+
+interface ModeResult extends ThresholdChoice {
   mode: SearchMode;
   /** With the built-in synonym groups (knowledge/synonyms.ts) or without them. */
   synonyms: boolean;
@@ -60,13 +70,6 @@ interface ModeResult {
   recallAt5: number;
   mrr: number;
   sets: SetScores[];
-  /** The threshold with the best F1 for "this question cannot be answered", and what it gives. */
-  threshold: number;
-  noAnswerPrecision: number;
-  noAnswerRecall: number;
-  noAnswerF1: number;
-  /** Answerable questions the threshold would wrongly turn into "I don't know". */
-  answerableRefused: number;
 }
 
 interface ProviderResult {
@@ -104,8 +107,8 @@ const MAX_ANSWERABLE_REFUSED = 0.05;
  * The threshold (on the best hit's relevance) with the best F1 for telling unanswerable
  * questions apart, among those that refuse at most MAX_ANSWERABLE_REFUSED of the answerable.
  */
-function chooseThreshold(scored: Array<{ relevance: number; answerable: boolean }>): Omit<ModeResult, 'mode' | 'synonyms' | 'recallAt1' | 'recallAt5' | 'mrr' | 'sets'> {
-  let best = { threshold: 0, noAnswerPrecision: 0, noAnswerRecall: 0, noAnswerF1: 0, answerableRefused: 0 };
+function chooseThreshold(scored: Array<{ relevance: number; answerable: boolean }>): ThresholdChoice {
+  let best: ThresholdChoice = { threshold: 0, noAnswerPrecision: 0, noAnswerRecall: 0, noAnswerF1: 0, answerableRefused: 0 };
   for (let step = 0; step <= 100; step++) {
     const threshold = step / 100;
     const refused = scored.filter((s) => s.relevance < threshold);

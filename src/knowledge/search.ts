@@ -64,7 +64,11 @@ const MIN_CANDIDATES = 10;
 // The lexical side: the question's lexemes (stemmed, stopwords out) as one OR query
 // (plainto_tsquery ANDs them, which a chatty WhatsApp question would never match whole),
 // terms of 4+ letters as prefixes so that Dutch compounds match ("vakantie" finds
-// "vakantiedagen"). The GIN index finds the chunks with any term; they are ranked by BM25
+// "vakantiedagen"). Added to them, at weight $13 in the ranking: the lexemes of the
+// expansions ($12, synonyms.ts) and, of a 8+ letter lexeme, the parts (4+ letters, cut at
+// any point) that some chunk has as a whole lexeme, one GIN lookup each, so a compound the
+// text never uses is found by its words that it does ("werklaptop": "werk", "laptop").
+// The GIN index finds the chunks with any term; they are ranked by BM25
 // (k1 = 1.2, b = 0.75; a term in the title or headings counts twice), because ts_rank has
 // no inverse document frequency: "kantoor" would weigh as much as "HR-12" (the evaluation:
 // recall@5 0.71 with ts_rank, 0.76 with BM25). Ranks on each side by row_number over the
@@ -88,7 +92,7 @@ const SEARCH_SQL = `
     from asked a
     cross join lateral generate_series(4, length(a.term) - 4) as i
     cross join lateral (values (left(a.term, i)), (substr(a.term, i + 1))) as p(part)
-    where $13::float8 > 0 and length(a.term) >= 8 and p.part not in (select term from asked)
+    where $13::float8 > 0 and length(a.term) >= 8
       and exists (select 1 from document_chunks c where c.search_vector @@ to_tsquery('simple', '''' || p.part || ''''))
   ), expanded as (
     select l as term
@@ -183,6 +187,8 @@ export async function chunkSearch(db: Queryable, question: string, vector: numbe
   if (options.limit <= 0) return [];
   const vectorWeight = options.mode === 'lexical' ? 0 : options.vectorWeight;
   const lexicalWeight = options.mode === 'vector' ? 0 : options.lexicalWeight;
+  // Expansions serve the full-text side only: none when it is skipped.
+  const expansionWeight = lexicalWeight > 0 ? options.expansionWeight ?? 0 : 0;
   const candidates = Math.max(MIN_CANDIDATES, options.limit * 2);
   const result = await db.query<SearchRow>(SEARCH_SQL, [
     vector,
@@ -197,7 +203,7 @@ export async function chunkSearch(db: Queryable, question: string, vector: numbe
     options.space?.model ?? null,
     options.space?.dimensions ?? null,
     (options.expansions ?? []).join(', ').slice(0, QUESTION_MAX_CHARS),
-    options.expansionWeight ?? 0,
+    expansionWeight,
   ]);
   if (result.rows[0]?.space_ok === false) throw new SearchSpaceMismatchError('the stored chunks were embedded in another space');
   return result.rows.filter((r) => r.id !== null).map((r) => ({

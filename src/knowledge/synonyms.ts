@@ -20,11 +20,11 @@ interface Term {
 }
 
 export interface Synonyms {
-  groups: number;
   /** Exact terms by their first word. */
   byFirstWord: Map<string, Term[]>;
   /** One-word prefix terms (`declar*`): few, so scanned. */
   prefixes: Term[];
+  /** The groups, each a list of its members; a term's `group` is its index here. */
   members: Term[][];
 }
 
@@ -64,7 +64,6 @@ export function synonymsParse(text: string, source = 'synonyms', into: Synonyms 
       return { words, prefix, text: written, group };
     });
     into.members.push(terms);
-    into.groups += 1;
     for (const term of terms) {
       if (term.prefix && term.words.length === 1) into.prefixes.push(term);
       else {
@@ -78,7 +77,7 @@ export function synonymsParse(text: string, source = 'synonyms', into: Synonyms 
 }
 
 export function synonymsEmpty(): Synonyms {
-  return { groups: 0, byFirstWord: new Map(), prefixes: [], members: [] };
+  return { byFirstWord: new Map(), prefixes: [], members: [] };
 }
 
 function wordMatches(term: Term, index: number, word: string | undefined): boolean {
@@ -87,10 +86,9 @@ function wordMatches(term: Term, index: number, word: string | undefined): boole
   return term.prefix && index === term.words.length - 1 ? word.startsWith(want) : word === want;
 }
 
-/** The number of question words `term` matches at `start`, or 0. */
-function matchAt(term: Term, words: string[], start: number): number {
-  for (let i = 0; i < term.words.length; i++) if (!wordMatches(term, i, words[start + i])) return 0;
-  return term.words.length;
+/** `term` matches the question's words from `start` on. */
+function matchesAt(term: Term, words: string[], start: number): boolean {
+  return term.words.every((_, i) => wordMatches(term, i, words[start + i]));
 }
 
 /**
@@ -98,7 +96,7 @@ function matchAt(term: Term, words: string[], start: number): number {
  * members it mentions, each once, leaving out those it already says. Empty when none.
  */
 export function synonymsExpand(synonyms: Synonyms, question: string): string[] {
-  if (synonyms.groups === 0) return [];
+  if (synonyms.members.length === 0) return [];
   const words = foldedWords(question);
   const matched = new Map<number, Set<Term>>();
   const note = (term: Term) => {
@@ -107,7 +105,7 @@ export function synonymsExpand(synonyms: Synonyms, question: string): string[] {
     matched.set(term.group, set);
   };
   for (let start = 0; start < words.length; start++) {
-    for (const term of synonyms.byFirstWord.get(words[start]!) ?? []) if (matchAt(term, words, start) > 0) note(term);
+    for (const term of synonyms.byFirstWord.get(words[start]!) ?? []) if (matchesAt(term, words, start)) note(term);
     for (const term of synonyms.prefixes) if (words[start]!.startsWith(term.words[0]!)) note(term);
   }
   const said = new Set(words);
