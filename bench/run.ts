@@ -95,6 +95,7 @@ async function main(): Promise<void> {
           results.record('pickup p95', name, round, f.p95!);
           results.record('pickup p99', name, round, f.p99!);
           results.record('pickup max', name, round, f.max!);
+          results.record('pickup first', name, round, f.first!);
         });
       }
     }

@@ -46,6 +46,8 @@ interface WorkerResult {
   notCompleted: number;
   elapsedMs: number;
   latencies: number[];
+  /** Pickup: the warm-up jobs' latencies, the first of them cold. */
+  warmLatencies: number[];
 }
 
 /** Starts a worker on jobs already queued and waits until the database shows them all done. */
@@ -77,7 +79,8 @@ export function drain(config: Config, count: number): Promise<RunOutcome> {
 /** Pickup latency: an idle worker, jobs enqueued one at a time carrying their enqueue time. */
 export function pickup(config: Config, plan: Plan): Promise<RunOutcome> {
   return inFreshDatabase(config.system, async (url) => {
-    const expected = plan.pickupJobs;
+    const warmup = plan.pickupWarmupJobs;
+    const expected = plan.pickupJobs + warmup;
     const worker = new Child('worker.ts', { ...config, url, mode: 'pickup', expected } satisfies WorkerConfig);
     try {
       await worker.waitFor('ready', MINUTE);
@@ -85,14 +88,14 @@ export function pickup(config: Config, plan: Plan): Promise<RunOutcome> {
       await worker.waitFor('started', MINUTE);
       // Let it settle into idle (first poll done, LISTEN established) before producing.
       await new Promise((resolve) => setTimeout(resolve, 1000));
-      await produce({ system: config.system, url, mode: 'trickle', count: expected, intervalMs: plan.pickupIntervalMs });
+      await produce({ system: config.system, url, mode: 'trickle', count: plan.pickupJobs, warmup, intervalMs: plan.pickupIntervalMs });
       const result = (await worker.waitFor('result', 5 * MINUTE)) as unknown as WorkerResult;
       const stopped = await worker.waitFor('stopped', 30_000);
       if (stopped.handled !== expected) throw new Error(`ran ${String(stopped.handled)} handlers for ${expected} jobs`);
       if (result.notCompleted !== 0) throw new Error(`${result.notCompleted} jobs did not end completed`);
       await worker.exit();
       const l = result.latencies;
-      return { p50: percentile(l, 50), p95: percentile(l, 95), p99: percentile(l, 99), max: Math.max(...l) };
+      return { p50: percentile(l, 50), p95: percentile(l, 95), p99: percentile(l, 99), max: Math.max(...l), first: result.warmLatencies[0]! };
     } finally {
       worker.kill();
     }

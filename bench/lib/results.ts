@@ -9,6 +9,7 @@ export type Figure =
   | 'pickup p95'
   | 'pickup p99'
   | 'pickup max'
+  | 'pickup first'
   | 'head-of-line'
   | 'scale'
   | 'scale enqueue'
@@ -29,6 +30,7 @@ export const UNITS: Record<Figure, string> = {
   'pickup p95': 'ms',
   'pickup p99': 'ms',
   'pickup max': 'ms',
+  'pickup first': 'ms',
   'head-of-line': 'ms',
   scale: 'jobs/s',
   'scale enqueue': 'jobs/s',

@@ -12,12 +12,17 @@ export interface ProducerConfig {
   count: number;
   /** trickle: milliseconds between enqueues. */
   intervalMs?: number;
+  /** trickle: jobs enqueued first, at the same pace, marked `warm` (not measured). */
+  warmup?: number;
   /** bulk: handler sleep per job position (head-of-line); absent means no-op jobs. */
   sleeps?: Record<number, number>;
   fastMs?: number;
   /** bulk: largest batch per enqueue call. */
   chunk?: number;
 }
+
+// After the warm-up jobs, before the measured ones: the warm-up's last jobs are done by then.
+const WARMUP_PAUSE_MS = 250;
 
 async function main(): Promise<void> {
   const cfg = config<ProducerConfig>();
@@ -37,14 +42,21 @@ async function main(): Promise<void> {
       await send({ type: 'result', enqueueMs, rate: (cfg.count / enqueueMs) * 1000 });
     } else {
       const interval = cfg.intervalMs ?? 5;
-      const started = nowMs();
-      for (let i = 0; i < cfg.count; i++) {
-        await producer.enqueueOne({ i, t: nowMs() });
-        // Keep to the schedule rather than sleeping a fixed time after each enqueue.
-        const wait = started + (i + 1) * interval - nowMs();
-        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      const trickle = async (count: number, warm: boolean) => {
+        const started = nowMs();
+        for (let i = 0; i < count; i++) {
+          await producer.enqueueOne(warm ? { i, t: nowMs(), warm } : { i, t: nowMs() });
+          // Keep to the schedule rather than sleeping a fixed time after each enqueue.
+          const wait = started + (i + 1) * interval - nowMs();
+          if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        }
+        return nowMs() - started;
+      };
+      if (cfg.warmup) {
+        await trickle(cfg.warmup, true);
+        await new Promise((resolve) => setTimeout(resolve, WARMUP_PAUSE_MS));
       }
-      await send({ type: 'result', enqueueMs: nowMs() - started });
+      await send({ type: 'result', enqueueMs: await trickle(cfg.count, false) });
     }
   } finally {
     await producer.close();

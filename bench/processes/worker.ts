@@ -27,13 +27,14 @@ async function main(): Promise<void> {
   let firstStart = 0;
   let lastHandled = 0;
   const latencies: number[] = [];
+  const warmLatencies: number[] = [];
   let allHandled!: () => void;
   const everyJobRan = new Promise<void>((resolve) => (allHandled = resolve));
 
   const worker = await system.prepareWorker(cfg.url, cfg.variant, async (payload: BenchPayload) => {
     const now = nowMs();
     if (firstStart === 0) firstStart = now;
-    if (cfg.mode === 'pickup' && payload.t !== undefined) latencies.push(now - payload.t);
+    if (cfg.mode === 'pickup' && payload.t !== undefined) (payload.warm ? warmLatencies : latencies).push(now - payload.t);
     if (payload.ms) await sleep(payload.ms);
     handled += 1;
     if (handled === cfg.expected) {
@@ -66,6 +67,7 @@ async function main(): Promise<void> {
     fromGoMs: confirmed - go,
     handlersMs: lastHandled - firstStart,
     latencies,
+    warmLatencies,
   });
   await Promise.race([worker.stop(), sleep(10_000)]).catch((err) => console.error('stop failed', err));
   // Anything handled beyond the expected count would be a duplicate run.

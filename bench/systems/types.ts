@@ -6,6 +6,8 @@
 export interface BenchPayload {
   /** Enqueue time on the monotonic clock (pickup latency). */
   t?: number;
+  /** A warm-up job of the pickup run: its latency is the cold one, reported apart. */
+  warm?: boolean;
   /** How long the handler sleeps (head-of-line); absent means a no-op. */
   ms?: number;
   /** Position in the batch, so payloads differ as real ones do. */
