@@ -4,6 +4,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { InboundBatcher } from '../src/jobs/inbound-batch.ts';
+import { inboundStoreAndEnqueue, inboundStoreManyAndEnqueue } from '../src/jobs/autoreply.ts';
+import type { InboundMessageInput } from '../src/messaging/conversations.ts';
 import type { Queryable } from '../src/db/types.ts';
 import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { inboundParams, injectSigned, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
@@ -108,7 +110,7 @@ test('a later message waits while the same contact\'s earlier one is still being
       },
       exec: (sql) => t.db.exec(sql),
     };
-    const batcher = new InboundBatcher(slowFirstStatement);
+    const batcher = new InboundBatcher(slowFirstStatement, { writers: 2 });
     const message = (from: string, body: string, i: number) => ({ whatsappNumber: from, profileName: 'Anna', body, mediaUrls: [], twilioSid: `SMslow${i}`, optChange: null, businessNumber: null });
     const first = batcher.store(message(sender(950), 'first', 0));
     const other = batcher.store(message(sender(951), 'other', 1));
@@ -125,3 +127,87 @@ test('a later message waits while the same contact\'s earlier one is still being
     await t.close();
   }
 });
+
+// Everything a stored message leaves behind, without ids and clocks: what must come out the
+// same whether the messages were written one by one or as one batch.
+async function storedState(db: Queryable): Promise<unknown> {
+  const contacts = await db.query(`
+    select whatsapp_number, profile_name, opted_out_at is not null as opted_out, opted_out_by from contacts order by whatsapp_number`);
+  const conversations = await db.query(`
+    select k.whatsapp_number, c.business_number, c.inbound_seq::int, c.last_inbound_at is not null as window_open
+    from conversations c join contacts k on k.id = c.contact_id order by 1, 2`);
+  const messages = await db.query(`
+    select m.twilio_sid, m.body, m.media_urls, m.seq::int, m.status, m.source, k.whatsapp_number, c.business_number
+    from messages m join conversations c on c.id = m.conversation_id join contacts k on k.id = c.contact_id order by m.twilio_sid`);
+  const media = await db.query(`
+    select m.twilio_sid, mm.position, mm.url, mm.content_type, mm.status
+    from message_media mm join messages m on m.id = mm.message_id order by 1, 2`);
+  const jobs = await db.query(`
+    select m.twilio_sid, j.type, j.status, j.priority, j.max_attempts, j.attempts,
+           j.ordering_key = m.conversation_id::text as keyed_by_conversation,
+           j.payload = jsonb_build_object('messageId', m.id, 'conversationId', m.conversation_id) as payload_matches
+    from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid order by 1`);
+  return { contacts: contacts.rows, conversations: conversations.rows, messages: messages.rows, media: media.rows, jobs: jobs.rows };
+}
+
+for (const backend of BACKENDS) {
+  test(`a batch stores exactly what the same messages stored one by one would (${backend.name})`, async () => {
+    const message = (i: number, from: string, extra: Partial<InboundMessageInput> = {}): InboundMessageInput => ({
+      whatsappNumber: from, profileName: `Name ${i}`, body: `body ${i}`, mediaUrls: [], twilioSid: `SMsame${String(i).padStart(3, '0')}`, optChange: null, businessNumber: null, ...extra,
+    });
+    // Stored before: an opted-out contact, and a message that is redelivered in the batch.
+    const earlier = [
+      message(1, sender(700), { optChange: 'out', body: 'STOP' }),
+      message(2, sender(701)),
+    ];
+    // One batch: an opt-in, an opt-out, a redelivery (its contact's new name must not be
+    // taken), media with and without content types, a second business number, a new contact
+    // without a profile name.
+    const batch = [
+      message(3, sender(700), { optChange: 'in', body: 'START' }),
+      { ...message(2, sender(701)), profileName: 'Renamed by a redelivery' },
+      message(4, sender(702), { optChange: 'out', body: 'stop' }),
+      message(5, sender(703), { mediaUrls: ['https://api.twilio.com/a', 'https://api.twilio.com/b'], mediaContentTypes: ['audio/ogg'] }),
+      message(6, sender(704), { businessNumber: '+31850000001' }),
+      message(7, sender(705), { profileName: undefined }),
+    ];
+    const one = await backend.fresh();
+    const set = await backend.fresh();
+    try {
+      for (const t of [one, set]) for (const m of earlier) await inboundStoreAndEnqueue(t.db, m);
+      const oneByOne = [];
+      for (const m of batch) oneByOne.push(await inboundStoreAndEnqueue(one.db, m));
+      const together = await inboundStoreManyAndEnqueue(set.db, batch);
+      assert.deepEqual(together.map((s) => s !== null), oneByOne.map((s) => s !== null), 'the same messages stored, the redelivery not');
+      assert.equal(together[1], null);
+      assert.deepEqual(await storedState(set.db), await storedState(one.db));
+      // The payloads name the stored rows.
+      for (const [i, stored] of together.entries()) {
+        if (!stored) continue;
+        const { rows } = await set.db.query<{ twilio_sid: string; conversation_id: string }>('select twilio_sid, conversation_id from messages where id = $1', [stored.messageId]);
+        assert.equal(rows[0]!.twilio_sid, batch[i]!.twilioSid);
+        assert.equal(rows[0]!.conversation_id, stored.conversationId);
+      }
+    } finally {
+      await one.close();
+      await set.close();
+    }
+  });
+
+  test(`a batch holding two messages of one contact is refused whole, and the batcher never builds one (${backend.name})`, async () => {
+    const t = await backend.fresh();
+    try {
+      const input = (i: number): InboundMessageInput => ({ whatsappNumber: sender(800), body: `${i}`, mediaUrls: [], twilioSid: `SMtwice${i}`, optChange: null, businessNumber: null });
+      await assert.rejects(inboundStoreManyAndEnqueue(t.db, [input(1), input(2)]));
+      const { rows } = await t.db.query<{ n: number }>('select count(*)::int as n from messages');
+      assert.equal(rows[0]!.n, 0, 'nothing of the refused batch stored');
+      const batcher = new InboundBatcher(t.db);
+      const stored = await Promise.all([1, 2, 3, 4].map((i) => batcher.store(input(i))));
+      assert.ok(stored.every((s) => s !== null));
+      const seqs = await t.db.query<{ body: string; seq: number }>('select body, seq::int from messages order by seq');
+      assert.deepEqual(seqs.rows.map((r) => [r.body, r.seq]), [['1', 1], ['2', 2], ['3', 3], ['4', 4]]);
+    } finally {
+      await t.close();
+    }
+  });
+}

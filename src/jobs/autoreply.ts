@@ -74,27 +74,35 @@ export async function inboundStoreAndEnqueue(db: Queryable, input: InboundMessag
 
 
 // Several webhooks' messages in one call and one commit (group commit: inbound-batch.ts),
-// each through aiq_inbound_store in the order given (0019_inbound_store_many.sql).
+// each part of the store once for all of them (0020_inbound_store_set.sql).
 const INBOUND_STORE_MANY_SQL = `
   select item, stored_message_id as message_id, stored_conversation_id as conversation_id
-  from aiq_inbound_store_many($1::jsonb, $2, $3)`;
+  from aiq_inbound_store_batch($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[], $10, $11)`;
 
 /**
- * Stores inbound messages in order, each as inboundStoreAndEnqueue would, all in one
- * statement (so all or none); per message its payload, or null for a redelivered MessageSid.
+ * Stores inbound messages of different contacts, each as inboundStoreAndEnqueue would, all
+ * in one statement (so all or none); per message its payload, or null for a redelivered
+ * MessageSid. Two messages of one contact make it fail: write those one by one.
  */
 export async function inboundStoreManyAndEnqueue(db: Queryable, inputs: InboundMessageInput[]): Promise<Array<AutoreplyPayload | null>> {
-  const items = inputs.map((input) => ({
-    sender: input.whatsappNumber,
-    senderName: input.profileName ?? null,
-    body: input.body,
-    media: input.mediaUrls,
-    mediaTypes: mediaTypesOf(input),
-    sid: input.twilioSid,
-    optChange: input.optChange ?? null,
-    toNumber: input.businessNumber ?? null,
-  }));
-  const result = await db.query<{ item: number; message_id: string; conversation_id: string }>(INBOUND_STORE_MANY_SQL, [JSON.stringify(items), AUTOREPLY, AUTOREPLY_MAX_ATTEMPTS]);
+  // Media files flattened, each with its message's position (1-based).
+  const media = inputs.flatMap((input, i) => {
+    const types = mediaTypesOf(input);
+    return input.mediaUrls.map((url, n) => ({ item: i + 1, url, type: types[n]! }));
+  });
+  const result = await db.query<{ item: number; message_id: string; conversation_id: string }>(INBOUND_STORE_MANY_SQL, [
+    inputs.map((input) => input.whatsappNumber),
+    inputs.map((input) => input.profileName ?? null),
+    inputs.map((input) => input.body),
+    inputs.map((input) => input.twilioSid),
+    inputs.map((input) => input.optChange ?? null),
+    inputs.map((input) => input.businessNumber ?? null),
+    media.map((m) => m.item),
+    media.map((m) => m.url),
+    media.map((m) => m.type),
+    AUTOREPLY,
+    AUTOREPLY_MAX_ATTEMPTS,
+  ]);
   const stored: Array<AutoreplyPayload | null> = inputs.map(() => null);
   for (const row of result.rows) stored[row.item - 1] = { messageId: row.message_id, conversationId: row.conversation_id };
   return stored;

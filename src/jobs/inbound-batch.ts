@@ -2,16 +2,18 @@
 // wait and are written together, in one statement and one commit, instead of one commit
 // each. Under load PostgreSQL's CPU bounds the webhook, and most of a lone write is the
 // transaction around it (measured: 0.63-0.80 ms per message alone, 0.23 ms each in batches
-// of ten). When idle nothing waits: a message finds a free writer and goes alone.
+// of ten; set-based, 0.17-0.19). When idle nothing waits: a message finds the writer free
+// and goes alone.
 //
 // Every promise settles only after its batch committed (or failed): a webhook is never
 // acknowledged before its message and job are stored. A batch that fails is written again
-// message by message, so that one bad message fails alone. Within a batch messages are
-// ordered by contact and business number (stable, so one conversation keeps its order):
-// two batches in flight then take their row locks in the same order and cannot deadlock.
-// Across batches, a contact's message waits while an earlier one of theirs is still being
-// written: two writers would otherwise race for the conversation's lock, and the later
-// message could take the earlier position.
+// message by message, so that one bad message fails alone. A batch is written set-based
+// (migrations/0020_inbound_store_set.sql), which holds at most one message per contact: a
+// contact's later message waits for the next batch, as it waits while an earlier one of
+// theirs is still being written (with two writers, the later message could otherwise take
+// the conversation's lock, and the earlier position, first). Messages of other contacts
+// behind it still join the batch. Rows are locked in the order of the contact's number, so
+// two batches in flight (two writers, two aiq serve processes) cannot deadlock.
 import type { Queryable } from '../db/types.ts';
 import type { InboundMessageInput } from '../messaging/conversations.ts';
 import { inboundStoreAndEnqueue, inboundStoreManyAndEnqueue, type AutoreplyPayload } from './autoreply.ts';
@@ -24,8 +26,13 @@ interface Waiting {
 
 export interface InboundBatchOptions {
   /**
-   * Batches being written at once. Two keep the database busy while the next batch gathers;
-   * more only make smaller batches. Default 2.
+   * Batches being written at once. Default 1: a batch costs PostgreSQL little more than a
+   * single message, so the messages that arrive while one is written are best written
+   * together next. A second writer mostly took them one at a time (measured with 10
+   * concurrent webhooks: a fifth of the messages went alone, and 10-20% fewer were stored
+   * per second). The cost is that a batch waiting for a row lock holds back the webhooks
+   * behind it; the locks it takes (a contact's, a conversation's) are held only for single
+   * statements elsewhere.
    */
   writers?: number;
   /** Largest batch. Default 100. */
@@ -44,7 +51,7 @@ export class InboundBatcher {
     private readonly db: Queryable,
     options: InboundBatchOptions = {},
   ) {
-    this.writers = options.writers ?? 2;
+    this.writers = options.writers ?? 1;
     this.maxBatch = options.maxBatch ?? 100;
   }
 
@@ -71,37 +78,36 @@ export class InboundBatcher {
     }
   }
 
-  /** The waiting messages in arrival order, up to the first whose contact is being written. */
+  /**
+   * Waiting messages in arrival order, one per contact, none of a contact being written. A
+   * contact's message left waiting keeps the contact's later ones waiting behind it.
+   */
   private takeBatch(): Waiting[] {
-    let size = 0;
-    while (size < Math.min(this.maxBatch, this.waiting.length) && !this.contactsWriting.has(this.waiting[size]!.input.whatsappNumber)) size += 1;
-    return this.waiting.splice(0, size);
+    const batch: Waiting[] = [];
+    const contacts = new Set<string>();
+    const left: Waiting[] = [];
+    for (const waiting of this.waiting) {
+      const contact = waiting.input.whatsappNumber;
+      if (batch.length < this.maxBatch && !contacts.has(contact) && !this.contactsWriting.has(contact)) batch.push(waiting);
+      else left.push(waiting);
+      contacts.add(contact);
+    }
+    this.waiting.splice(0, this.waiting.length, ...left);
+    return batch;
   }
 
   private async write(batch: Waiting[]): Promise<void> {
     if (batch.length > 1) {
-      const ordered = batch
-        .map((waiting, arrival) => ({ waiting, arrival }))
-        .sort((a, b) => lockOrder(a.waiting.input, b.waiting.input) || a.arrival - b.arrival)
-        .map((entry) => entry.waiting);
       try {
-        const stored = await inboundStoreManyAndEnqueue(this.db, ordered.map((w) => w.input));
-        ordered.forEach((w, i) => w.resolve(stored[i]!));
+        const stored = await inboundStoreManyAndEnqueue(this.db, batch.map((w) => w.input));
+        batch.forEach((w, i) => w.resolve(stored[i]!));
         return;
       } catch {
         // Written again one by one below: only a message that fails alone fails.
       }
-      batch = ordered;
     }
     for (const w of batch) {
       await inboundStoreAndEnqueue(this.db, w.input).then(w.resolve, w.reject);
     }
   }
 }
-
-/** The order of the rows a message locks: its contact, then its conversation. */
-function lockOrder(a: InboundMessageInput, b: InboundMessageInput): number {
-  return compare(a.whatsappNumber, b.whatsappNumber) || compare(a.businessNumber ?? '', b.businessNumber ?? '');
-}
-
-const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
