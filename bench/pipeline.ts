@@ -15,6 +15,7 @@ import { freePort } from '../test/helpers/fake-http.ts';
 import { startTsProcess } from '../test/helpers/processes.ts';
 import { waitReady } from './lib/serve-ready.ts';
 import { aiqProcessEnv, cpuProfileArgs } from './lib/aiq-process.ts';
+import { CpuUsage } from './lib/cpu-usage.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const FROM_NUMBER = 'whatsapp:+14155238886';
@@ -50,6 +51,17 @@ export interface PipelineFigures {
   lost: number;
   /** PostgreSQL commits in the run's database per delivered message, everything included. */
   commitsPerMessage: number;
+  /**
+   * CPU milliseconds per delivered message (Linux; absent elsewhere): aiq's two processes,
+   * every PostgreSQL process, and what stands in for the outside world on the same machine
+   * (this process, sending the webhooks and hosting the fake Twilio, and the fake OpenAI).
+   */
+  cpuWorker?: number;
+  cpuServe?: number;
+  cpuPostgres?: number;
+  cpuHarness?: number;
+  /** All of that CPU time over the run's duration: how many of the machine's cores it kept busy. */
+  coresBusy?: number;
 }
 
 async function commitCount(url: string): Promise<number> {
@@ -169,10 +181,25 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
     await sendAll(options.messages, warmup);
     latencies.length = 0;
     const commitsBefore = await commitCount(url);
+    const cpu = new CpuUsage({ worker: children[1]!.pid, serve: children[0]!.pid, fakeOpenAi: fakeAi.process.pid, harness: process.pid });
+    cpu.start();
     const started = nowMs();
     await sendAll(0, options.messages);
+    const spent = cpu.stop();
     const commits = (await commitCount(url)) - commitsBefore;
+    const perMessage = (seconds: number | undefined) => (seconds === undefined ? undefined : (seconds * 1000) / Math.max(1, latencies.length));
+    const harness = spent.harness === undefined ? undefined : spent.harness + (spent.fakeOpenAi ?? 0);
+    const cpuTotal = Object.values(spent).reduce((sum, seconds) => sum + seconds, 0);
     return {
+      ...(spent.postgres === undefined
+        ? {}
+        : {
+            cpuWorker: perMessage(spent.worker),
+            cpuServe: perMessage(spent.serve),
+            cpuPostgres: perMessage(spent.postgres),
+            cpuHarness: perMessage(harness),
+            coresBusy: (cpuTotal * 1000) / (lastDelivered - started),
+          }),
       commitsPerMessage: commits / Math.max(1, latencies.length),
       p50: percentile(latencies, 50),
       p99: percentile(latencies, 99),

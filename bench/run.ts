@@ -12,6 +12,7 @@
 //                  Writes bench/results/latest-node24.json and .md; never the chart (issue #18).
 // The webhook (issue #4) and pipeline (issue #5) benchmarks run when their code is present.
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DRAIN_CONFIGS, FULL, HOL_CONFIGS, PICKUP_CONFIGS, POOLER_CONFIGS, QUICK, configName, type Config } from './config.ts';
@@ -141,9 +142,16 @@ async function main(): Promise<void> {
         results.record('pipeline overhead p99', 'aiq serve + worker', round, f.p99!);
       });
       const burst = { messages: plan.pipelineBurstMessages, llmMs: plan.pipelineLlmMs, workerConcurrency: plan.pipelineConcurrency, senders: 20 };
-      await measure(round, `pipeline burst (${plan.pipelineLlmMs} ms LLM)`, () => outcome(() => pipelineRun(burst)), (f) =>
-        results.record('pipeline burst', 'aiq serve + worker', round, f.messagesPerSecond!),
-      );
+      await measure(round, `pipeline burst (${plan.pipelineLlmMs} ms LLM)`, () => outcome(() => pipelineRun(burst)), (f) => {
+        results.record('pipeline burst', 'aiq serve + worker', round, f.messagesPerSecond!);
+        // Whose CPU the burst took, and whether the machine's cores were the bound (Linux).
+        if (f.coresBusy === undefined) return;
+        results.record('pipeline burst cpu per message', 'aiq worker', round, f.cpuWorker!);
+        results.record('pipeline burst cpu per message', 'aiq serve', round, f.cpuServe!);
+        results.record('pipeline burst cpu per message', 'PostgreSQL', round, f.cpuPostgres!);
+        results.record('pipeline burst cpu per message', 'load generator, fake Twilio and fake OpenAI', round, f.cpuHarness!);
+        results.record('pipeline burst cores busy', `of ${cpus().length}`, round, f.coresBusy);
+      });
       // The same burst on a database holding a history of stored messages (issue #18).
       const stored = `aiq serve + worker, ${countText(plan.webhookPrefillMessages)} stored messages`;
       await measure(round, `pipeline burst, ${stored}`, () => outcome(() => pipelineRun({ ...burst, prefill: plan.webhookPrefillMessages })), (f) =>

@@ -19,6 +19,8 @@ export type Figure =
   | 'pipeline overhead p50'
   | 'pipeline overhead p99'
   | 'pipeline burst'
+  | 'pipeline burst cpu per message'
+  | 'pipeline burst cores busy'
   | 'cli'
   | 'capacity'
   | 'commits per message';
@@ -40,6 +42,8 @@ export const UNITS: Record<Figure, string> = {
   'pipeline overhead p50': 'ms',
   'pipeline overhead p99': 'ms',
   'pipeline burst': 'msg/s',
+  'pipeline burst cpu per message': 'ms',
+  'pipeline burst cores busy': 'cores',
   cli: 'ms',
   capacity: 'msg/s',
   'commits per message': 'commits',
