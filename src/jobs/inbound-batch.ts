@@ -31,8 +31,8 @@ export interface InboundBatchOptions {
    * together next. A second writer mostly took them one at a time (measured with 10
    * concurrent webhooks: a fifth of the messages went alone, and 10-20% fewer were stored
    * per second). The cost is that a batch waiting for a row lock holds back the webhooks
-   * behind it; the locks it takes (a contact's, a conversation's) are held only for single
-   * statements elsewhere.
+   * behind it; elsewhere the locks it needs (a contact's, a conversation's) are held
+   * briefly: a reply's statement, an admin's pause, an erasure's transaction.
    */
   writers?: number;
   /** Largest batch. Default 100. */
