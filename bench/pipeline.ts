@@ -181,25 +181,21 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
     await sendAll(options.messages, warmup);
     latencies.length = 0;
     const commitsBefore = await commitCount(url);
-    const cpu = new CpuUsage({ worker: children[1]!.pid, serve: children[0]!.pid, fakeOpenAi: fakeAi.process.pid, harness: process.pid });
+    const cpu = new CpuUsage({ worker: children[1]!.pid!, serve: children[0]!.pid!, fakeOpenAi: fakeAi.process.pid!, harness: process.pid });
     cpu.start();
     const started = nowMs();
     await sendAll(0, options.messages);
     const spent = cpu.stop();
     const commits = (await commitCount(url)) - commitsBefore;
-    const perMessage = (seconds: number | undefined) => (seconds === undefined ? undefined : (seconds * 1000) / Math.max(1, latencies.length));
-    const harness = spent.harness === undefined ? undefined : spent.harness + (spent.fakeOpenAi ?? 0);
-    const cpuTotal = Object.values(spent).reduce((sum, seconds) => sum + seconds, 0);
+    const perMessage = (seconds: number) => (seconds * 1000) / Math.max(1, latencies.length);
     return {
-      ...(spent.postgres === undefined
-        ? {}
-        : {
-            cpuWorker: perMessage(spent.worker),
-            cpuServe: perMessage(spent.serve),
-            cpuPostgres: perMessage(spent.postgres),
-            cpuHarness: perMessage(harness),
-            coresBusy: (cpuTotal * 1000) / (lastDelivered - started),
-          }),
+      ...(spent && {
+        cpuWorker: perMessage(spent.worker!),
+        cpuServe: perMessage(spent.serve!),
+        cpuPostgres: perMessage(spent.postgres!),
+        cpuHarness: perMessage(spent.harness! + spent.fakeOpenAi!),
+        coresBusy: (Object.values(spent).reduce((sum, seconds) => sum + seconds, 0) * 1000) / (lastDelivered - started),
+      }),
       commitsPerMessage: commits / Math.max(1, latencies.length),
       p50: percentile(latencies, 50),
       p99: percentile(latencies, 99),

@@ -18,17 +18,17 @@ function cpuSecondsOf(pid: number): number | undefined {
   }
 }
 
-function postgresPids(): number[] {
-  const pids: number[] = [];
+/** Adds to `postgres` the PostgreSQL processes among the pids not in `seen` (each pid is read once). */
+function findPostgres(seen: Set<number>, postgres: Set<number>): void {
   for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
+    if (!/^\d+$/.test(entry) || seen.has(Number(entry))) continue;
+    seen.add(Number(entry));
     try {
-      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') pids.push(Number(entry));
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') postgres.add(Number(entry));
     } catch {
       // Gone meanwhile.
     }
   }
-  return pids;
 }
 
 /**
@@ -40,9 +40,11 @@ export class CpuUsage {
   private readonly last = new Map<number, number>();
   private timer?: NodeJS.Timeout;
   private sampled = false;
+  private readonly seen = new Set<number>();
+  private readonly postgres = new Set<number>();
   private readonly available = process.platform === 'linux';
 
-  constructor(private readonly named: Record<string, number | undefined>) {}
+  constructor(private readonly named: Record<string, number>) {}
 
   start(): void {
     if (!this.available) return;
@@ -50,22 +52,21 @@ export class CpuUsage {
     this.timer = setInterval(() => this.sample(), 100);
   }
 
-  /** CPU seconds by part: each named process, `postgres`; empty off Linux. */
-  stop(): Record<string, number> {
-    if (!this.available) return {};
+  /** CPU seconds by part: each named process, `postgres`; undefined off Linux. */
+  stop(): Record<string, number> | undefined {
+    if (!this.available) return undefined;
     clearInterval(this.timer);
     this.sample();
     const spent = (pid: number) => (this.last.get(pid) ?? 0) - (this.first.get(pid) ?? 0);
-    const named = new Set(Object.values(this.named));
     const parts: Record<string, number> = {};
-    for (const [name, pid] of Object.entries(this.named)) if (pid !== undefined) parts[name] = spent(pid);
-    parts.postgres = [...this.last.keys()].filter((pid) => !named.has(pid)).reduce((sum, pid) => sum + spent(pid), 0);
+    for (const [name, pid] of Object.entries(this.named)) parts[name] = spent(pid);
+    parts.postgres = [...this.postgres].reduce((sum, pid) => sum + spent(pid), 0);
     return parts;
   }
 
   private sample(): void {
-    const pids = [...Object.values(this.named).filter((pid): pid is number => pid !== undefined), ...postgresPids()];
-    for (const pid of pids) {
+    findPostgres(this.seen, this.postgres);
+    for (const pid of [...Object.values(this.named), ...this.postgres]) {
       const seconds = cpuSecondsOf(pid);
       if (seconds === undefined) continue;
       // A process first seen after the first sample (a new backend) was born during the run.
