@@ -6,16 +6,91 @@ import type { AiProvider, TokenUsage } from './types.ts';
 
 export type UsagePurpose = 'autoreply' | 'suggest' | 'embed_record' | 'reembed';
 
-// Many calls' rows in one statement: a reply's question embedding goes with its chat call.
+// Many calls' rows in one statement: a reply's question embedding goes with its chat call,
+// and the rows of calls that end while another write is in flight go together (UsageWriter).
 const USAGE_INSERT_SQL = `
   insert into ai_usage (purpose, subject_id, provider, model, operation, prompt_tokens, completion_tokens, total_tokens)
-  select $1, $2, $3, u.model, u.operation, u.prompt_tokens, u.completion_tokens, u.total_tokens
-  from unnest($4::text[], $5::text[], $6::int[], $7::int[], $8::int[]) as u(model, operation, prompt_tokens, completion_tokens, total_tokens)`;
+  select * from unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[], $8::int[])`;
 
 interface UsageRow {
   model: string;
   operation: 'chat' | 'embed';
   usage: TokenUsage;
+}
+
+interface UsageInsert extends UsageRow {
+  purpose: UsagePurpose;
+  subjectId: string | null;
+  provider: string;
+}
+
+interface UsageWaiting {
+  rows: UsageInsert[];
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * Group commit for usage rows, one per database handle: rows that come while a write is in
+ * flight wait and go in the next one. A worker running 200 replies at once ends their chat
+ * calls in waves; one insert each was a round trip and a commit per reply on the worker's
+ * one thread and in PostgreSQL, at the moment both are busiest. When idle nothing waits.
+ * Each promise settles after its rows committed; a batch that fails is written again call by
+ * call, so a row that cannot be stored fails only the call it came from.
+ */
+class UsageWriter {
+  private readonly waiting: UsageWaiting[] = [];
+  private writing = false;
+
+  constructor(private readonly db: Queryable) {}
+
+  write(rows: UsageInsert[]): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ rows, resolve, reject });
+      if (!this.writing) void this.drain();
+    });
+  }
+
+  private async insert(rows: UsageInsert[]): Promise<void> {
+    await this.db.query(USAGE_INSERT_SQL, [
+      rows.map((r) => r.purpose),
+      rows.map((r) => r.subjectId),
+      rows.map((r) => r.provider),
+      rows.map((r) => r.model),
+      rows.map((r) => r.operation),
+      rows.map((r) => r.usage.promptTokens),
+      rows.map((r) => r.usage.completionTokens),
+      rows.map((r) => r.usage.totalTokens),
+    ]);
+  }
+
+  private async drain(): Promise<void> {
+    this.writing = true;
+    try {
+      while (this.waiting.length > 0) {
+        // Everything waiting: at most a row or two per job the process is running.
+        const batch = this.waiting.splice(0);
+        try {
+          await this.insert(batch.flatMap((w) => w.rows));
+          for (const w of batch) w.resolve();
+        } catch (err) {
+          if (batch.length === 1) batch[0]!.reject(err);
+          // One job's bad row must not fail the others': each goes again alone.
+          else for (const w of batch) await this.insert(w.rows).then(w.resolve, w.reject);
+        }
+      }
+    } finally {
+      this.writing = false;
+    }
+  }
+}
+
+const usageWriters = new WeakMap<Queryable, UsageWriter>();
+
+function usageWriterOf(db: Queryable): UsageWriter {
+  let writer = usageWriters.get(db);
+  if (!writer) usageWriters.set(db, (writer = new UsageWriter(db)));
+  return writer;
 }
 
 /** An AI provider whose calls' tokens are recorded; `flush` writes what is still held. */
@@ -32,20 +107,12 @@ export interface UsageRecordingProvider extends AiProvider {
  */
 export function aiWithUsageRecorded(ai: AiProvider, db: Queryable, purpose: UsagePurpose, subjectId: string | null): UsageRecordingProvider {
   let held: UsageRow[] = [];
+  const writer = usageWriterOf(db);
   const write = async () => {
     const rows = held.filter((r) => r.usage.totalTokens > 0);
     held = [];
     if (rows.length === 0) return;
-    await db.query(USAGE_INSERT_SQL, [
-      purpose,
-      subjectId,
-      ai.name,
-      rows.map((r) => r.model),
-      rows.map((r) => r.operation),
-      rows.map((r) => r.usage.promptTokens),
-      rows.map((r) => r.usage.completionTokens),
-      rows.map((r) => r.usage.totalTokens),
-    ]);
+    await writer.write(rows.map((r) => ({ ...r, purpose, subjectId, provider: ai.name })));
   };
   return {
     name: ai.name,

@@ -72,15 +72,24 @@ const ADMIN_REPLY_INSERT_SQL = `
   )
   select * from reply`;
 
-// An AI reply's parts, all written in one statement as `unsent` before the first is sent:
-// a retry finds the same parts, and racing attempts cannot both write them (the unique
-// index on (reply_to_message_id, part) makes the insert the claim, as for one part).
-// Nothing is written for a contact who opted out meanwhile (a STOP while the reply was
-// composed), unless $7 says this is the one confirmation of that opt-out.
+// An AI reply's parts, all written in one statement before the first is sent: a retry
+// finds the same parts, and racing attempts cannot both write them (the unique index on
+// (reply_to_message_id, part) makes the insert the claim, as for one part). The first part
+// is written claimed, in `pending` with its send's start time, and comes back with what its
+// send depends on (SEND_CONTEXT_SQL): writing it `unsent` and claiming it in a second
+// statement cost a round trip and a commit per reply and closed no window, since the send
+// starts right after either commit and a crash in between leaves `pending` both ways. The
+// later parts wait in `unsent` for their turn. Nothing is written for a contact who opted
+// out meanwhile (a STOP while the reply was composed), unless $7 says this is the one
+// confirmation of that opt-out.
 const REPLY_PARTS_INSERT_SQL = `
   with reply as (
-    insert into messages (conversation_id, source, body, status, reply_to_message_id, context_until_seq, part, parts, citations)
-    select $1, 'ai', p.body, 'unsent', $2, $3, p.part::int, $5, case when p.part = 1 then $6::jsonb end
+    insert into messages (conversation_id, source, body, status, send_started_at,
+                          reply_to_message_id, context_until_seq, part, parts, citations)
+    select $1, 'ai', p.body,
+           case when p.part = 1 then 'pending' else 'unsent' end,
+           case when p.part = 1 then now() end,
+           $2, $3, p.part::int, $5, case when p.part = 1 then $6::jsonb end
     from unnest($4::text[]) with ordinality as p(body, part)
     where $7::boolean or not exists (
       select 1 from conversations c join contacts k on k.id = c.contact_id
@@ -92,7 +101,11 @@ const REPLY_PARTS_INSERT_SQL = `
     update conversations set last_message_at = now()
     where id = $1 and exists (select 1 from reply)
   )
-  select * from reply order by part`;
+  select reply.*, c.last_inbound_at as send_last_inbound_at, k.profile_name as send_profile_name, c.business_number as send_business_number
+  from reply
+  join conversations c on c.id = reply.conversation_id
+  join contacts k on k.id = c.contact_id
+  order by reply.part`;
 
 // A part's turn: from `unsent` to `pending`, with the send's start time. Conditional, so of
 // two attempts only one sends it. Returns what the send depends on too (SEND_CONTEXT_SQL),
@@ -107,6 +120,17 @@ const REPLY_PART_CLAIM_SQL = `
   from claimed
   join conversations c on c.id = claimed.conversation_id
   join contacts k on k.id = c.contact_id`;
+
+/** A part just claimed for sending, with what its send depends on (REPLY_PARTS_INSERT_SQL, REPLY_PART_CLAIM_SQL). */
+interface ClaimedRow {
+  send_last_inbound_at: Date | null;
+  send_profile_name: string | null;
+  send_business_number: string | null;
+}
+
+function sendContextFromRow(row: ClaimedRow): SendContextRow {
+  return { last_inbound_at: row.send_last_inbound_at, profile_name: row.send_profile_name, business_number: row.send_business_number };
+}
 
 /**
  * Writes an admin reply in `pending`, before anything is sent; pass a transaction to write
@@ -139,7 +163,7 @@ export interface NewAiReply {
  */
 export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string): Promise<ReplyOutcome> {
   if (input.parts.length === 0) throw new Error('a reply needs at least one part');
-  const written = await deps.db.query(REPLY_PARTS_INSERT_SQL, [
+  const written = await deps.db.query<ClaimedRow>(REPLY_PARTS_INSERT_SQL, [
     input.conversationId,
     input.replyToMessageId,
     input.contextUntilSeq ?? null,
@@ -148,7 +172,16 @@ export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string)
     input.citations === undefined ? null : JSON.stringify(input.citations),
     input.confirmsOptOut === true,
   ]);
-  const parts = written.rows.length > 0 ? written.rows.map((row) => messageFromRow(row as never)) : await replyPartsForInbound(deps.db, input.replyToMessageId);
+  const [first, ...later] = written.rows;
+  if (first) {
+    // Written just now, the first part claimed by this attempt: send it, then the rest in turn.
+    const outcome = await replyDispatch(deps, messageFromRow(first as never), to, sendContextFromRow(first));
+    if (outcome.kind !== 'sent' || later.length === 0) return outcome;
+    const rest = await replyPartsResume(deps, later.map((row) => messageFromRow(row as never)), to);
+    return rest.kind === 'already-sent' ? { kind: 'sent', reply: rest.reply } : rest;
+  }
+  // A racing attempt wrote them first: go on with what it wrote.
+  const parts = await replyPartsForInbound(deps.db, input.replyToMessageId);
   if (parts.length === 0) {
     if ((await optOutStateOf(deps.db, input.conversationId))?.optedOutAt) throw new OptedOutError(`the contact opted out before the reply to ${input.replyToMessageId} was written`);
     throw new Error(`reply to ${input.replyToMessageId} neither written nor found`);
@@ -168,11 +201,10 @@ export async function replyPartsResume(deps: OutboxDeps, parts: Message[], to: s
   for (const part of parts) {
     let outcome: ReplyOutcome;
     if (part.status === 'unsent') {
-      const claimed = await deps.db.query<{ send_last_inbound_at: Date | null; send_profile_name: string | null; send_business_number: string | null }>(REPLY_PART_CLAIM_SQL, [part.id]);
+      const claimed = await deps.db.query<ClaimedRow>(REPLY_PART_CLAIM_SQL, [part.id]);
       const row = claimed.rows[0];
       if (row) {
-        const context = { last_inbound_at: row.send_last_inbound_at, profile_name: row.send_profile_name, business_number: row.send_business_number };
-        outcome = await replyDispatch(deps, messageFromRow(row as never), to, context);
+        outcome = await replyDispatch(deps, messageFromRow(row as never), to, sendContextFromRow(row));
       } else {
         outcome = await replyResume(deps, (await messageGet(deps.db, part.id)) ?? part, to);
       }
