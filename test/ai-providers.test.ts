@@ -55,6 +55,46 @@ describe('openai provider', () => {
     assert.equal(request!.body.dimensions, 32);
   });
 
+  test('chat and embeddings go through undici request, a voice note upload through the global fetch (sdk-fetch.ts)', async (t) => {
+    const globalFetch = globalThis.fetch;
+    const fetched: string[] = [];
+    // Counts the global fetch's calls and passes them on: the SDK would use it for everything.
+    globalThis.fetch = (input, init) => {
+      fetched.push(String(input));
+      return globalFetch(input, init);
+    };
+    t.after(() => {
+      globalThis.fetch = globalFetch;
+    });
+    const ai = openaiProvider();
+    assert.equal((await ai.chat(prompt)).text, 'echo: How many holiday days?');
+    assert.equal((await ai.embed(['one text'])).vectors.length, 1);
+    assert.deepEqual(fetched, [], 'JSON requests bypass the global fetch');
+    const voice = await ai.transcribe!({ bytes: new Uint8Array([79, 103, 103, 83, 0, 1, 2, 3]), contentType: 'audio/ogg' });
+    assert.equal(typeof voice.text, 'string');
+    assert.deepEqual(fetched, [`${fake.openaiBaseUrl}/audio/transcriptions`], 'the multipart upload goes through the global fetch');
+    assert.equal(fake.requests.filter((r) => r.endpoint === 'transcription').length, 1);
+  });
+
+  test('with NODE_USE_ENV_PROXY=1 every request goes through the global fetch, which applies the proxy settings', async (t) => {
+    const globalFetch = globalThis.fetch;
+    const fetched: string[] = [];
+    globalThis.fetch = (input, init) => {
+      fetched.push(String(input));
+      return globalFetch(input, init);
+    };
+    const saved = process.env.NODE_USE_ENV_PROXY;
+    t.after(() => {
+      globalThis.fetch = globalFetch;
+      if (saved === undefined) delete process.env.NODE_USE_ENV_PROXY;
+      else process.env.NODE_USE_ENV_PROXY = saved;
+    });
+    process.env.NODE_USE_ENV_PROXY = '1';
+    const ai = openaiProvider();
+    assert.equal((await ai.chat(prompt)).text, 'echo: How many holiday days?');
+    assert.deepEqual(fetched, [`${fake.openaiBaseUrl}/chat/completions`]);
+  });
+
   test('the fake honours base64, which the SDK asks for by default', async () => {
     const client = new OpenAI({ apiKey: 'sk-test', baseURL: fake.openaiBaseUrl, maxRetries: 0 });
     const result = await client.embeddings.create({ model: 'm', input: 'hello there', dimensions: 16 });

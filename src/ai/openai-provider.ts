@@ -4,6 +4,7 @@
 import OpenAI, { AzureOpenAI, toFile } from 'openai';
 import { PermanentJobError } from '../queue/index.ts';
 import { aiErrorMap } from './errors.ts';
+import { sdkFetchCreate } from './sdk-fetch.ts';
 import type { AiProvider, CallObserver, CallOptions, ChatResult, EmbedResult, Prompt, TokenUsage } from './types.ts';
 
 export interface OpenAiProviderOptions {
@@ -47,6 +48,7 @@ export function openAiProviderCreate(options: OpenAiProviderOptions): AiProvider
     project: null,
     maxRetries: 0,
     timeout: options.timeoutMs,
+    fetch: sdkFetchCreate(),
   });
   // OpenAI's own API takes max_completion_tokens (reasoning models refuse max_tokens);
   // OpenAI-compatible servers (Ollama, vLLM, llama.cpp) know max_tokens.
@@ -68,6 +70,7 @@ export function azureProviderCreate(options: AzureProviderOptions): AiProvider {
     apiVersion: options.apiVersion,
     maxRetries: 0,
     timeout: options.timeoutMs,
+    fetch: sdkFetchCreate(),
   });
   return sdkProvider('azure', client, {
     chatModel: options.chatDeployment,
