@@ -2,7 +2,7 @@
 // URL with api-version and api-key, embeddings in float and base64, token usage, and the
 // mapping of 429/5xx/time-outs/4xx to what the queue does next. No SDK retries.
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, test } from 'node:test';
+import { after, before, beforeEach, describe, test, type TestContext } from 'node:test';
 import OpenAI from 'openai';
 import { loadConfig } from '../src/config.ts';
 import { OFFLINE_LABEL } from '../src/ai/local-provider.ts';
@@ -28,6 +28,20 @@ function openaiProvider(env: Record<string, string> = {}) {
   return aiProviderCreate(
     loadConfig({ AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: fake.openaiBaseUrl, AI_REQUEST_TIMEOUT_MS: '300', EMBEDDING_DIMENSIONS: '32', ...env }),
   );
+}
+
+/** The URLs the global fetch is called with from now until the test ends; each call is passed on. */
+function globalFetchCalls(t: TestContext): string[] {
+  const globalFetch = globalThis.fetch;
+  const fetched: string[] = [];
+  globalThis.fetch = (input, init) => {
+    fetched.push(String(input));
+    return globalFetch(input, init);
+  };
+  t.after(() => {
+    globalThis.fetch = globalFetch;
+  });
+  return fetched;
 }
 
 describe('openai provider', () => {
@@ -56,16 +70,7 @@ describe('openai provider', () => {
   });
 
   test('chat and embeddings go through undici request, a voice note upload through the global fetch (sdk-fetch.ts)', async (t) => {
-    const globalFetch = globalThis.fetch;
-    const fetched: string[] = [];
-    // Counts the global fetch's calls and passes them on: the SDK would use it for everything.
-    globalThis.fetch = (input, init) => {
-      fetched.push(String(input));
-      return globalFetch(input, init);
-    };
-    t.after(() => {
-      globalThis.fetch = globalFetch;
-    });
+    const fetched = globalFetchCalls(t);
     const ai = openaiProvider();
     assert.equal((await ai.chat(prompt)).text, 'echo: How many holiday days?');
     assert.equal((await ai.embed(['one text'])).vectors.length, 1);
@@ -77,15 +82,9 @@ describe('openai provider', () => {
   });
 
   test('with NODE_USE_ENV_PROXY=1 every request goes through the global fetch, which applies the proxy settings', async (t) => {
-    const globalFetch = globalThis.fetch;
-    const fetched: string[] = [];
-    globalThis.fetch = (input, init) => {
-      fetched.push(String(input));
-      return globalFetch(input, init);
-    };
+    const fetched = globalFetchCalls(t);
     const saved = process.env.NODE_USE_ENV_PROXY;
     t.after(() => {
-      globalThis.fetch = globalFetch;
       if (saved === undefined) delete process.env.NODE_USE_ENV_PROXY;
       else process.env.NODE_USE_ENV_PROXY = saved;
     });
