@@ -107,7 +107,8 @@ describe('webhook inputs', () => {
 });
 
 describe('admin API inputs', () => {
-  const ids = fc.oneof(fc.uuid(), fc.string(), fc.constant('00000000-0000-0000-0000-000000000000'), fc.constant('%00'), fc.constant('..%2F..'));
+  // "." and ".." are not ids but dot-segments: under URL rules they name another path (a 404).
+  const ids = fc.oneof(fc.uuid(), fc.string().filter((id) => id !== '.' && id !== '..'), fc.constant('00000000-0000-0000-0000-000000000000'), fc.constant('%00'), fc.constant('..%2F..'));
   const routes = [
     'GET /api/stats', 'GET /api/jobs', 'GET /api/jobs/count', 'GET /api/jobs/:id', 'POST /api/jobs/:id/retry', 'POST /api/jobs/:id/cancel',
     'POST /api/jobs/retry-failed', 'GET /api/conversations', 'GET /api/conversations/:id', 'POST /api/conversations/:id/pause',
