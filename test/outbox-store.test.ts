@@ -3,7 +3,7 @@
 // the fake Twilio over real HTTP.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { messageAnsweredBy, messageGet, messageListRecent, messageStatusUpdate } from '../src/messaging/conversations.ts';
+import { conversationThread, inboundReplyState, messageAnsweredBy, messageGet, messageListRecent, messageStatusUpdate } from '../src/messaging/conversations.ts';
 import { replyPartsForInbound, replyResume, replySend, type OutboxDeps } from '../src/messaging/outbox.ts';
 import { TwilioTransport } from '../src/messaging/transport.ts';
 import { BACKENDS, type TestDatabase } from './helpers/db.ts';
@@ -152,6 +152,35 @@ for (const backend of BACKENDS) {
       assert.equal(await messageAnsweredBy(t.db, a.conversationId, (await messageGet(t.db, a.messageId))!.seq!), sent.reply.id);
       const history = await messageListRecent(t.db, a.conversationId, 3);
       assert.deepEqual(history.slice(-3).map((m) => m.body), ['vraag 1', 'antwoord 1', 'vraag 2']);
+    });
+
+    test('the reply state carries the thread as conversationThread reads it, backlog included', async () => {
+      // A contact of its own: an answered message and its reply (with citations), then
+      // three unanswered ones, one with a photo.
+      const store = (body: string, mediaUrls: string[] = []) => inboundStoreAndEnqueue(t.db, { whatsappNumber: '+31687654321', body, mediaUrls, twilioSid: messageSid() }).then((stored) => stored!);
+      const a = await store('eerste vraag');
+      const citations = { sources: [], relevance: 0.4, threshold: 0.15, noAnswer: false };
+      const aSeq = (await messageGet(t.db, a.messageId))!.seq;
+      await replySend(deps, { conversationId: a.conversationId, replyToMessageId: a.messageId, parts: ['eerste antwoord'], contextUntilSeq: aSeq, citations }, 'whatsapp:+31687654321');
+      await store('tweede vraag');
+      await store('met foto', ['https://api.twilio.com/2010-04-01/Accounts/AC1/Messages/MM1/Media/ME1']);
+      const last = await store('derde vraag');
+      const lastSeq = (await messageGet(t.db, last.messageId))!.seq;
+
+      for (const limit of [10, 2]) {
+        const state = (await inboundReplyState(t.db, last.messageId, limit))!;
+        const read = await conversationThread(t.db, last.conversationId, limit, lastSeq);
+        // Dates, positions, media and citations come through the statement's JSON intact.
+        assert.deepEqual(state.thread, read, `limit ${limit}`);
+        assert.deepEqual(state.thread.earlier.map((m) => m.body), ['eerste vraag', 'eerste antwoord']);
+        // Past the limit, the unanswered messages that end at the one being answered.
+        assert.deepEqual(state.thread.unanswered.map((m) => m.body), limit === 10 ? ['tweede vraag', 'met foto', 'derde vraag'] : ['met foto', 'derde vraag']);
+      }
+      const read = (await inboundReplyState(t.db, last.messageId, 10))!.thread;
+      assert.equal(read.answeredUpTo, aSeq);
+      assert.ok(read.earlier.every((m) => m.createdAt instanceof Date && !Number.isNaN(m.createdAt.getTime())));
+      assert.deepEqual(read.earlier[1]!.citations, citations);
+      assert.equal(read.unanswered[1]!.mediaUrls.length, 1);
     });
   });
 }

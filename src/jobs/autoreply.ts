@@ -177,7 +177,7 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
     schema: payloadSchema,
     async run({ job, payload, signal, logger }) {
       // The message, its conversation and what the guards below need, in one read.
-      const state = await inboundReplyState(runtime.db, payload.messageId);
+      const state = await inboundReplyState(runtime.db, payload.messageId, runtime.config.HISTORY_MESSAGES);
       if (!state || state.inbound.source !== 'inbound' || state.inbound.conversationId !== payload.conversationId) {
         throw new PermanentJobError(`no inbound message ${payload.messageId} in conversation ${payload.conversationId}`);
       }
@@ -207,7 +207,8 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
         if (state.answeredBy) return { skipped: 'already_answered', by: state.answeredBy };
         // Voice notes and photos first: the reply reads their transcripts (media-process.ts).
         if (state.mediaPending) await mediaProcessPending(media, conversation.id, { finalAttempt: job.attempts >= job.maxAttempts, signal });
-        const composed = await composeReply(depsFor, conversation, inbound, signal);
+        // The thread read with the state, unless media were processed since: then as it is now.
+        const composed = await composeReply(depsFor, conversation, inbound, signal, state.mediaPending ? undefined : state.thread);
         meta = composed.meta;
         const parts = replyParts(composed.body, runtime.config.REPLY_MAX_CHARS, runtime.config.REPLY_OVERFLOW);
         meta = { ...meta, ...(parts.length > 1 ? { parts: parts.length } : {}) };

@@ -9,7 +9,7 @@ import { usageAdd } from '../ai/types.ts';
 import { aiWithUsageRecorded } from '../ai/usage.ts';
 import type { Queryable } from '../db/types.ts';
 import { mediaFile, mediaOfMessages, mediaText, type MediaInfo } from '../messaging/media-store.ts';
-import { type Citations, conversationThread, type Message } from '../messaging/conversations.ts';
+import { type Citations, conversationThread, type ConversationThread, type Message } from '../messaging/conversations.ts';
 import type { PersonTextField } from '../knowledge/people.ts';
 import type { Runtime } from '../runtime.ts';
 
@@ -137,12 +137,19 @@ async function imagesOf(db: Queryable, messages: Message[], media: Map<string, M
  */
 export async function replyDraft(
   deps: ReplyDeps,
-  input: { conversationId: string; senderPhone: string; purpose: 'autoreply' | 'suggest'; inbound: Pick<Message, 'id' | 'seq'> },
+  input: {
+    conversationId: string;
+    senderPhone: string;
+    purpose: 'autoreply' | 'suggest';
+    inbound: Pick<Message, 'id' | 'seq'>;
+    /** The thread as the caller just read it (inboundReplyState, with `historyLimit`); else read here. */
+    thread?: ConversationThread;
+  },
   signal?: AbortSignal,
 ): Promise<ReplyDraft> {
   // Every call's tokens go to ai_usage too: an attempt that fails after its calls still cost.
   const ai = aiWithUsageRecorded(deps.ai, deps.db, input.purpose, input.inbound.id);
-  const { earlier, unanswered } = await conversationThread(deps.db, input.conversationId, deps.historyLimit, input.inbound.seq);
+  const { earlier, unanswered } = input.thread ?? (await conversationThread(deps.db, input.conversationId, deps.historyLimit, input.inbound.seq));
   const shown = [...earlier, ...unanswered];
   const media = await mediaOfMessages(deps.db, shown.filter((m) => m.mediaUrls.length > 0).map((m) => m.id));
   const images = deps.vision ? await imagesOf(deps.db, unanswered, media) : new Map<string, string[]>();

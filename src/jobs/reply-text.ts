@@ -1,7 +1,7 @@
 // What the autoreply says: the one function that turns a conversation into reply text, by
 // RAG + LLM (reply-context.ts: history up to now, the sender's record, top-k knowledge).
 // Sends and stores nothing: autoreply delivers what it returns through the outbox.
-import type { Citations, Conversation, Message } from '../messaging/conversations.ts';
+import type { Citations, Conversation, ConversationThread, Message } from '../messaging/conversations.ts';
 import { replyDraft, type ReplyDeps } from './reply-context.ts';
 
 export interface ComposedReply {
@@ -20,9 +20,16 @@ export interface ComposedReply {
 /**
  * The text to answer `inbound` with, given the conversation as it stands now. `depsFor` is
  * replyDepsOf(runtime), built once by buildHandlers (which reads every system prompt file).
+ * `thread`: the conversation as the caller just read it, if it did.
  */
-export async function composeReply(depsFor: (businessNumber: string | null) => ReplyDeps, conversation: Conversation, inbound: Message, signal: AbortSignal): Promise<ComposedReply> {
-  const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'autoreply', inbound }, signal);
+export async function composeReply(
+  depsFor: (businessNumber: string | null) => ReplyDeps,
+  conversation: Conversation,
+  inbound: Message,
+  signal: AbortSignal,
+  thread?: ConversationThread,
+): Promise<ComposedReply> {
+  const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'autoreply', inbound, thread }, signal);
   return {
     body: draft.text,
     contextUntilSeq: draft.contextUntilSeq,

@@ -105,7 +105,7 @@ export function suggestHandler(depsFor: (businessNumber: string | null) => Reply
     async run({ job, payload, signal }) {
       const existing = await deps.db.query<{ id: string }>('select id from suggestions where message_id = $1', [payload.messageId]);
       if (existing.rows[0]) return { skipped: 'a suggestion for this message exists', suggestionId: existing.rows[0].id };
-      const state = await inboundReplyState(deps.db, payload.messageId);
+      const state = await inboundReplyState(deps.db, payload.messageId, deps.historyLimit);
       if (!state || state.inbound.conversationId !== payload.conversationId) {
         throw new PermanentJobError(`message ${payload.messageId} is not in conversation ${payload.conversationId}`);
       }
@@ -113,7 +113,8 @@ export function suggestHandler(depsFor: (businessNumber: string | null) => Reply
       if (message.source !== 'inbound') throw new PermanentJobError(`message ${payload.messageId} is not an inbound message`);
 
       if (state.mediaPending) await mediaProcessPending(media, conversation.id, { finalAttempt: job.attempts >= job.maxAttempts, signal });
-      const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'suggest', inbound: message }, signal);
+      const thread = state.mediaPending ? undefined : state.thread;
+      const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'suggest', inbound: message, thread }, signal);
       // A racing duplicate job may have stored one meanwhile: keep the first.
       const inserted = await deps.db.query<{ id: string }>(
         `insert into suggestions (conversation_id, message_id, body, provider, model, usage, citations)

@@ -201,6 +201,51 @@ const answeringReplySql = (conversationId: string, seq: string) => `
   limit 1`;
 const ANSWERED_SQL = answeringReplySql('$1', '$2');
 
+/** What a reply reads of its conversation (conversationThread). */
+export interface ConversationThread {
+  /** The highest inbound position a reply of this conversation answered (0: none yet). */
+  answeredUpTo: number;
+  /** The conversation before the unanswered messages: replies and answered inbound messages, oldest first. */
+  earlier: Message[];
+  /** Unanswered inbound messages, oldest first. */
+  unanswered: Message[];
+}
+
+// The thread a reply reads, in one round trip:
+//   * answered up to: the highest position any reply that may have reached the contact
+//     answered (replies Twilio refused, or that never left, answered nothing);
+//   * earlier: the newest $2 replies and answered inbound messages, through the
+//     (conversation_id, created_at) index;
+//   * unanswered: the first $2 inbound messages after that position, through
+//     messages_inbound_seq_idx.
+// Three statements before, one round trip each. A fragment, so that inboundReplyState
+// reads the same thread inside its one statement.
+const threadSql = (conversationId: string, limit: string) => `
+  with up_to as (
+    select coalesce(max(context_until_seq), 0)::int8 as n from messages
+    where conversation_id = ${conversationId} and source <> 'inbound' and status not in ('failed', 'send_failed')
+  )
+  select 'earlier' as thread_part, up_to.n as answered_up_to, e.*
+  from up_to cross join lateral (
+    select * from messages
+    where conversation_id = ${conversationId} and (source <> 'inbound' or seq <= up_to.n)
+    order by created_at desc, id desc
+    limit ${limit}
+  ) e
+  union all
+  select 'unanswered', up_to.n, u.*
+  from up_to cross join lateral (
+    select * from messages
+    where conversation_id = ${conversationId} and source = 'inbound' and seq > up_to.n
+    order by seq
+    limit ${limit}
+  ) u`;
+const THREAD_SQL = threadSql('$1', '$2');
+
+type ThreadRow = MessageRow & { thread_part: 'earlier' | 'unanswered'; answered_up_to: string };
+/** A thread row as json_agg gives it: timestamps as text. */
+type ThreadJson = Omit<ThreadRow, 'send_started_at' | 'status_updated_at' | 'created_at'> & { send_started_at: string | null; status_updated_at: string; created_at: string };
+
 /** What a reply job checks before it composes anything (inboundReplyState). */
 export interface InboundReplyState {
   inbound: Message;
@@ -211,36 +256,50 @@ export interface InboundReplyState {
   answeredBy: string | null;
   /** The conversation has media not processed yet (media-store.mediaPending). */
   mediaPending: boolean;
+  /** The thread a reply would read now (conversationThread), read in the same statement. */
+  thread: ConversationThread;
 }
 
 // Everything a reply job decides on before it composes, in one round trip: the message, its
 // conversation, whether a reply to it was written already, whether a reply answers it (as
-// ANSWERED_SQL), and whether media wait to be processed (through the partial index of
-// pending media). Five separate reads per reply before (measured with the pipeline bench:
-// each statement is a round trip and a socket write on both sides).
+// ANSWERED_SQL), whether media wait to be processed (through the partial index of pending
+// media), and the thread the reply would read (as THREAD_SQL, its rows as JSON). Two
+// statements before, and seven at first (measured with the pipeline bench: each statement is a
+// round trip and a socket write on both sides, and when a burst's first replies compete
+// with its intake for the CPU, each such step waits behind every other reply's).
 const INBOUND_REPLY_STATE_SQL = `
   select m.*, ${CONVERSATION_COLUMNS},
     exists (select 1 from messages r where r.reply_to_message_id = m.id and r.source = 'ai') as reply_written,
     (${answeringReplySql('m.conversation_id', 'm.seq')}) as answered_by,
     exists (select 1 from message_media mm join messages x on x.id = mm.message_id
-            where mm.status = 'pending' and x.conversation_id = m.conversation_id) as media_pending
+            where mm.status = 'pending' and x.conversation_id = m.conversation_id) as media_pending,
+    (select json_agg(t) from (${threadSql('m.conversation_id', '$2')}) t) as thread
   from messages m
   join conversations c on c.id = m.conversation_id
   join contacts k on k.id = c.contact_id
   where m.id = $1`;
 
-/** The state a reply to `messageId` starts from, or null when there is no such message. */
-export async function inboundReplyState(db: Queryable, messageId: string): Promise<InboundReplyState | null> {
-  const result = await db.query<MessageRow & ConversationRow & { reply_written: boolean; answered_by: string | null; media_pending: boolean }>(INBOUND_REPLY_STATE_SQL, [messageId]);
+/**
+ * The state a reply to `messageId` starts from, with the thread it would read (up to
+ * `threadLimit` messages each side, as conversationThread), or null when there is no such message.
+ */
+export async function inboundReplyState(db: Queryable, messageId: string, threadLimit: number): Promise<InboundReplyState | null> {
+  const result = await db.query<MessageRow & ConversationRow & { reply_written: boolean; answered_by: string | null; media_pending: boolean; thread: ThreadJson[] | null }>(
+    INBOUND_REPLY_STATE_SQL,
+    [messageId, threadLimit],
+  );
   const row = result.rows[0];
   if (!row) return null;
+  const inbound = messageFromRow(row);
+  const threadRows = (row.thread ?? []).map((r) => ({ ...r, send_started_at: r.send_started_at === null ? null : new Date(r.send_started_at), status_updated_at: new Date(r.status_updated_at), created_at: new Date(r.created_at) }));
   return {
-    inbound: messageFromRow(row),
+    inbound,
     conversation: conversationFromRow(row),
     replyWritten: row.reply_written,
     // A reply only answers an inbound message (which has a position).
     answeredBy: row.seq === null ? null : row.answered_by,
     mediaPending: row.media_pending,
+    thread: await threadOf(db, inbound.conversationId, threadLimit, threadRows, inbound.seq),
   };
 }
 
@@ -275,45 +334,6 @@ export async function messageAnsweredBy(db: Queryable, conversationId: string, s
   return result.rows[0]?.id ?? null;
 }
 
-/** What a reply reads of its conversation (conversationThread). */
-export interface ConversationThread {
-  /** The highest inbound position a reply of this conversation answered (0: none yet). */
-  answeredUpTo: number;
-  /** The conversation before the unanswered messages: replies and answered inbound messages, oldest first. */
-  earlier: Message[];
-  /** Unanswered inbound messages, oldest first. */
-  unanswered: Message[];
-}
-
-// The thread a reply reads, in one round trip:
-//   * answered up to: the highest position any reply that may have reached the contact
-//     answered (replies Twilio refused, or that never left, answered nothing);
-//   * earlier: the newest $2 replies and answered inbound messages, through the
-//     (conversation_id, created_at) index;
-//   * unanswered: the first $2 inbound messages after that position, through
-//     messages_inbound_seq_idx.
-// Three statements before, one round trip each.
-const THREAD_SQL = `
-  with up_to as (
-    select coalesce(max(context_until_seq), 0)::int8 as n from messages
-    where conversation_id = $1 and source <> 'inbound' and status not in ('failed', 'send_failed')
-  )
-  select 'earlier' as thread_part, up_to.n as answered_up_to, e.*
-  from up_to cross join lateral (
-    select * from messages
-    where conversation_id = $1 and (source <> 'inbound' or seq <= up_to.n)
-    order by created_at desc, id desc
-    limit $2
-  ) e
-  union all
-  select 'unanswered', up_to.n, u.*
-  from up_to cross join lateral (
-    select * from messages
-    where conversation_id = $1 and source = 'inbound' and seq > up_to.n
-    order by seq
-    limit $2
-  ) u`;
-
 // After a backlog longer than the limit, the unanswered messages that end at a given one.
 const UNANSWERED_ENDING_AT_SQL = `
   select * from (
@@ -333,10 +353,15 @@ const byTime = (a: Message, b: Message) => a.createdAt.getTime() - b.createdAt.g
  * `limit` ending at it; and up to `limit` messages before them.
  */
 export async function conversationThread(db: Queryable, conversationId: string, limit: number, mustInclude?: number | null): Promise<ConversationThread> {
-  const result = await db.query<MessageRow & { thread_part: 'earlier' | 'unanswered'; answered_up_to: string }>(THREAD_SQL, [conversationId, limit]);
-  const answeredUpTo = Number(result.rows[0]?.answered_up_to ?? 0);
-  const earlier = result.rows.filter((r) => r.thread_part === 'earlier').map(messageFromRow).sort(byTime);
-  let unanswered = result.rows.filter((r) => r.thread_part === 'unanswered').map(messageFromRow).sort((a, b) => a.seq! - b.seq!);
+  const result = await db.query<ThreadRow>(THREAD_SQL, [conversationId, limit]);
+  return threadOf(db, conversationId, limit, result.rows, mustInclude);
+}
+
+/** The thread from THREAD_SQL's rows; reads the backlog's end when they miss `mustInclude`. */
+async function threadOf(db: Queryable, conversationId: string, limit: number, rows: ThreadRow[], mustInclude?: number | null): Promise<ConversationThread> {
+  const answeredUpTo = Number(rows[0]?.answered_up_to ?? 0);
+  const earlier = rows.filter((r) => r.thread_part === 'earlier').map(messageFromRow).sort(byTime);
+  let unanswered = rows.filter((r) => r.thread_part === 'unanswered').map(messageFromRow).sort((a, b) => a.seq! - b.seq!);
   const last = unanswered[unanswered.length - 1];
   if (mustInclude != null && last && last.seq! < mustInclude) {
     const ending = await db.query<MessageRow>(UNANSWERED_ENDING_AT_SQL, [conversationId, answeredUpTo, limit, mustInclude]);
