@@ -13,7 +13,7 @@ import { optChangeOf, optKeywordsOf } from '../messaging/opt-out.ts';
 import type { Runtime } from '../runtime.ts';
 import { composeReply } from './reply-text.ts';
 import type { ReplyDeps } from './reply-context.ts';
-import { mediaDepsOf, mediaProcessPending } from './media-process.ts';
+import { mediaDepsOf, mediaProcessForReply } from './media-process.ts';
 
 /** The job type. */
 export const AUTOREPLY = 'autoreply';
@@ -206,9 +206,8 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
         // The seed's done-is-noop guard: a reply already covered this message.
         if (state.answeredBy) return { skipped: 'already_answered', by: state.answeredBy };
         // Voice notes and photos first: the reply reads their transcripts (media-process.ts).
-        if (state.mediaPending) await mediaProcessPending(media, conversation.id, { finalAttempt: job.attempts >= job.maxAttempts, signal });
-        // The thread read with the state, unless media were processed since: then as it is now.
-        const composed = await composeReply(depsFor, conversation, inbound, signal, state.mediaPending ? undefined : state.thread);
+        const thread = await mediaProcessForReply(media, state, { finalAttempt: job.attempts >= job.maxAttempts, signal });
+        const composed = await composeReply(depsFor, conversation, inbound, signal, thread);
         meta = composed.meta;
         const parts = replyParts(composed.body, runtime.config.REPLY_MAX_CHARS, runtime.config.REPLY_OVERFLOW);
         meta = { ...meta, ...(parts.length > 1 ? { parts: parts.length } : {}) };

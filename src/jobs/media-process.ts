@@ -9,6 +9,7 @@ import type { AiProvider } from '../ai/types.ts';
 import type { Env } from '../config.ts';
 import type { Queryable } from '../db/types.ts';
 import { mediaFetch, mediaKind, MediaTemporaryError, type MediaFetchSettings } from '../messaging/media.ts';
+import type { ConversationThread, InboundReplyState } from '../messaging/conversations.ts';
 import { mediaPending, mediaRecord } from '../messaging/media-store.ts';
 import { PermanentJobError } from '../queue/index.ts';
 
@@ -33,6 +34,17 @@ export function mediaDepsOf(runtime: { db: Queryable; ai: AiProvider; config: En
         }
       : null;
   return { db: runtime.db, ai: runtime.ai, fetch };
+}
+
+/**
+ * A reply job's media step: processes the conversation's pending media, if its state says
+ * there are any, and returns the thread the reply reads: the one read with the state, or
+ * undefined (read it anew, transcripts and later messages included) after processing.
+ */
+export async function mediaProcessForReply(deps: MediaDeps, state: InboundReplyState, options: { finalAttempt: boolean; signal?: AbortSignal }): Promise<ConversationThread | undefined> {
+  if (!state.mediaPending) return state.thread;
+  await mediaProcessPending(deps, state.conversation.id, options);
+  return undefined;
 }
 
 /** Processes every pending media of the conversation; returns how many it recorded. */

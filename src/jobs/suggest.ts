@@ -7,7 +7,7 @@ import { z } from 'zod';
 import type { TokenUsage } from '../ai/types.ts';
 import type { Queryable } from '../db/types.ts';
 import { inboundReplyState, type Citations } from '../messaging/conversations.ts';
-import { mediaProcessPending, type MediaDeps } from './media-process.ts';
+import { mediaProcessForReply, type MediaDeps } from './media-process.ts';
 import { jobEnqueue, PermanentJobError, type JobHandler } from '../queue/index.ts';
 import { replyDraft, type ReplyDeps } from './reply-context.ts';
 
@@ -112,8 +112,7 @@ export function suggestHandler(depsFor: (businessNumber: string | null) => Reply
       const { inbound: message, conversation } = state;
       if (message.source !== 'inbound') throw new PermanentJobError(`message ${payload.messageId} is not an inbound message`);
 
-      if (state.mediaPending) await mediaProcessPending(media, conversation.id, { finalAttempt: job.attempts >= job.maxAttempts, signal });
-      const thread = state.mediaPending ? undefined : state.thread;
+      const thread = await mediaProcessForReply(media, state, { finalAttempt: job.attempts >= job.maxAttempts, signal });
       const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'suggest', inbound: message, thread }, signal);
       // A racing duplicate job may have stored one meanwhile: keep the first.
       const inserted = await deps.db.query<{ id: string }>(

@@ -246,6 +246,14 @@ type ThreadRow = MessageRow & { thread_part: 'earlier' | 'unanswered'; answered_
 /** A thread row as json_agg gives it: timestamps as text. */
 type ThreadJson = Omit<ThreadRow, 'send_started_at' | 'status_updated_at' | 'created_at'> & { send_started_at: string | null; status_updated_at: string; created_at: string };
 
+/** The row node-postgres would have given (timestamps as Dates); the rest reads the same from JSON. */
+const threadRowFromJson = (r: ThreadJson): ThreadRow => ({
+  ...r,
+  send_started_at: r.send_started_at === null ? null : new Date(r.send_started_at),
+  status_updated_at: new Date(r.status_updated_at),
+  created_at: new Date(r.created_at),
+});
+
 /** What a reply job checks before it composes anything (inboundReplyState). */
 export interface InboundReplyState {
   inbound: Message;
@@ -291,7 +299,6 @@ export async function inboundReplyState(db: Queryable, messageId: string, thread
   const row = result.rows[0];
   if (!row) return null;
   const inbound = messageFromRow(row);
-  const threadRows = (row.thread ?? []).map((r) => ({ ...r, send_started_at: r.send_started_at === null ? null : new Date(r.send_started_at), status_updated_at: new Date(r.status_updated_at), created_at: new Date(r.created_at) }));
   return {
     inbound,
     conversation: conversationFromRow(row),
@@ -299,7 +306,7 @@ export async function inboundReplyState(db: Queryable, messageId: string, thread
     // A reply only answers an inbound message (which has a position).
     answeredBy: row.seq === null ? null : row.answered_by,
     mediaPending: row.media_pending,
-    thread: await threadOf(db, inbound.conversationId, threadLimit, threadRows, inbound.seq),
+    thread: await threadOf(db, inbound.conversationId, threadLimit, (row.thread ?? []).map(threadRowFromJson), inbound.seq),
   };
 }
 
