@@ -52,7 +52,7 @@ create index ai_jobs_finished_idx on ai_jobs (finished_at) where finished_at is 
 -- NOTIFY is only a latency hint; workers poll as well.
 -- A transaction that has notified takes a global lock at commit, so notifying commits run
 -- one at a time. Hot paths (the webhook) therefore enqueue with `aiq.defer_notify` set for
--- their transaction and send one coalesced NOTIFY after commit (src/queue/notifier.ts).
+-- their transaction and notify once for all their jobs (src/jobs/autoreply.ts).
 create function ai_jobs_notify() returns trigger language plpgsql as $$
 begin
   if coalesce(current_setting('aiq.defer_notify', true), '') <> 'on' then

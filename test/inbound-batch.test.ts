@@ -7,6 +7,8 @@ import { InboundBatcher } from '../src/jobs/inbound-batch.ts';
 import { inboundStoreAndEnqueue, inboundStoreManyAndEnqueue } from '../src/jobs/autoreply.ts';
 import type { InboundMessageInput } from '../src/messaging/conversations.ts';
 import type { Queryable } from '../src/db/types.ts';
+import { NOTIFY_CHANNEL } from '../src/queue/index.ts';
+import { waitFor } from './helpers/processes.ts';
 import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { inboundParams, injectSigned, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
 
@@ -191,6 +193,40 @@ for (const backend of BACKENDS) {
     } finally {
       await one.close();
       await set.close();
+    }
+  });
+
+  test(`storing wakes the workers when, and only when, the storing transaction commits (${backend.name})`, async () => {
+    const t = await backend.fresh();
+    let received = 0;
+    const unlisten = await t.db.listen(NOTIFY_CHANNEL, () => received++);
+    try {
+      const input = (i: number): InboundMessageInput => ({ whatsappNumber: sender(900 + i), body: `${i}`, mediaUrls: [], twilioSid: `SMwake${i}`, optChange: null, businessNumber: null });
+      const settle = () => new Promise((resolve) => setTimeout(resolve, 150));
+      for (const store of [(tx: Queryable) => inboundStoreAndEnqueue(tx, input(1)), (tx: Queryable) => inboundStoreManyAndEnqueue(tx, [input(2), input(3)])]) {
+        received = 0;
+        await t.db.transaction(async (tx) => {
+          await store(tx);
+          await settle();
+          assert.equal(received, 0, 'nobody is woken before the job is committed');
+        });
+        await waitFor(() => received > 0, 'the wake-up at commit', 5000);
+        await settle();
+        assert.equal(received, 1, 'one wake-up per store');
+      }
+      // A rolled-back store wakes nobody.
+      received = 0;
+      await assert.rejects(
+        t.db.transaction(async (tx) => {
+          await inboundStoreAndEnqueue(tx, input(4));
+          throw new Error('rolled back');
+        }),
+      );
+      await settle();
+      assert.equal(received, 0);
+    } finally {
+      await unlisten();
+      await t.close();
     }
   });
 

@@ -7,7 +7,6 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { autoreplyConfirmedLate, autoreplyWake } from '../jobs/autoreply.ts';
 import { InboundBatcher } from '../jobs/inbound-batch.ts';
-import { WakeNotifier } from '../queue/index.ts';
 import { TWILIO_STATUSES, messageStatusUpdate } from '../messaging/conversations.ts';
 import { SIGNATURE_HEADER, STATUS_CALLBACK_PATH, WHATSAPP_WEBHOOK_PATH, signatureValid, signedUrl, twilioErrorText, webhookSecret } from '../messaging/twilio.ts';
 import { maskPhone } from '../logger.ts';
@@ -59,10 +58,9 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
   // an app that never receives one leaves no file behind.
   let secret: string | undefined;
   const bodyLimit = config.WEBHOOK_BODY_LIMIT_BYTES;
-  // One NOTIFY at a time after commit, instead of one inside every webhook transaction.
-  const wakeWorkers = new WakeNotifier(db, undefined, (err) => app.log.warn({ err: err.message }, 'could not wake workers; they will poll'));
   const optKeywords = optKeywordsOf(config);
   // Concurrent webhooks share a commit (group commit); each answer still waits for its own.
+  // The commit also wakes the workers (autoreply.ts, WAKE_WORKERS).
   const inbound = new InboundBatcher(db);
 
   /** The form parameters when the request is signed (or checking is switched off); else answers 403. */
@@ -107,7 +105,6 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
       businessNumber: runtime.profiles.conversationNumber(input.To),
     });
     if (stored) {
-      wakeWorkers.wake();
       if (optChange) {
         runtime.metrics.observeOptChange(optChange, 'contact');
         request.log.info({ from: maskPhone(input.From), conversationId: stored.conversationId, change: optChange }, optChange === 'out' ? 'contact opted out' : 'contact opted in');

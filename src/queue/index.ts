@@ -6,6 +6,5 @@ export { jobEnqueue, jobEnqueueUnnotified, jobEnqueueMany, jobClaim, jobComplete
 export type { Completion, FailureInput } from './store.ts';
 export * from './admin.ts';
 export { Worker, NOTIFY_CHANNEL } from './worker.ts';
-export { WakeNotifier } from './notifier.ts';
 export * from './schedules.ts';
 export type { WorkerOptions, WorkerEvents, JobEvent, JobFailedEvent } from './worker.ts';

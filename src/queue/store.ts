@@ -74,9 +74,10 @@ function enqueueValues(input: EnqueueInput): unknown[] {
 
 // The queue's insert without NOTIFY: the notify trigger stays quiet for the rest of the
 // transaction (set_config is evaluated inside the insert, before the statement's trigger
-// fires), so concurrent enqueuers do not queue behind the notify lock at commit; wake
-// workers after commit with a WakeNotifier. The webhook's aiq_inbound_store (migration
-// 0017) enqueues the same way, in SQL of its own.
+// fires). A transaction that notifies holds a global lock through its commit, so
+// notifying enqueuers commit one at a time; the caller decides when to wake the workers
+// (one `pg_notify` after commit, say). The webhook's aiq_inbound_store (migration 0017)
+// enqueues the same way, in SQL of its own.
 const ENQUEUE_UNNOTIFIED_SQL = `
   insert into ai_jobs (type, payload, next_run_at, priority, max_attempts, ordering_key)
   select $1, $2::jsonb, coalesce($3::timestamptz, now()), coalesce($4::int, 0), coalesce($5::int, 3), $6
@@ -85,8 +86,8 @@ const ENQUEUE_UNNOTIFIED_SQL = `
 
 /**
  * Enqueues one job without NOTIFY inside the transaction, so that concurrent enqueuing
- * transactions do not queue behind the notify lock at commit. Call `WakeNotifier.wake()`
- * after the transaction commits.
+ * transactions do not queue behind the notify lock at commit. Wake the workers yourself
+ * (`select pg_notify('aiq_jobs', '')`), or let them find the job at their next poll.
  */
 export async function jobEnqueueUnnotified(db: Queryable, input: EnqueueInput): Promise<string> {
   const result = await db.query<{ id: string }>(ENQUEUE_UNNOTIFIED_SQL, enqueueValues(input));

@@ -10,7 +10,6 @@ import { optChangeOf, optedOutReason, optKeywordsOf, optOutSetByAdmin, optOutSta
 import { replyDispatch, replyWriteAdmin, type ReplyOutcome } from '../../messaging/outbox.ts';
 import type { Queryable } from '../../db/types.ts';
 import type { Runtime } from '../../runtime.ts';
-import { NOTIFY_CHANNEL } from '../../queue/index.ts';
 
 /** Refused for a reason the admin can act on (shown as the page's problem, or a 4xx). */
 export class ActionError extends Error {
@@ -116,7 +115,7 @@ export async function suggestionRequest(runtime: Runtime, conversationId: string
 
 /**
  * Stores an inbound message as the webhook would (the same statement: message and
- * job together), for trying the loop without Twilio. Only offered with the `log` transport.
+ * job together, and the workers woken at commit), for trying the loop without Twilio. Only offered with the `log` transport.
  */
 export async function inboundSimulate(runtime: Runtime, input: { from: string; body: string; profileName?: string }): Promise<{ conversationId: string; messageId: string }> {
   if (runtime.transport.kind !== 'log') throw new ActionError(409, 'simulating is only for the log transport: with Twilio configured, send a real WhatsApp message');
@@ -134,7 +133,5 @@ export async function inboundSimulate(runtime: Runtime, input: { from: string; b
   });
   if (!stored) throw new Error('simulated message was not stored');
   if (optChange) runtime.metrics.observeOptChange(optChange, 'contact');
-  // The statement enqueued quietly; wake the workers as the webhook does.
-  await runtime.db.query('select pg_notify($1, $2)', [NOTIFY_CHANNEL, '']);
   return stored;
 }
