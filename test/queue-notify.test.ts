@@ -1,5 +1,5 @@
-// Wake-ups: a plain insert notifies through the trigger; an unnotified enqueue stays quiet
-// inside its transaction, and only there.
+// Wake-ups: a plain insert notifies through the trigger; an unnotified enqueue stays quiet,
+// and only for its own transaction.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { jobEnqueue, jobEnqueueUnnotified, NOTIFY_CHANNEL } from '../src/queue/index.ts';
@@ -29,7 +29,7 @@ for (const backend of BACKENDS) {
       await waitFor(() => received === 2, 'notification from a plain insert', 5000);
     });
 
-    test('an unnotified enqueue sends nothing, in its transaction or after, and only there', async () => {
+    test('an unnotified enqueue sends nothing, and its quiet ends with its transaction', async () => {
       received = 0;
       await t.db.transaction(async (tx) => {
         await jobEnqueueUnnotified(tx, { type: 'x', payload: {} });

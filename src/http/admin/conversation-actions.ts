@@ -114,8 +114,9 @@ export async function suggestionRequest(runtime: Runtime, conversationId: string
 }
 
 /**
- * Stores an inbound message as the webhook would (the same statement: message and
- * job together, and the workers woken at commit), for trying the loop without Twilio. Only offered with the `log` transport.
+ * Stores an inbound message as the webhook would (the same statement: message and job
+ * together, the workers woken at commit), for trying the loop without Twilio. Only
+ * offered with the `log` transport.
  */
 export async function inboundSimulate(runtime: Runtime, input: { from: string; body: string; profileName?: string }): Promise<{ conversationId: string; messageId: string }> {
   if (runtime.transport.kind !== 'log') throw new ActionError(409, 'simulating is only for the log transport: with Twilio configured, send a real WhatsApp message');
