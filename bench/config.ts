@@ -32,6 +32,11 @@ export interface Plan {
   capacityConcurrency: number[];
   webhookConnections: number;
   /**
+   * aiq serve and the INSERT floor again with this many connections: group commit fills its
+   * batches only when enough webhooks are in flight at once (bench/webhook.ts).
+   */
+  webhookBusyConnections: number;
+  /**
    * Webhook at scale (issue #18): stored messages (inbound + replies, with their finished
    * jobs; bench/lib/prefill.ts) in the database of a second aiq serve run.
    */
@@ -62,6 +67,7 @@ export const FULL: Plan = {
   capacityLlmMs: [500, 2_000, 5_000],
   capacityConcurrency: [50, 200, 500],
   webhookConnections: 10,
+  webhookBusyConnections: 100,
   webhookPrefillMessages: 1_000_000,
   pipelineOverheadMessages: 200,
   pipelineBurstMessages: 1_600,
@@ -88,6 +94,7 @@ export const QUICK: Plan = {
   capacityLlmMs: [500],
   capacityConcurrency: [50],
   webhookConnections: 10,
+  webhookBusyConnections: 100,
   webhookPrefillMessages: 20_000,
   pipelineOverheadMessages: 10,
   pipelineBurstMessages: 100,
@@ -138,7 +145,8 @@ export const HOL_CONFIGS: Config[] = [
 /**
  * The webhook benchmark's runs, alternating within each round (bench/webhook.ts): aiq serve
  * on an empty database, its two floors (bench/floors/webhook-floor.ts), and aiq serve on a
- * database holding plan.webhookPrefillMessages stored messages.
+ * database holding plan.webhookPrefillMessages stored messages; then aiq serve and the
+ * INSERT floor with plan.webhookBusyConnections connections.
  */
 export const WEBHOOK_AIQ = 'aiq serve';
 export const WEBHOOK_FLOOR_INSERT = 'floor: fastify + INSERT';
@@ -146,3 +154,5 @@ export const WEBHOOK_FLOOR_NONE = 'floor: fastify, no database';
 /** "1M" for 1,000,000, else "20,000". */
 export const countText = (n: number) => (n >= 1_000_000 && n % 1_000_000 === 0 ? `${n / 1_000_000}M` : n.toLocaleString('en'));
 export const webhookPrefilledName = (plan: Plan) => `aiq serve, ${countText(plan.webhookPrefillMessages)} stored messages`;
+/** A webhook run's name with plan.webhookBusyConnections connections instead of the usual. */
+export const webhookBusyName = (name: string, plan: Plan) => `${name}, ${plan.webhookBusyConnections} connections`;

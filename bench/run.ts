@@ -16,7 +16,7 @@ import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DRAIN_CONFIGS, FULL, HOL_CONFIGS, PICKUP_CONFIGS, POOLER_CONFIGS, QUICK, configName, type Config } from './config.ts';
-import { WEBHOOK_AIQ, WEBHOOK_FLOOR_INSERT, WEBHOOK_FLOOR_NONE, countText, webhookPrefilledName } from './config.ts';
+import { WEBHOOK_AIQ, WEBHOOK_FLOOR_INSERT, WEBHOOK_FLOOR_NONE, countText, webhookBusyName, webhookPrefilledName } from './config.ts';
 import { dropLeftovers } from './lib/database.ts';
 import { Results } from './lib/results.ts';
 import { renderChart } from './lib/chart.ts';
@@ -120,15 +120,19 @@ async function main(): Promise<void> {
       }
     }
     if (scenarios.has('webhook') && webhookAvailable()) {
-      // aiq, its two floors (issue #18) and aiq on a prefilled database, alternating.
-      const runs: Array<[string, WebhookOptions]> = [
-        [WEBHOOK_AIQ, { server: 'aiq' }],
-        [WEBHOOK_FLOOR_INSERT, { server: 'floor-insert' }],
-        [WEBHOOK_FLOOR_NONE, { server: 'floor-none' }],
-        [webhookPrefilledName(plan), { server: 'aiq', prefillMessages: plan.webhookPrefillMessages }],
+      // aiq, its two floors (issue #18), aiq on a prefilled database, and aiq and the INSERT
+      // floor with more webhooks in flight, alternating.
+      const busy = plan.webhookBusyConnections;
+      const runs: Array<[string, WebhookOptions, number]> = [
+        [WEBHOOK_AIQ, { server: 'aiq' }, plan.webhookConnections],
+        [WEBHOOK_FLOOR_INSERT, { server: 'floor-insert' }, plan.webhookConnections],
+        [WEBHOOK_FLOOR_NONE, { server: 'floor-none' }, plan.webhookConnections],
+        [webhookPrefilledName(plan), { server: 'aiq', prefillMessages: plan.webhookPrefillMessages }, plan.webhookConnections],
+        [webhookBusyName(WEBHOOK_AIQ, plan), { server: 'aiq' }, busy],
+        [webhookBusyName(WEBHOOK_FLOOR_INSERT, plan), { server: 'floor-insert' }, busy],
       ];
-      for (const [name, options] of runs) {
-        await measure(round, `webhook ${name}`, () => outcome(() => webhookRun(plan.webhookSeconds, plan.webhookConnections, options)), (f) => {
+      for (const [name, options, connections] of runs) {
+        await measure(round, `webhook ${name}`, () => outcome(() => webhookRun(plan.webhookSeconds, connections, options)), (f) => {
           results.record('webhook', name, round, f.requestsPerSecond!);
           results.record('webhook p50', name, round, f.p50!);
           results.record('webhook p99', name, round, f.p99!);

@@ -1,7 +1,7 @@
 // The human-readable output: the machine, a table of median/min/max per figure and
 // configuration, and the aiq/peer ratios next to issue #3's targets.
 import { cpus, totalmem } from 'node:os';
-import { WEBHOOK_AIQ, WEBHOOK_FLOOR_INSERT, WEBHOOK_FLOOR_NONE, countText, webhookPrefilledName, type Plan } from '../config.ts';
+import { WEBHOOK_AIQ, WEBHOOK_FLOOR_INSERT, WEBHOOK_FLOOR_NONE, countText, webhookBusyName, webhookPrefilledName, type Plan } from '../config.ts';
 import type { TableState } from '../scenarios.ts';
 import { peerVersions } from '../systems/peers.ts';
 import { withAdmin } from './database.ts';
@@ -88,6 +88,19 @@ export function ratioRows(results: Results, plan: Plan): RatioRow[] {
     row('webhook: aiq req/s / floor (fastify + INSERT)', results.ratio('webhook', WEBHOOK_AIQ, WEBHOOK_FLOOR_INSERT), '>=', 1),
     row('webhook: aiq p99 / floor (fastify + INSERT) p99', results.ratio('webhook p99', WEBHOOK_AIQ, WEBHOOK_FLOOR_INSERT), '<=', 1.2),
     row('webhook: aiq req/s / floor (no database)', results.ratio('webhook', WEBHOOK_AIQ, WEBHOOK_FLOOR_NONE)),
+    // The same two targets with more webhooks in flight, where group commit fills its batches.
+    row(
+      `webhook, ${plan.webhookBusyConnections} connections: aiq req/s / floor (fastify + INSERT)`,
+      results.ratio('webhook', webhookBusyName(WEBHOOK_AIQ, plan), webhookBusyName(WEBHOOK_FLOOR_INSERT, plan)),
+      '>=',
+      1,
+    ),
+    row(
+      `webhook, ${plan.webhookBusyConnections} connections: aiq p99 / floor (fastify + INSERT) p99`,
+      results.ratio('webhook p99', webhookBusyName(WEBHOOK_AIQ, plan), webhookBusyName(WEBHOOK_FLOOR_INSERT, plan)),
+      '<=',
+      1.2,
+    ),
     row(
       `webhook: aiq at ${countText(plan.webhookPrefillMessages)} stored messages / aiq empty`,
       results.ratio('webhook', webhookPrefilledName(plan), WEBHOOK_AIQ),
@@ -165,7 +178,7 @@ export function renderMarkdown(results: Results, ratios: RatioRow[], machine: Ma
     // aiq serve next to its floors (same load, same round), and on a prefilled database.
     ...(webhookConfigs.length
       ? [
-          `| webhook (${plan.webhookConnections} connections, ${plan.webhookSeconds} s) | req/s | p50 ms | p99 ms |`,
+          `| webhook (${plan.webhookConnections} connections unless named, ${plan.webhookSeconds} s) | req/s | p50 ms | p99 ms |`,
           '|---|---:|---:|---:|',
           ...webhookConfigs.map((c) => `| ${c} | ${cell('webhook', c)} | ${cell('webhook p50', c)} | ${cell('webhook p99', c)} |`),
           '',
