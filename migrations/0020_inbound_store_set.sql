@@ -11,7 +11,7 @@
 -- keyword is recorded; the conversation with the business number written to opens its
 -- 24-hour window and gives the message the next inbound position under its row lock, held
 -- until commit; the job is the queue's own insert (as jobInsertUnnotifiedSql writes it),
--- quiet, for the caller wakes workers after commit. test/inbound-batch.test.ts compares what
+-- quiet, for the store statement's pg_notify wakes them (autoreply.ts, WAKE_WORKERS). test/inbound-batch.test.ts compares what
 -- a batch stores with what the same messages stored one by one do.
 --
 -- One message per contact in a batch: a statement can update a row only once, and a
