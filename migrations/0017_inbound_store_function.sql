@@ -12,10 +12,11 @@
 -- session, so this works through a transaction-mode pooler too (unlike named prepared
 -- statements).
 --
--- The job insert is the queue's own, as jobInsertUnnotifiedSql (src/queue/store.ts) writes
+-- The job insert is the queue's own, as ENQUEUE_UNNOTIFIED_SQL (src/queue/store.ts) writes
 -- it: the queue's defaults (due now, priority 0), the ordering key, and aiq.defer_notify
--- set for the transaction so that the notify trigger stays quiet (the webhook wakes
--- workers after commit). A change to either must change both; test/webhook.test.ts
+-- set for the transaction so that the notify trigger stays quiet (the caller wakes the
+-- workers: the webhook's store statement calls pg_notify itself, src/jobs/autoreply.ts
+-- WAKE_WORKERS). A change to either must change both; test/webhook.test.ts
 -- compares the job this function writes with one the queue's insert writes.
 create function aiq_inbound_store(
   sender text,              -- the contact's number, E.164

@@ -10,8 +10,9 @@
 -- nothing and leaves its contact and conversation alone; a contact's opt-out or opt-in
 -- keyword is recorded; the conversation with the business number written to opens its
 -- 24-hour window and gives the message the next inbound position under its row lock, held
--- until commit; the job is the queue's own insert (as jobInsertUnnotifiedSql writes it),
--- quiet, for the store statement's pg_notify wakes them (autoreply.ts, WAKE_WORKERS). test/inbound-batch.test.ts compares what
+-- until commit; the job is the queue's own insert (as ENQUEUE_UNNOTIFIED_SQL in
+-- src/queue/store.ts writes it), quiet, for the store statement's pg_notify wakes the
+-- workers (src/jobs/autoreply.ts, WAKE_WORKERS). test/inbound-batch.test.ts compares what
 -- a batch stores with what the same messages stored one by one do.
 --
 -- One message per contact in a batch: a statement can update a row only once, and a

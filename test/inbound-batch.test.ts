@@ -214,16 +214,20 @@ for (const backend of BACKENDS) {
         await settle();
         assert.equal(received, 1, 'one wake-up per store');
       }
-      // A rolled-back store wakes nobody.
-      received = 0;
-      await assert.rejects(
-        t.db.transaction(async (tx) => {
-          await inboundStoreAndEnqueue(tx, input(4));
-          throw new Error('rolled back');
-        }),
-      );
-      await settle();
-      assert.equal(received, 0);
+      // A rolled-back store wakes nobody, whether it wrote one message or a batch.
+      for (const store of [(tx: Queryable) => inboundStoreAndEnqueue(tx, input(4)), (tx: Queryable) => inboundStoreManyAndEnqueue(tx, [input(5), input(6)])]) {
+        received = 0;
+        await assert.rejects(
+          t.db.transaction(async (tx) => {
+            await store(tx);
+            throw new Error('rolled back');
+          }),
+        );
+        await settle();
+        assert.equal(received, 0, 'a rolled-back store wakes nobody');
+      }
+      const { rows } = await t.db.query<{ n: number }>(`select count(*)::int as n from messages where twilio_sid in ('SMwake4', 'SMwake5', 'SMwake6')`);
+      assert.equal(rows[0]!.n, 0, 'nothing of the rolled-back stores is kept');
     } finally {
       await unlisten();
       await t.close();
