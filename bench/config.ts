@@ -156,3 +156,10 @@ export const countText = (n: number) => (n >= 1_000_000 && n % 1_000_000 === 0 ?
 export const webhookPrefilledName = (plan: Plan) => `aiq serve, ${countText(plan.webhookPrefillMessages)} stored messages`;
 /** A webhook run's name with plan.webhookBusyConnections connections instead of the usual. */
 export const webhookBusyName = (name: string, plan: Plan) => `${name}, ${plan.webhookBusyConnections} connections`;
+
+/**
+ * The pipeline benchmark's systems (bench/pipeline.ts): aiq's serve and worker, and next to
+ * them in the same round the script a user would write instead (bench/peers/hand-written-script.ts).
+ */
+export const PIPELINE_AIQ = 'aiq serve + worker';
+export const PIPELINE_SCRIPT = 'hand-written script (openai + twilio, nothing stored)';

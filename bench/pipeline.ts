@@ -2,7 +2,9 @@
 // processes on the server PostgreSQL, signed webhooks in, replies out to a fake Twilio API,
 // answers from a fake OpenAI server. Overhead: one message at a time with an instant LLM,
 // webhook sent → reply received by Twilio. Throughput: many messages with a 2 s LLM at
-// WORKER_CONCURRENCY=200, where concurrency, not CPU, should be the bound.
+// WORKER_CONCURRENCY=200, where concurrency, not CPU, should be the bound. The same runs
+// drive the hand-written script a user would write instead (bench/peers/hand-written-script.ts)
+// with the same fakes and the same concurrency: what aiq's guarantees cost, measured.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { Agent, request } from 'node:http';
@@ -31,6 +33,8 @@ export function pipelineAvailable(): boolean {
 
 
 export interface PipelineOptions {
+  /** What answers the webhooks and replies: aiq's serve and worker (default), or the script. */
+  system?: 'aiq' | 'script';
   messages: number;
   /** Chat completion latency of the fake LLM. */
   llmMs: number;
@@ -50,12 +54,13 @@ export interface PipelineFigures {
   messagesPerSecond: number;
   delivered: number;
   lost: number;
-  /** PostgreSQL commits in the run's database per delivered message, everything included. */
-  commitsPerMessage: number;
+  /** PostgreSQL commits in the run's database per delivered message, everything included (aiq). */
+  commitsPerMessage?: number;
   /**
-   * CPU milliseconds per delivered message (Linux; absent elsewhere): aiq's two processes,
-   * every PostgreSQL process, and what stands in for the outside world on the same machine
-   * (this process, sending the webhooks and hosting the fake Twilio, and the fake OpenAI).
+   * CPU milliseconds per delivered message (Linux; absent elsewhere): aiq's two processes
+   * (the script's one counts as the worker), every PostgreSQL process, and what stands in
+   * for the outside world on the same machine (this process, sending the webhooks and
+   * hosting the fake Twilio, and the fake OpenAI).
    */
   cpuWorker?: number;
   cpuServe?: number;
@@ -80,7 +85,9 @@ async function commitCount(url: string): Promise<number> {
 export async function pipelineRun(options: PipelineOptions): Promise<PipelineFigures> {
   const { startFakeTwilio, FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN } = await import('../test/helpers/fake-twilio.ts');
   const { signatureOf, WHATSAPP_WEBHOOK_PATH } = await import('../src/messaging/twilio.ts');
-  const { name, url } = await createDatabase();
+  const system = options.system ?? 'aiq';
+  if (system === 'script' && options.prefill) throw new Error('the script stores nothing: a prefilled database means nothing to it');
+  const database = system === 'aiq' ? await createDatabase() : undefined;
   // The fake OpenAI in a process of its own, as the real API answers from elsewhere: in the
   // benchmark's process its answers waited behind the load generator's event loop, which is
   // busiest exactly when the first jobs embed their questions. Only chat completions take
@@ -89,29 +96,33 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
   const fakeAi = await startTsProcess('test/helpers/fake-openai.ts', { FAKE_OPENAI_PORT: String(aiPort), FAKE_OPENAI_CHAT_LATENCY_MS: String(options.llmMs) }, /listening on/);
   const fakeTwilio = await startFakeTwilio({ authToken: FAKE_AUTH_TOKEN, accountSid: FAKE_ACCOUNT_SID });
   const children: ChildProcess[] = [];
-    // The webhooks go out through node:http on kept-alive connections, not fetch: the load
-    // generator shares the machine's two cores with what it measures, and fetch (undici)
-    // cost about three times the CPU per request, most of it in the busiest first second.
-    const agent = new Agent({ keepAlive: true, maxSockets: options.senders });
+  // The webhooks go out through node:http on kept-alive connections, not fetch: the load
+  // generator shares the machine's two cores with what it measures, and fetch (undici)
+  // cost about three times the CPU per request, most of it in the busiest first second.
+  const agent = new Agent({ keepAlive: true, maxSockets: options.senders });
   try {
-    const db = openPostgres({ connectionString: url, poolSize: 1 });
-    await migrate(db);
-    await db.close();
-    if (options.prefill) await prefillMessages(url, options.prefill);
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
-    const env = aiqProcessEnv(url, port, {
+    const outside = {
       TWILIO_ACCOUNT_SID: FAKE_ACCOUNT_SID,
       TWILIO_AUTH_TOKEN: FAKE_AUTH_TOKEN,
       TWILIO_WHATSAPP_FROM: FROM_NUMBER,
       TWILIO_API_BASE_URL: fakeTwilio.url,
-      AI_PROVIDER: 'openai',
       OPENAI_API_KEY: 'bench-key',
       OPENAI_BASE_URL: `http://127.0.0.1:${aiPort}/v1`,
-      WORKER_CONCURRENCY: String(options.workerConcurrency),
-    });
-    for (const role of ['serve', 'worker']) {
-      children.push(spawn(process.execPath, [...cpuProfileArgs(role), 'bin/aiq.js', role], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] }));
+    };
+    if (database) {
+      const db = openPostgres({ connectionString: database.url, poolSize: 1 });
+      await migrate(db);
+      await db.close();
+      if (options.prefill) await prefillMessages(database.url, options.prefill);
+      const env = aiqProcessEnv(database.url, port, { ...outside, AI_PROVIDER: 'openai', WORKER_CONCURRENCY: String(options.workerConcurrency) });
+      for (const role of ['serve', 'worker']) {
+        children.push(spawn(process.execPath, [...cpuProfileArgs(role), 'bin/aiq.js', role], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] }));
+      }
+    } else {
+      const env = { ...process.env, ...outside, NODE_ENV: 'production', HOST: '127.0.0.1', PORT: String(port), PUBLIC_URL: base, WEBHOOK_PATH: WHATSAPP_WEBHOOK_PATH, SCRIPT_CONCURRENCY: String(options.workerConcurrency) };
+      children.push(spawn(process.execPath, ['--import', 'tsx', 'bench/peers/hand-written-script.ts'], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] }));
     }
     await waitReady(base, children[0]!);
 
@@ -190,23 +201,25 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
     const warmup = options.senders === 1 ? 10 : options.workerConcurrency;
     await sendAll(options.messages, warmup);
     latencies.length = 0;
-    const commitsBefore = await commitCount(url);
-    const cpu = new CpuUsage({ worker: children[1]!.pid!, serve: children[0]!.pid!, fakeOpenAi: fakeAi.process.pid!, harness: process.pid });
+    const commitsBefore = database ? await commitCount(database.url) : 0;
+    const [first, second] = children.map((child) => child.pid!);
+    const processes: Record<string, number> = second === undefined ? { worker: first! } : { worker: second, serve: first! };
+    const cpu = new CpuUsage({ ...processes, fakeOpenAi: fakeAi.process.pid!, harness: process.pid });
     cpu.start();
     const started = nowMs();
     await sendAll(0, options.messages);
     const spent = cpu.stop();
-    const commits = (await commitCount(url)) - commitsBefore;
+    const commits = database ? (await commitCount(database.url)) - commitsBefore : undefined;
     const perMessage = (seconds: number) => (seconds * 1000) / Math.max(1, latencies.length);
     return {
       ...(spent && {
         cpuWorker: perMessage(spent.worker!),
-        cpuServe: perMessage(spent.serve!),
+        ...(spent.serve === undefined ? {} : { cpuServe: perMessage(spent.serve) }),
         cpuPostgres: perMessage(spent.postgres!),
         cpuHarness: perMessage(spent.harness! + spent.fakeOpenAi!),
         coresBusy: (Object.values(spent).reduce((sum, seconds) => sum + seconds, 0) * 1000) / (lastDelivered - started),
       }),
-      commitsPerMessage: commits / Math.max(1, latencies.length),
+      ...(commits === undefined ? {} : { commitsPerMessage: commits / Math.max(1, latencies.length) }),
       p50: percentile(latencies, 50),
       p99: percentile(latencies, 99),
       messagesPerSecond: (latencies.length / (lastDelivered - started)) * 1000,
@@ -221,6 +234,6 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
     agent.destroy();
     await fakeTwilio.close();
     // BENCH_KEEP_DB=1 leaves the database for inspection (its name: aiq_bench_<pid>_<n>).
-    if (!process.env.BENCH_KEEP_DB) await dropDatabase(name).catch(() => {});
+    if (database && !process.env.BENCH_KEEP_DB) await dropDatabase(database.name).catch(() => {});
   }
 }

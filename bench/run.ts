@@ -16,7 +16,7 @@ import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DRAIN_CONFIGS, FULL, HOL_CONFIGS, PICKUP_CONFIGS, POOLER_CONFIGS, QUICK, configName, type Config } from './config.ts';
-import { WEBHOOK_AIQ, WEBHOOK_FLOOR_INSERT, WEBHOOK_FLOOR_NONE, countText, webhookBusyName, webhookPrefilledName } from './config.ts';
+import { PIPELINE_AIQ, PIPELINE_SCRIPT, WEBHOOK_AIQ, WEBHOOK_FLOOR_INSERT, WEBHOOK_FLOOR_NONE, countText, webhookBusyName, webhookPrefilledName } from './config.ts';
 import { dropLeftovers } from './lib/database.ts';
 import { Results } from './lib/results.ts';
 import { renderChart } from './lib/chart.ts';
@@ -140,14 +140,17 @@ async function main(): Promise<void> {
       }
     }
     if (scenarios.has('pipeline') && pipelineAvailable()) {
+      // aiq and the hand-written script alternate, each with the same fakes and load.
       const overhead = { messages: plan.pipelineOverheadMessages, llmMs: 0, workerConcurrency: 10, senders: 1 };
-      await measure(round, 'pipeline overhead (instant LLM)', () => outcome(() => pipelineRun(overhead)), (f) => {
-        results.record('pipeline overhead p50', 'aiq serve + worker', round, f.p50!);
-        results.record('pipeline overhead p99', 'aiq serve + worker', round, f.p99!);
-      });
+      for (const [name, system] of [[PIPELINE_AIQ, 'aiq'], [PIPELINE_SCRIPT, 'script']] as const) {
+        await measure(round, `pipeline overhead (instant LLM), ${name}`, () => outcome(() => pipelineRun({ ...overhead, system })), (f) => {
+          results.record('pipeline overhead p50', name, round, f.p50!);
+          results.record('pipeline overhead p99', name, round, f.p99!);
+        });
+      }
       const burst = { messages: plan.pipelineBurstMessages, llmMs: plan.pipelineLlmMs, workerConcurrency: plan.pipelineConcurrency, senders: 20 };
       await measure(round, `pipeline burst (${plan.pipelineLlmMs} ms LLM)`, () => outcome(() => pipelineRun(burst)), (f) => {
-        results.record('pipeline burst', 'aiq serve + worker', round, f.messagesPerSecond!);
+        results.record('pipeline burst', PIPELINE_AIQ, round, f.messagesPerSecond!);
         // Whose CPU the burst took, and whether the machine's cores were the bound (Linux).
         if (f.coresBusy === undefined) return;
         results.record('pipeline burst cpu per message', 'aiq worker', round, f.cpuWorker!);
@@ -156,8 +159,12 @@ async function main(): Promise<void> {
         results.record('pipeline burst cpu per message', 'load generator, fake Twilio and fake OpenAI', round, f.cpuHarness!);
         results.record('pipeline burst cores busy', `of ${cpus().length}`, round, f.coresBusy);
       });
+      await measure(round, `pipeline burst (${plan.pipelineLlmMs} ms LLM), ${PIPELINE_SCRIPT}`, () => outcome(() => pipelineRun({ ...burst, system: 'script' })), (f) => {
+        results.record('pipeline burst', PIPELINE_SCRIPT, round, f.messagesPerSecond!);
+        if (f.cpuWorker !== undefined) results.record('pipeline burst cpu per message', 'the hand-written script', round, f.cpuWorker);
+      });
       // The same burst on a database holding a history of stored messages (issue #18).
-      const stored = `aiq serve + worker, ${countText(plan.webhookPrefillMessages)} stored messages`;
+      const stored = `${PIPELINE_AIQ}, ${countText(plan.webhookPrefillMessages)} stored messages`;
       await measure(round, `pipeline burst, ${stored}`, () => outcome(() => pipelineRun({ ...burst, prefill: plan.webhookPrefillMessages })), (f) =>
         results.record('pipeline burst', stored, round, f.messagesPerSecond!),
       );
