@@ -13,6 +13,7 @@
 import formbody from '@fastify/formbody';
 import Fastify from 'fastify';
 import pg from 'pg';
+import { listenUntilStopped } from '../lib/standalone-app.ts';
 
 const mode = process.argv[2];
 if (mode !== 'insert' && mode !== 'none') {
@@ -52,15 +53,6 @@ app.post(process.env.WEBHOOK_PATH ?? '/webhooks/twilio/whatsapp', async (request
   return reply.status(200).type('text/xml').send('<Response/>');
 });
 
-let closing = false;
-async function close(): Promise<void> {
-  if (closing) return;
-  closing = true;
-  await app.close();
+await listenUntilStopped(app, async () => {
   await pool?.end();
-  process.exit(0);
-}
-process.on('SIGTERM', () => void close());
-process.on('SIGINT', () => void close());
-
-await app.listen({ port: Number(process.env.PORT ?? 0), host: process.env.HOST ?? '127.0.0.1' });
+});

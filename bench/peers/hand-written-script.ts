@@ -15,6 +15,7 @@ import formbody from '@fastify/formbody';
 import Fastify from 'fastify';
 import OpenAI from 'openai';
 import twilio from 'twilio';
+import { listenUntilStopped } from '../lib/standalone-app.ts';
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -75,14 +76,4 @@ app.post(webhookPath, async (request, reply) => {
   return reply.status(200).type('text/xml').send('<Response/>');
 });
 
-let closing = false;
-async function close(): Promise<void> {
-  if (closing) return;
-  closing = true;
-  await app.close();
-  process.exit(0);
-}
-process.on('SIGTERM', () => void close());
-process.on('SIGINT', () => void close());
-
-await app.listen({ port: Number(process.env.PORT ?? 0), host: process.env.HOST ?? '127.0.0.1' });
+await listenUntilStopped(app);
