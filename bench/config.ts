@@ -163,3 +163,4 @@ export const webhookBusyName = (name: string, plan: Plan) => `${name}, ${plan.we
  */
 export const PIPELINE_AIQ = 'aiq serve + worker';
 export const PIPELINE_SCRIPT = 'hand-written script (openai + twilio, nothing stored)';
+export const pipelinePrefilledName = (plan: Plan) => `${PIPELINE_AIQ}, ${countText(plan.webhookPrefillMessages)} stored messages`;

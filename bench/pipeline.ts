@@ -58,7 +58,7 @@ export interface PipelineFigures {
   commitsPerMessage?: number;
   /**
    * CPU milliseconds per delivered message (Linux; absent elsewhere): aiq's two processes
-   * (the script's one counts as the worker), every PostgreSQL process, and what stands in
+   * (the script's one is its worker), every PostgreSQL process, and what stands in
    * for the outside world on the same machine (this process, sending the webhooks and
    * hosting the fake Twilio, and the fake OpenAI).
    */
@@ -95,7 +95,8 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
   const aiPort = await freePort();
   const fakeAi = await startTsProcess('test/helpers/fake-openai.ts', { FAKE_OPENAI_PORT: String(aiPort), FAKE_OPENAI_CHAT_LATENCY_MS: String(options.llmMs) }, /listening on/);
   const fakeTwilio = await startFakeTwilio({ authToken: FAKE_AUTH_TOKEN, accountSid: FAKE_ACCOUNT_SID });
-  const children: ChildProcess[] = [];
+  // The processes under test by role: aiq's serve and worker, or the script as the worker.
+  const roles: Record<string, ChildProcess> = {};
   // The webhooks go out through node:http on kept-alive connections, not fetch: the load
   // generator shares the machine's two cores with what it measures, and fetch (undici)
   // cost about three times the CPU per request, most of it in the busiest first second.
@@ -118,13 +119,13 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
       if (options.prefill) await prefillMessages(database.url, options.prefill);
       const env = aiqProcessEnv(database.url, port, { ...outside, AI_PROVIDER: 'openai', WORKER_CONCURRENCY: String(options.workerConcurrency) });
       for (const role of ['serve', 'worker']) {
-        children.push(spawn(process.execPath, [...cpuProfileArgs(role), 'bin/aiq.js', role], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] }));
+        roles[role] = spawn(process.execPath, [...cpuProfileArgs(role), 'bin/aiq.js', role], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] });
       }
     } else {
       const env = { ...process.env, ...outside, NODE_ENV: 'production', HOST: '127.0.0.1', PORT: String(port), PUBLIC_URL: base, WEBHOOK_PATH: WHATSAPP_WEBHOOK_PATH, SCRIPT_CONCURRENCY: String(options.workerConcurrency) };
-      children.push(spawn(process.execPath, ['--import', 'tsx', 'bench/peers/hand-written-script.ts'], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] }));
+      roles.worker = spawn(process.execPath, ['--import', 'tsx', 'bench/peers/hand-written-script.ts'], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] });
     }
-    await waitReady(base, children[0]!);
+    await waitReady(base, (roles.serve ?? roles.worker)!);
 
     const target = `${base}${WHATSAPP_WEBHOOK_PATH}`;
     // Each message comes from its own sender, so ordering keys never serialise them; on a
@@ -202,9 +203,8 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
     await sendAll(options.messages, warmup);
     latencies.length = 0;
     const commitsBefore = database ? await commitCount(database.url) : 0;
-    const [first, second] = children.map((child) => child.pid!);
-    const processes: Record<string, number> = second === undefined ? { worker: first! } : { worker: second, serve: first! };
-    const cpu = new CpuUsage({ ...processes, fakeOpenAi: fakeAi.process.pid!, harness: process.pid });
+    const pids = Object.fromEntries(Object.entries(roles).map(([role, child]) => [role, child.pid!]));
+    const cpu = new CpuUsage({ ...pids, fakeOpenAi: fakeAi.process.pid!, harness: process.pid });
     cpu.start();
     const started = nowMs();
     await sendAll(0, options.messages);
@@ -227,9 +227,9 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
       lost: options.messages - latencies.length,
     };
   } finally {
-    for (const child of children) child.kill('SIGTERM');
+    for (const child of Object.values(roles)) child.kill('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 500));
-    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+    for (const child of Object.values(roles)) if (child.exitCode === null) child.kill('SIGKILL');
     fakeAi.process.kill('SIGKILL');
     agent.destroy();
     await fakeTwilio.close();

@@ -16,7 +16,7 @@ import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DRAIN_CONFIGS, FULL, HOL_CONFIGS, PICKUP_CONFIGS, POOLER_CONFIGS, QUICK, configName, type Config } from './config.ts';
-import { PIPELINE_AIQ, PIPELINE_SCRIPT, WEBHOOK_AIQ, WEBHOOK_FLOOR_INSERT, WEBHOOK_FLOOR_NONE, countText, webhookBusyName, webhookPrefilledName } from './config.ts';
+import { PIPELINE_AIQ, PIPELINE_SCRIPT, WEBHOOK_AIQ, WEBHOOK_FLOOR_INSERT, WEBHOOK_FLOOR_NONE, pipelinePrefilledName, webhookBusyName, webhookPrefilledName } from './config.ts';
 import { dropLeftovers } from './lib/database.ts';
 import { Results } from './lib/results.ts';
 import { renderChart } from './lib/chart.ts';
@@ -164,7 +164,7 @@ async function main(): Promise<void> {
         if (f.cpuWorker !== undefined) results.record('pipeline burst cpu per message', 'the hand-written script', round, f.cpuWorker);
       });
       // The same burst on a database holding a history of stored messages (issue #18).
-      const stored = `${PIPELINE_AIQ}, ${countText(plan.webhookPrefillMessages)} stored messages`;
+      const stored = pipelinePrefilledName(plan);
       await measure(round, `pipeline burst, ${stored}`, () => outcome(() => pipelineRun({ ...burst, prefill: plan.webhookPrefillMessages })), (f) =>
         results.record('pipeline burst', stored, round, f.messagesPerSecond!),
       );

@@ -1,7 +1,7 @@
 // The human-readable output: the machine, a table of median/min/max per figure and
 // configuration, and the aiq/peer ratios next to issue #3's targets.
 import { cpus, totalmem } from 'node:os';
-import { PIPELINE_AIQ, PIPELINE_SCRIPT, WEBHOOK_AIQ, WEBHOOK_FLOOR_INSERT, WEBHOOK_FLOOR_NONE, countText, webhookBusyName, webhookPrefilledName, type Plan } from '../config.ts';
+import { PIPELINE_AIQ, PIPELINE_SCRIPT, WEBHOOK_AIQ, WEBHOOK_FLOOR_INSERT, WEBHOOK_FLOOR_NONE, countText, pipelinePrefilledName, webhookBusyName, webhookPrefilledName, type Plan } from '../config.ts';
 import type { TableState } from '../scenarios.ts';
 import { peerVersions } from '../systems/peers.ts';
 import { withAdmin } from './database.ts';
@@ -126,7 +126,7 @@ export function ratioRows(results: Results, plan: Plan): RatioRow[] {
     row('pipeline: aiq msg/s / the hand-written script', results.ratio('pipeline burst', PIPELINE_AIQ, PIPELINE_SCRIPT)),
     row(
       `pipeline: at ${countText(plan.webhookPrefillMessages)} stored messages / empty`,
-      results.ratio('pipeline burst', `${PIPELINE_AIQ}, ${countText(plan.webhookPrefillMessages)} stored messages`, PIPELINE_AIQ),
+      results.ratio('pipeline burst', pipelinePrefilledName(plan), PIPELINE_AIQ),
     ),
   ].filter((r) => !Number.isNaN(r.value));
 }

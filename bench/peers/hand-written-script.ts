@@ -1,8 +1,9 @@
 // The hand-written script aiq's users would otherwise write, the app's peer in the pipeline
 // benchmark (bench/pipeline.ts; issue #18 asks for the pipeline next to something measured
-// in the same run): the official openai and twilio packages with their defaults, a fastify webhook that checks Twilio's signature, answers at once and works on
-// the message in memory: embed the question, ask the chat model, send the answer through
-// Twilio's REST API. At most SCRIPT_CONCURRENCY messages are worked on at once (what an
+// in the same run): the official openai and twilio packages with their defaults, and a
+// fastify webhook that checks Twilio's signature, answers at once and works on the message
+// in memory: embed the question, ask the chat model, send the answer through Twilio's REST
+// API. At most SCRIPT_CONCURRENCY messages are worked on at once (what an
 // OpenAI rate limit makes anyone add; the same as aiq's WORKER_CONCURRENCY), the rest wait
 // in an array. Nothing is stored: a crash or a failed call loses the message, a redelivered
 // webhook is answered twice, and the model sees no history and no knowledge. Everything
