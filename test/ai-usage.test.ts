@@ -9,6 +9,7 @@ import { aiWithUsageRecorded } from '../src/ai/usage.ts';
 import type { Prompt } from '../src/ai/types.ts';
 import type { Queryable } from '../src/db/types.ts';
 import { BACKENDS, type TestDatabase } from './helpers/db.ts';
+import { waitFor } from './helpers/processes.ts';
 import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
 
 const prompt: Prompt = {
@@ -27,14 +28,18 @@ after(() => openai.close());
 
 /**
  * The real database, counting the usage inserts that reach it; the first one is slow (a busy
- * database), so the calls that end meanwhile find a write in flight.
+ * database), so the calls that end meanwhile find a write in flight. It waits for `busyUntil`
+ * too, if given: on a loaded machine the calls can take longer to end than any fixed delay.
  */
-function countingUsageInserts(db: Queryable): { db: Queryable; inserts: () => number } {
+function countingUsageInserts(db: Queryable, busyUntil: () => Promise<void> = async () => {}): { db: Queryable; inserts: () => number } {
   let inserts = 0;
   return {
     db: {
       query: async (text, values) => {
-        if (/insert into ai_usage/.test(text) && ++inserts === 1) await new Promise((resolve) => setTimeout(resolve, 300));
+        if (/insert into ai_usage/.test(text) && ++inserts === 1) {
+          await busyUntil();
+          await new Promise((resolve) => setTimeout(resolve, 300));
+        }
         return db.query(text, values);
       },
       exec: (sql) => db.exec(sql),
@@ -64,7 +69,10 @@ for (const backend of BACKENDS) {
       });
 
     test('thirty replies whose chat calls end while a usage write is in flight are written in a few statements, each row with its own subject', async () => {
-      const counting = countingUsageInserts(t.db);
+      // The first write stays in flight until the fake has been asked for all thirty chats.
+      const chats = () => openai.requests.filter((r) => r.endpoint === 'chat').length;
+      const chatsBefore = chats();
+      const counting = countingUsageInserts(t.db, () => waitFor(() => chats() >= chatsBefore + 30, 'all thirty chat calls made', 10_000));
       const ai = provider();
       const subjects = Array.from({ length: 30 }, () => randomUUID());
       await Promise.all(
