@@ -48,7 +48,7 @@ export interface PipelineOptions {
   prefill?: number;
 }
 
-export interface PipelineFigures {
+export interface PipelineFigures extends Partial<JobTimings> {
   p50: number;
   p99: number;
   messagesPerSecond: number;
@@ -68,6 +68,52 @@ export interface PipelineFigures {
   cpuHarness?: number;
   /** All of that CPU time over the run's duration: how many of the machine's cores it kept busy. */
   coresBusy?: number;
+}
+
+/**
+ * Where a slot's time goes besides the LLM's latency, from the timestamps aiq stores
+ * (averages, ms). `before`: from the claim to the reply's text, less the LLM's latency
+ * (waiting in the worker's buffer, reading the conversation, embedding the question,
+ * searching, the chat call's own HTTP, and waiting for the CPU meanwhile). `after`: from
+ * writing the reply to recording Twilio's answer (the outbox's two statements and the send).
+ * The first `concurrency` jobs claimed are apart: they start while the rest of the burst is
+ * still arriving, and share the cores with its webhooks.
+ */
+export interface JobTimings {
+  firstWaveBefore: number;
+  firstWaveAfter: number;
+  laterBefore: number;
+  laterAfter: number;
+}
+
+// The jobs claimed since the measured burst began, in claim order, with their reply (its
+// first part). No status callbacks reach the fake Twilio here, so status_updated_at is the
+// moment the send's outcome was written.
+const JOB_TIMINGS_SQL = `
+  with measured as (
+    select j.attempted_at, r.created_at as written_at, r.status_updated_at as recorded_at,
+           row_number() over (order by j.attempted_at, j.seq) as position
+    from ai_jobs j
+    join messages r on r.reply_to_message_id = (j.payload->>'messageId')::uuid and r.source = 'ai' and r.part = 1
+    where j.type = 'autoreply' and j.attempted_at >= $1
+  )
+  select position <= $2 as first_wave,
+         (avg(extract(epoch from written_at - attempted_at) * 1000) - $3)::float8 as before_ms,
+         avg(extract(epoch from recorded_at - written_at) * 1000)::float8 as after_ms
+  from measured
+  group by 1`;
+
+async function jobTimings(url: string, since: Date, concurrency: number, llmMs: number): Promise<JobTimings> {
+  const db = openPostgres({ connectionString: url, poolSize: 1 });
+  try {
+    const { rows } = await db.query<{ first_wave: boolean; before_ms: number; after_ms: number }>(JOB_TIMINGS_SQL, [since, concurrency, llmMs]);
+    const first = rows.find((r) => r.first_wave);
+    const later = rows.find((r) => !r.first_wave);
+    if (!first || !later) throw new Error(`job timings: expected jobs both in and after the first ${concurrency}`);
+    return { firstWaveBefore: first.before_ms, firstWaveAfter: first.after_ms, laterBefore: later.before_ms, laterAfter: later.after_ms };
+  } finally {
+    await db.close();
+  }
 }
 
 async function commitCount(url: string): Promise<number> {
@@ -206,10 +252,13 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
     const pids = Object.fromEntries(Object.entries(roles).map(([role, child]) => [role, child.pid!]));
     const cpu = new CpuUsage({ ...pids, fakeOpenAi: fakeAi.process.pid!, harness: process.pid });
     cpu.start();
+    const startedAt = new Date();
     const started = nowMs();
     await sendAll(0, options.messages);
     const spent = cpu.stop();
     const commits = database ? (await commitCount(database.url)) - commitsBefore : undefined;
+    // Only a burst has a first wave and later ones.
+    const timings = database && options.senders > 1 && options.messages > options.workerConcurrency ? await jobTimings(database.url, startedAt, options.workerConcurrency, options.llmMs) : undefined;
     const perMessage = (seconds: number) => (seconds * 1000) / Math.max(1, latencies.length);
     return {
       ...(spent && {
@@ -220,6 +269,8 @@ export async function pipelineRun(options: PipelineOptions): Promise<PipelineFig
         coresBusy: (Object.values(spent).reduce((sum, seconds) => sum + seconds, 0) * 1000) / (lastDelivered - started),
       }),
       ...(commits === undefined ? {} : { commitsPerMessage: commits / Math.max(1, latencies.length) }),
+      // Where a slot's time went besides the LLM (aiq's bursts).
+      ...timings,
       p50: percentile(latencies, 50),
       p99: percentile(latencies, 99),
       messagesPerSecond: (latencies.length / (lastDelivered - started)) * 1000,

@@ -192,7 +192,7 @@ export function renderMarkdown(results: Results, ratios: RatioRow[], machine: Ma
       : []),
     '| other figure | value |',
     '|---|---:|',
-    ...(['scale', 'scale enqueue', 'pipeline overhead p50', 'pipeline overhead p99', 'pipeline burst', 'pipeline burst cpu per message', 'pipeline burst cores busy', 'cli', 'capacity', 'commits per message'] as Figure[]).flatMap((f) =>
+    ...(['scale', 'scale enqueue', 'pipeline overhead p50', 'pipeline overhead p99', 'pipeline burst', 'pipeline burst cpu per message', 'pipeline burst cores busy', 'pipeline burst time per job besides the LLM', 'cli', 'capacity', 'commits per message'] as Figure[]).flatMap((f) =>
       [...(results.values.get(f)?.keys() ?? [])].map((c) => `| ${f} ${UNITS[f]}: ${c} | ${cell(f, c)} |`),
     ),
     '',

@@ -21,6 +21,7 @@ export type Figure =
   | 'pipeline burst'
   | 'pipeline burst cpu per message'
   | 'pipeline burst cores busy'
+  | 'pipeline burst time per job besides the LLM'
   | 'cli'
   | 'capacity'
   | 'commits per message';
@@ -44,6 +45,7 @@ export const UNITS: Record<Figure, string> = {
   'pipeline burst': 'msg/s',
   'pipeline burst cpu per message': 'ms',
   'pipeline burst cores busy': 'cores',
+  'pipeline burst time per job besides the LLM': 'ms',
   cli: 'ms',
   capacity: 'msg/s',
   'commits per message': 'commits',
