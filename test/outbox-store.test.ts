@@ -116,6 +116,34 @@ for (const backend of BACKENDS) {
       assert.equal(fake.sendCount({ body: 'nooit verstuurd' }), 1, 'exactly once');
     });
 
+    test('two live runs of one job resume a reply Twilio never got: one resends it, the other waits; never two sends', async () => {
+      // The first run lost its lease but is still going, the second took the job over: both
+      // find the reply pending past its deadline and absent from Twilio's list. The resend
+      // is slow (300 ms), so the second run reclaims while the first one's send is in flight.
+      const slow = await startFakeTwilio({ responseDelayMs: 300 });
+      try {
+        const slowDeps: OutboxDeps = {
+          ...deps,
+          transport: new TwilioTransport({ accountSid: FAKE_ACCOUNT_SID, authToken: FAKE_AUTH_TOKEN, from: 'whatsapp:+14155238886', apiBaseUrl: slow.url }),
+        };
+        const m = await inbound('twee pogingen');
+        await t.db.query(
+          `insert into messages (conversation_id, source, body, status, reply_to_message_id, send_started_at)
+           values ($1, 'ai', 'één keer versturen', 'pending', $2, now() - interval '301 seconds')`,
+          [m.conversationId, m.messageId],
+        );
+        const [part] = await replyPartsForInbound(t.db, m.messageId);
+        const outcomes = await Promise.all([replyResume(slowDeps, part!, TO), replyResume(slowDeps, part!, TO)]);
+        assert.equal(slow.requests.filter((r) => r.outcome === 'list').length, 2, 'both runs asked Twilio');
+        assert.equal(slow.sendCount({ body: 'één keer versturen' }), 1, 'sent exactly once');
+        assert.deepEqual(outcomes.map((o) => o.kind).sort(), ['sent', 'waiting']);
+        const stored = (await messageGet(t.db, part!.id))!;
+        assert.equal(stored.twilioSid, slow.messages[0]!.sid);
+      } finally {
+        await slow.close();
+      }
+    });
+
     test('without a status callback URL only Twilio\'s list can confirm a possibly-sent reply; when it cannot tell, flagged at once', async () => {
       fake.reset();
       const blind: OutboxDeps = { ...deps, statusCallbackUrl: () => undefined };

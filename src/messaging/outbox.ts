@@ -329,11 +329,16 @@ const REPLY_DEADLINE_SQL = `
   from messages where id = $1`;
 
 // A reply Twilio provably does not have goes back to pending for a new send, by one attempt.
+// The deadline is tested here again, not only before Twilio's list was asked: the new state
+// (pending, no SID) still matches the status test, and only the reset send_started_at keeps
+// a second run that saw the same empty list from sending it once more while this send is
+// under way (or after it ended uncertain).
 const REPLY_RECLAIM_ABSENT_SQL = `
   update messages
   set status = 'pending', send_started_at = now(), status_updated_at = now(),
       error_message = 'resent: Twilio had no record of the first send (its Messages list)'
   where id = $1 and status in ('pending', 'unconfirmed') and twilio_sid is null
+    and coalesce(send_started_at, created_at) + make_interval(secs => $2) <= now()
   returning *`;
 
 // Twilio's clock and ours, and the time between our send and Twilio's record of it.
@@ -363,7 +368,7 @@ export async function replyReconcile(deps: OutboxDeps, reply: Message, to: strin
     return { kind: 'already-sent', reply: messageFromRow(confirmed.rows[0] as never) };
   }
   if (!absenceProves) return null;
-  const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id]);
+  const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id, deps.confirmTimeoutSeconds]);
   return reclaimed.rows[0] ? replyDispatch(deps, messageFromRow(reclaimed.rows[0] as never), to) : null;
 }
 
