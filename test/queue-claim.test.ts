@@ -191,4 +191,39 @@ describe('concurrent claimers on the PostgreSQL server', () => {
       await Promise.all(claimers.map((db) => db.close()));
     }
   });
+
+  test('heartbeats while the same jobs complete: no heartbeat fails, no finished job gets a lease', async () => {
+    // A completion that commits after a heartbeat's snapshot but before it locks the row
+    // leaves the heartbeat looking at a done row: extending that lease broke the "lease only
+    // while processing" constraint and failed the whole heartbeat, so none of the worker's
+    // leases were extended that round.
+    const [completer, beater] = [1, 2].map(() => openPostgres({ connectionString: t.url!, poolSize: 1 }));
+    try {
+      const failures: string[] = [];
+      let heartbeats = 0;
+      for (let round = 0; round < 3; round++) {
+        await jobEnqueueMany(t.db, Array.from({ length: 1000 }, (_, n) => ({ type: 'hb', payload: { n } })));
+        const running = await jobClaim(t.db, 1000, 'w', 60);
+        assert.equal(running.length, 1000);
+        await Promise.all([
+          (async () => {
+            while (running.length > 0) await jobCompleteMany(completer, 'w', running.splice(0, 20).map((j) => ({ id: j.id, attempt: j.attempts })));
+          })(),
+          (async () => {
+            while (running.length > 0) {
+              heartbeats += 1;
+              await jobHeartbeat(beater, 'w', running.map((j) => j.id), 60).catch((err: Error) => failures.push(err.message));
+            }
+          })(),
+        ]);
+      }
+      assert.ok(heartbeats > 20, `heartbeats ran alongside the completions (${heartbeats})`);
+      assert.deepEqual(failures, []);
+      const { rows } = await t.db.query<{ count: number }>(`select count(*)::int as count from ai_jobs where type = 'hb' and status <> 'done'`);
+      assert.equal(rows[0]!.count, 0);
+    } finally {
+      await Promise.all([completer!.close(), beater!.close()]);
+      await t.db.query(`delete from ai_jobs where type = 'hb'`);
+    }
+  });
 });

@@ -262,6 +262,10 @@ export async function jobFail(
 // of 150,000 jobs). Rows another statement has locked are skipped, not waited for; they
 // are still reported as held when this worker held them, since that statement is ours
 // (a completion, a failure, a handler's own heartbeat) or a reaper the next heartbeat sees.
+// The lock tests ownership again: a completion (or a reaper) that commits after this
+// statement's snapshot and before the lock leaves a row that is no longer processing, and
+// `for update` then sees that newest version. Extending its lease would break the lease
+// constraint and fail the whole heartbeat, leaving every other lease unextended.
 const HEARTBEAT_SQL = `
   with mine as (
     select id from ai_jobs
@@ -269,7 +273,11 @@ const HEARTBEAT_SQL = `
   ), extended as (
     update ai_jobs
     set locked_until = now() + make_interval(secs => $3)
-    where id in (select id from ai_jobs where id in (select id from mine) for update skip locked)
+    where id in (
+      select id from ai_jobs
+      where id in (select id from mine) and locked_by = $2 and locked_until is not null
+      for update skip locked
+    )
     returning id
   )
   select id from mine`;
