@@ -2,6 +2,7 @@
 // at start with zod, and handed to the modules as a plain typed object. A bad value stops
 // the process with a message that names the variable; secrets are never echoed back.
 import { existsSync } from 'node:fs';
+import { isIPv4 } from 'node:net';
 import { z } from 'zod';
 import { pricesParse } from './ai/costs.ts';
 import { templateVariablesParse } from './messaging/window.ts';
@@ -270,9 +271,13 @@ export function trustProxyOf(config: Pick<Env, 'TRUST_PROXY'>): boolean | string
   return entries;
 }
 
-/** True when the address only accepts connections from this machine. */
+/**
+ * True when the address only accepts connections from this machine. An address in
+ * 127.0.0.0/8, not any name that starts like one: `127.0.0.1.attacker.example` is a name
+ * its owner can point anywhere, loopback included (DNS rebinding).
+ */
 export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host.startsWith('127.');
+  return host === 'localhost' || host === '::1' || (isIPv4(host) && host.startsWith('127.'));
 }
 
 /** Reads `.env` from the working directory into process.env (real variables win), if present. */

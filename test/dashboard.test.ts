@@ -148,6 +148,12 @@ describe('dashboard without ADMIN_TOKEN', () => {
     assert.match(page.body, /loopback/);
     const api = await t.app.inject({ url: '/api/stats', headers: { host: 'attacker.example' } });
     assert.equal(api.statusCode, 403);
+    // A name that only looks like a loopback address is the attacker's own: it rebinds too.
+    for (const host of ['127.0.0.1.rebind.attacker.example:3000', '127.attacker.example', 'localhost.attacker.example']) {
+      const rebound = { host, 'sec-fetch-site': 'same-origin' };
+      assert.equal((await t.app.inject({ url: '/admin', headers: rebound })).statusCode, 403, host);
+      assert.equal((await t.app.inject({ url: '/api/backup', headers: { ...rebound, authorization: 'Bearer x' } })).statusCode, 403, host);
+    }
   });
 });
 
