@@ -123,6 +123,30 @@ test('STOP: one confirmation, no AI reply to it or to the next message; admin se
   assert.equal(sentTo(ANNA).length, 4);
 });
 
+test('a reply Twilio refused for now is not resent after STOP: its retry ends skipped, the confirmation goes out', async () => {
+  const phone = '+31633334444';
+  twilioApi.fault({ kind: 'http', status: 503, code: 20503 });
+  const question = inboundParams('Hoeveel vakantiedagen heb ik?', phone);
+  assert.equal((await injectSigned(m.app, WHATSAPP, question)).statusCode, 200);
+  await waitFor(async () => twilioApi.requests.some((r) => r.outcome === 'fault:http-503'), 'the refused send');
+  // The STOP's job runs after the question's retry (one conversation, one ordering key).
+  assert.equal((await receive('STOP', phone))['optChange'], 'out');
+  const sent = sentTo(phone);
+  assert.equal(sent.length, 1, `only the confirmation went out: ${JSON.stringify(sent)}`);
+  assert.match(sent[0]!, /Je bent afgemeld/);
+  const job = await t.db.query<{ status: string; result: unknown; attempts: number }>(
+    `select j.status, j.result, j.attempts from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1`,
+    [question.MessageSid],
+  );
+  assert.deepEqual(job.rows[0], { status: 'done', result: { skipped: 'opted_out', resumed: true }, attempts: 2 });
+  const reply = await t.db.query<{ status: string; error_message: string }>(
+    `select r.status, r.error_message from messages r join messages q on q.id = r.reply_to_message_id where q.twilio_sid = $1`,
+    [question.MessageSid],
+  );
+  assert.equal(reply.rows[0]!.status, 'failed');
+  assert.match(reply.rows[0]!.error_message, /not sent: the contact opted out/);
+});
+
 test('an admin records an opt-out and an opt-in (asked by phone); both are audited and counted', async () => {
   const phone = '+31611112222';
   await receive('Hoi', phone);

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { conversationThread, inboundReplyState, messageAnsweredBy, messageGet, messageListRecent, messageStatusUpdate } from '../src/messaging/conversations.ts';
-import { replyPartsForInbound, replyResume, replySend, type OutboxDeps } from '../src/messaging/outbox.ts';
+import { OptedOutError, replyPartsForInbound, replyPartsResume, replyResume, replySend, type OutboxDeps } from '../src/messaging/outbox.ts';
 import { TwilioTransport } from '../src/messaging/transport.ts';
 import { BACKENDS, type TestDatabase } from './helpers/db.ts';
 import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
@@ -142,6 +142,42 @@ for (const backend of BACKENDS) {
       } finally {
         await slow.close();
       }
+    });
+
+    test('a reply written before STOP and not sent yet never goes out after it; the STOP confirmation still does', async () => {
+      fake.reset();
+      const phone = '+31611122233';
+      const to = `whatsapp:${phone}`;
+      const from = async (body: string) => (await inboundStoreAndEnqueue(t.db, { whatsappNumber: phone, profileName: 'Piet', body, mediaUrls: [], twilioSid: messageSid() }))!;
+      // A reply Twilio refused for now (503: nothing went out), and a reply in two parts whose
+      // second part was refused after the first went out.
+      const single = await from('vraag');
+      fake.fault({ kind: 'http', status: 503, code: 20503 });
+      assert.equal((await replySend(deps, { conversationId: single.conversationId, replyToMessageId: single.messageId, parts: ['nog niet verstuurd'], contextUntilSeq: null }, to)).kind, 'retry');
+      const split = await from('tweede vraag');
+      fake.once('accepted', () => fake.fault({ kind: 'http', status: 503, code: 20503 }));
+      assert.equal((await replySend(deps, { conversationId: split.conversationId, replyToMessageId: split.messageId, parts: ['deel een', 'deel twee'], contextUntilSeq: null }, to)).kind, 'retry');
+      assert.equal(fake.sendCount({ body: 'deel een' }), 1);
+
+      // The contact sends STOP (the webhook records it); the retries come after.
+      await t.db.query(`update contacts set opted_out_at = now(), opted_out_by = 'contact' where whatsapp_number = $1`, [phone]);
+      await assert.rejects(replyResume(deps, (await replyPartsForInbound(t.db, single.messageId))[0]!, to), OptedOutError);
+      await assert.rejects(replyPartsResume(deps, await replyPartsForInbound(t.db, split.messageId), to), OptedOutError);
+      assert.equal(fake.sendCount({ to }), 1, 'only the part that went out before STOP');
+      const withheld = await t.db.query<{ body: string; status: string; error_message: string }>(
+        `select body, status, error_message from messages where source = 'ai' and reply_to_message_id = any($1::uuid[]) and twilio_sid is null order by body`,
+        [[single.messageId, split.messageId]],
+      );
+      assert.deepEqual(withheld.rows.map((r) => [r.body, r.status]), [['deel twee', 'failed'], ['nog niet verstuurd', 'failed']]);
+      for (const row of withheld.rows) assert.match(row.error_message, /opted out/);
+
+      // The confirmation of that STOP is the one reply that still goes out, also on a retry.
+      const stop = await from('STOP');
+      fake.fault({ kind: 'http', status: 503, code: 20503 });
+      const confirmation = { conversationId: stop.conversationId, replyToMessageId: stop.messageId, parts: ['Je bent afgemeld'], contextUntilSeq: null, confirmsOptOut: true };
+      assert.equal((await replySend(deps, confirmation, to)).kind, 'retry');
+      assert.equal((await replyPartsResume(deps, await replyPartsForInbound(t.db, stop.messageId), to, { confirmsOptOut: true })).kind, 'sent');
+      assert.equal(fake.sendCount({ to, body: 'Je bent afgemeld' }), 1);
     });
 
     test('without a status callback URL only Twilio\'s list can confirm a possibly-sent reply; when it cannot tell, flagged at once', async () => {

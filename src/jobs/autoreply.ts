@@ -208,7 +208,13 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
       const existing = state.replyWritten ? await replyPartsForInbound(runtime.db, inbound.id) : [];
       if (existing.length > 0) {
         // A retry: this message's reply was written by an earlier attempt; go on from there.
-        outcome = await replyPartsResume(deps, existing, to);
+        // A STOP since then stops what has not gone out yet (the outbox records it as withheld).
+        try {
+          outcome = await replyPartsResume(deps, existing, to, { confirmsOptOut: optChange === 'out' });
+        } catch (err) {
+          if (err instanceof OptedOutError) return { skipped: 'opted_out', resumed: true };
+          throw err;
+        }
       } else if (optChange) {
         // A stop or start keyword (recorded on the contact by the webhook): one confirmation,
         // unless switched off, or the contact changed their mind again since.

@@ -107,13 +107,22 @@ const REPLY_PARTS_INSERT_SQL = `
   join contacts k on k.id = c.contact_id
   order by reply.part`;
 
+// Every statement that starts a send of a reply written earlier (its next part, a resend)
+// takes it only while its contact has not opted out, as the insert above writes it only
+// then: a STOP that arrives between a reply's write and a later send stops that send too.
+// `$n` says the reply is the one confirmation of the opt-out, which goes out regardless.
+const MAY_SEND = (confirmsOptOut: string) => `
+  (${confirmsOptOut}::boolean or not exists (
+     select 1 from conversations c join contacts k on k.id = c.contact_id
+     where c.id = messages.conversation_id and k.opted_out_at is not null))`;
+
 // A part's turn: from `unsent` to `pending`, with the send's start time. Conditional, so of
 // two attempts only one sends it. Returns what the send depends on too (SEND_CONTEXT_SQL),
 // read in the same statement: one round trip less per reply.
 const REPLY_PART_CLAIM_SQL = `
   with claimed as (
     update messages set status = 'pending', send_started_at = now(), status_updated_at = now()
-    where id = $1 and status = 'unsent'
+    where id = $1 and status = 'unsent' and ${MAY_SEND('$2')}
     returning *
   )
   select claimed.*, c.last_inbound_at as send_last_inbound_at, k.profile_name as send_profile_name, c.business_number as send_business_number
@@ -177,7 +186,7 @@ export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string)
     // Written just now, the first part claimed by this attempt: send it, then the rest in turn.
     const outcome = await replyDispatch(deps, messageFromRow(first as never), to, sendContextFromRow(first));
     if (outcome.kind !== 'sent' || later.length === 0) return outcome;
-    const rest = await replyPartsResume(deps, later.map((row) => messageFromRow(row as never)), to);
+    const rest = await replyPartsResume(deps, later.map((row) => messageFromRow(row as never)), to, input);
     return rest.kind === 'already-sent' ? { kind: 'sent', reply: rest.reply } : rest;
   }
   // A racing attempt wrote them first: go on with what it wrote.
@@ -186,7 +195,13 @@ export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string)
     if ((await optOutStateOf(deps.db, input.conversationId))?.optedOutAt) throw new OptedOutError(`the contact opted out before the reply to ${input.replyToMessageId} was written`);
     throw new Error(`reply to ${input.replyToMessageId} neither written nor found`);
   }
-  return replyPartsResume(deps, parts, to);
+  return replyPartsResume(deps, parts, to, input);
+}
+
+/** How a reply written earlier may be resumed. */
+export interface ResumeOptions {
+  /** The reply confirms an opt-out: it goes out to the contact who opted out. */
+  confirmsOptOut?: boolean;
 }
 
 /**
@@ -195,21 +210,24 @@ export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string)
  * resend what provably did not go out). Stops at the first part not confirmed: a later part
  * never goes out before an earlier one, and the retry picks up from there.
  */
-export async function replyPartsResume(deps: OutboxDeps, parts: Message[], to: string): Promise<ReplyOutcome> {
+export async function replyPartsResume(deps: OutboxDeps, parts: Message[], to: string, options: ResumeOptions = {}): Promise<ReplyOutcome> {
   let last: Message | undefined;
   let sentNow = false;
   for (const part of parts) {
     let outcome: ReplyOutcome;
     if (part.status === 'unsent') {
-      const claimed = await deps.db.query<ClaimedRow>(REPLY_PART_CLAIM_SQL, [part.id]);
+      const claimed = await deps.db.query<ClaimedRow>(REPLY_PART_CLAIM_SQL, [part.id, options.confirmsOptOut === true]);
       const row = claimed.rows[0];
       if (row) {
         outcome = await replyDispatch(deps, messageFromRow(row as never), to, sendContextFromRow(row));
       } else {
-        outcome = await replyResume(deps, (await messageGet(deps.db, part.id)) ?? part, to);
+        const current = (await messageGet(deps.db, part.id)) ?? part;
+        // Still unsent: nobody else took it, the opt-out stopped it.
+        if (current.status === 'unsent') await refuseIfOptedOut(deps, current, options);
+        outcome = await replyResume(deps, current, to, options);
       }
     } else {
-      outcome = await replyResume(deps, part, to);
+      outcome = await replyResume(deps, part, to, options);
     }
     if (outcome.kind === 'sent') sentNow = true;
     else if (outcome.kind !== 'already-sent') return outcome;
@@ -225,7 +243,29 @@ const REPLY_RECLAIM_SQL = `
   set status = 'pending', send_started_at = now(), status_updated_at = now()
   where id = $1
     and (status = 'send_failed' or (status = 'failed' and twilio_sid is null))
+    and ${MAY_SEND('$2')}
   returning *`;
+
+// A reply (or part) that never went out and may not now, its contact having opted out:
+// failed, with the reason, instead of waiting in a state that promises a send. Only from
+// states in which no send is under way.
+const REPLY_WITHHOLD_SQL = `
+  update messages set status = 'failed', error_message = $2, status_updated_at = now()
+  where id = $1 and twilio_sid is null and status in ('unsent', 'send_failed', 'failed')
+  returning *`;
+
+/**
+ * After a send statement matched nothing: when the contact opted out (and the reply is not
+ * the confirmation of that), records the reply as withheld and throws OptedOutError.
+ */
+async function refuseIfOptedOut(deps: OutboxDeps, reply: Message, options: ResumeOptions): Promise<void> {
+  if (options.confirmsOptOut) return;
+  const state = await optOutStateOf(deps.db, reply.conversationId);
+  if (!state?.optedOutAt) return;
+  const reason = `not sent: the contact opted out at ${state.optedOutAt.toISOString()}, before this reply went out`;
+  await deps.db.query(REPLY_WITHHOLD_SQL, [reply.id, reason]);
+  throw new OptedOutError(`reply ${reply.id} ${reason}`);
+}
 
 // A pending reply whose send may have reached Twilio: wait for the callback until the
 // deadline, then flag it. One statement, so a callback landing meanwhile (which moves the
@@ -253,7 +293,7 @@ const REPLY_FLAG_SQL = `
  * sent → send it; possibly sent → wait for the status callback, then flag. Never sends a
  * reply that might have gone out already.
  */
-export async function replyResume(deps: OutboxDeps, reply: Message, to: string): Promise<ReplyOutcome> {
+export async function replyResume(deps: OutboxDeps, reply: Message, to: string, options: ResumeOptions = {}): Promise<ReplyOutcome> {
   // Each step is a conditional update; if a status callback or another attempt moved the
   // reply meanwhile, read it again and decide anew (a few rounds settle it).
   for (let round = 0; round < 3; round++) {
@@ -265,8 +305,9 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string):
         return { kind: 'held', reply, reason: reply.errorMessage ?? 'held: outside the 24-hour window' };
       case 'send_failed':
       case 'failed': {
-        const claimed = await deps.db.query(REPLY_RECLAIM_SQL, [reply.id]);
+        const claimed = await deps.db.query(REPLY_RECLAIM_SQL, [reply.id, options.confirmsOptOut === true]);
         if (claimed.rows[0]) return replyDispatch(deps, messageFromRow(claimed.rows[0] as never), to);
+        await refuseIfOptedOut(deps, reply, options);
         break;
       }
       case 'pending':
@@ -276,7 +317,7 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string):
         const noCallback = deps.statusCallbackUrl(reply.id) === undefined;
         const deadlinePassed = (await deps.db.query<{ passed: boolean }>(REPLY_DEADLINE_SQL, [reply.id, deps.confirmTimeoutSeconds])).rows[0]?.passed ?? false;
         if (noCallback || deadlinePassed) {
-          const reconciled = await replyReconcile(deps, reply, to, deadlinePassed);
+          const reconciled = await replyReconcile(deps, reply, to, deadlinePassed, options);
           if (reconciled) return reconciled;
         }
         if (noCallback) return replyFlag(deps, reply, 'Twilio has no status callback URL to confirm it (PUBLIC_URL is not set), and its Messages list could not tell');
@@ -339,6 +380,7 @@ const REPLY_RECLAIM_ABSENT_SQL = `
       error_message = 'resent: Twilio had no record of the first send (its Messages list)'
   where id = $1 and status in ('pending', 'unconfirmed') and twilio_sid is null
     and coalesce(send_started_at, created_at) + make_interval(secs => $2) <= now()
+    and ${MAY_SEND('$3')}
   returning *`;
 
 // Twilio's clock and ours, and the time between our send and Twilio's record of it.
@@ -353,7 +395,7 @@ const RECONCILE_SLACK_MS = 60_000;
  * list it) → it never went out: sent now. Twilio cannot say (an error), the reply went as a
  * template (its text is not ours), or absence proves nothing yet → null: the caller flags.
  */
-export async function replyReconcile(deps: OutboxDeps, reply: Message, to: string, absenceProves: boolean): Promise<ReplyOutcome | null> {
+export async function replyReconcile(deps: OutboxDeps, reply: Message, to: string, absenceProves: boolean, options: ResumeOptions = {}): Promise<ReplyOutcome | null> {
   if (!deps.transport.sentTo || reply.templateSid) return null;
   let listed;
   try {
@@ -368,7 +410,9 @@ export async function replyReconcile(deps: OutboxDeps, reply: Message, to: strin
     return { kind: 'already-sent', reply: messageFromRow(confirmed.rows[0] as never) };
   }
   if (!absenceProves) return null;
-  const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id, deps.confirmTimeoutSeconds]);
+  // Not after an opt-out: then it stays unresent, and is flagged for a human like any reply
+  // whose confirmation did not come.
+  const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id, deps.confirmTimeoutSeconds, options.confirmsOptOut === true]);
   return reclaimed.rows[0] ? replyDispatch(deps, messageFromRow(reclaimed.rows[0] as never), to) : null;
 }
 
