@@ -85,7 +85,16 @@ test('retention removes exactly what is older than the policy, in batches, while
   const m = await startMessagingApp(messagingEnv(t.url, (twilio = await startFakeTwilio()).url));
   try {
     // 2,500 old messages in one old conversation and a recent one: the purge needs three batches.
-    await t.db.query(`insert into contacts (whatsapp_number) values ('+31600000001'), ('+31600000002')`);
+    await t.db.query(`insert into contacts (whatsapp_number, updated_at) values ('+31600000001', now() - interval '400 days'), ('+31600000002', now())`);
+    // A contact on two business numbers: the HR desk's conversation emptied long ago, the IT
+    // desk's in use. The first goes; the contact, the second and its message stay.
+    await t.db.query(`insert into contacts (whatsapp_number, updated_at, opted_out_at, opted_out_by) values ('+31600000004', now() - interval '400 days', now() - interval '500 days', 'contact')`);
+    await t.db.query(`insert into conversations (contact_id, business_number, last_message_at)
+      select id, number, at from contacts, (values ('+3120000001', now() - interval '400 days'), ('+3120000002', now())) as desks(number, at)
+      where whatsapp_number = '+31600000004'`);
+    await t.db.query(`insert into messages (conversation_id, source, body, twilio_sid, status, seq)
+      select c.id, 'inbound', 'IT vraag', 'SMitdesk', 'received', 1
+      from conversations c join contacts k on k.id = c.contact_id where k.whatsapp_number = '+31600000004' and c.business_number = '+3120000002'`);
     await t.db.query(`insert into conversations (contact_id, last_message_at) select id, now() - interval '400 days' from contacts where whatsapp_number = '+31600000001'`);
     await t.db.query(`insert into conversations (contact_id) select id from contacts where whatsapp_number = '+31600000002'`);
     await t.db.query(`insert into messages (conversation_id, source, body, twilio_sid, status, created_at, seq)
@@ -108,7 +117,8 @@ test('retention removes exactly what is older than the policy, in batches, while
     const [removed, codes] = await Promise.all([retentionPurge(t.db, policy), webhooks]);
     assert.deepEqual(codes, Array(20).fill(200), 'every webhook acknowledged meanwhile');
     assert.equal(removed.messages, 2500);
-    assert.equal(removed['conversations without messages'], 1);
+    assert.equal(removed['conversations without messages'], 2);
+    assert.equal(removed['contacts without conversations'], 1);
     assert.equal(removed['done jobs'], 1);
     assert.equal(removed['failed jobs'], 1);
     assert.equal(removed['audit log'], 1);
@@ -116,6 +126,11 @@ test('retention removes exactly what is older than the policy, in batches, while
     assert.deepEqual(left, [{ body: 'recent' }]);
     assert.deepEqual((await t.db.query(`select type from ai_jobs where type in ('old_done', 'new_done', 'old_failed', 'new_failed') order by type`)).rows, [{ type: 'new_done' }, { type: 'new_failed' }]);
     assert.equal((await t.db.query(`select 1 from contacts where whatsapp_number = '+31600000001'`)).rowCount, 0, 'the emptied old conversation and its contact are gone');
+    const twoDesks = await t.db.query<{ business_number: string; messages: number; opted_out_by: string }>(
+      `select c.business_number, (select count(*)::int from messages m where m.conversation_id = c.id) as messages, k.opted_out_by
+       from conversations c join contacts k on k.id = c.contact_id where k.whatsapp_number = '+31600000004'`,
+    );
+    assert.deepEqual(twoDesks.rows, [{ business_number: '+3120000002', messages: 1, opted_out_by: 'contact' }], 'the desk in use, its message and the opt-out stay');
     assert.equal((await retentionPurge(t.db, policy)).messages, 0, 'a second run finds nothing');
   } finally {
     await m.close();

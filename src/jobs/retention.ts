@@ -16,18 +16,35 @@ type Policy = Pick<
 >;
 
 // Each deletes at most BATCH rows older than $1 days, by the index on its time column where
-// there is one. Conversations go when their messages have gone and they are as old (their
-// contact with them: a number with nothing left to talk about is personal data too).
+// there is one. Conversations go when their messages have gone and they are as old, and
+// then their contact once it has no conversation left (a number with nothing left to talk
+// about is personal data too); never a contact with a conversation on another business
+// number that is still in use. The age is tested again on the row being deleted: a message
+// arriving meanwhile moves it on (last_message_at, updated_at) under that row's lock, and
+// PostgreSQL re-tests a row's own columns after waiting for such a lock, not the subquery.
 const PURGES: Array<{ kind: string; days: keyof Policy; sql: string }> = [
   { kind: 'messages', days: 'RETENTION_MESSAGES_DAYS', sql: `delete from messages where id in (select id from messages where created_at < now() - $1::float8 * interval '1 day' limit ${BATCH})` },
   {
     kind: 'conversations without messages',
     days: 'RETENTION_MESSAGES_DAYS',
-    sql: `delete from contacts where id in (
-            select c.contact_id from conversations c
-            where c.last_message_at < now() - $1::float8 * interval '1 day'
-              and not exists (select 1 from messages m where m.conversation_id = c.id)
-            limit ${BATCH})`,
+    sql: `delete from conversations c
+          where c.id in (
+            select old.id from conversations old
+            where old.last_message_at < now() - $1::float8 * interval '1 day'
+              and not exists (select 1 from messages m where m.conversation_id = old.id)
+            limit ${BATCH})
+            and c.last_message_at < now() - $1::float8 * interval '1 day'`,
+  },
+  {
+    kind: 'contacts without conversations',
+    days: 'RETENTION_MESSAGES_DAYS',
+    sql: `delete from contacts k
+          where k.id in (
+            select old.id from contacts old
+            where old.updated_at < now() - $1::float8 * interval '1 day'
+              and not exists (select 1 from conversations c where c.contact_id = old.id)
+            limit ${BATCH})
+            and k.updated_at < now() - $1::float8 * interval '1 day'`,
   },
   { kind: 'done jobs', days: 'JOB_RETENTION_DAYS', sql: `delete from ai_jobs where id in (select id from ai_jobs where status = 'done' and finished_at < now() - $1::float8 * interval '1 day' limit ${BATCH})` },
   { kind: 'failed jobs', days: 'RETENTION_JOBS_FAILED_DAYS', sql: `delete from ai_jobs where id in (select id from ai_jobs where status = 'failed' and finished_at < now() - $1::float8 * interval '1 day' limit ${BATCH})` },
