@@ -47,24 +47,34 @@ export const JOBS_ABOUT_PERSON = `
 const JOBS_DELETE_SQL = `delete from ai_jobs where ${JOBS_ABOUT_PERSON} returning id`;
 
 // Any other text that names the number (a Twilio error in another job's history, an import's
-// row error): its national part (the last 9 digits) gives way to a marker, which covers
-// "+31612345678", "31612345678" and "0612345678" alike.
+// row error): its national part (the last 9 digits) gives way to a marker, written as
+// people write numbers (spelledNumberPattern), which covers "+31612345678", "0612345678"
+// and "06 1234 5678" alike.
 const TEXTS_SCRUB_SQL = `
   with jobs as (
-    update ai_jobs set last_error = replace(last_error, $1, '[erased]'),
-                       errors = replace(errors::text, $1, '[erased]')::jsonb,
-                       result = replace(result::text, $1, '[erased]')::jsonb,
-                       payload = replace(payload::text, $1, '[erased]')::jsonb
-    where last_error like '%' || $1 || '%' or errors::text like '%' || $1 || '%'
-       or result::text like '%' || $1 || '%' or payload::text like '%' || $1 || '%'
+    update ai_jobs set last_error = regexp_replace(last_error, $1, '[erased]', 'g'),
+                       errors = regexp_replace(errors::text, $1, '[erased]', 'g')::jsonb,
+                       result = regexp_replace(result::text, $1, '[erased]', 'g')::jsonb,
+                       payload = regexp_replace(payload::text, $1, '[erased]', 'g')::jsonb
+    where last_error ~ $1 or errors::text ~ $1 or result::text ~ $1 or payload::text ~ $1
     returning 1
   ), imports as (
-    update imports set row_errors = replace(row_errors::text, $1, '[erased]')::jsonb,
-                       error = replace(error, $1, '[erased]')
-    where row_errors::text like '%' || $1 || '%' or error like '%' || $1 || '%'
+    update imports set row_errors = regexp_replace(row_errors::text, $1, '[erased]', 'g')::jsonb,
+                       error = regexp_replace(error, $1, '[erased]', 'g')
+    where row_errors::text ~ $1 or error ~ $1
     returning 1
   )
   select (select count(*) from jobs)::int + (select count(*) from imports)::int as n`;
+
+/**
+ * A regular expression for the digits of `national` with what people put between them
+ * ("6 1234 5678", "6-12345678", "(6) 12.34"): at most two spaces, dots, dashes, slashes or
+ * brackets between two digits. Never a quote, comma or backslash, so a match in JSON text
+ * stays inside one string and the text stays JSON. Digits only go in: nothing to escape.
+ */
+function spelledNumberPattern(national: string): string {
+  return national.replace(/\D/g, '').split('').join('[ ()./-]{0,2}');
+}
 
 // An erasure crosses the rows a running reply holds (its job, its conversation): PostgreSQL
 // may pick the erasure as a deadlock's victim. It is one transaction, so it runs again.
@@ -99,7 +109,7 @@ async function eraseOnce(db: Database, phone: string, actor: string): Promise<Er
     if (contact) await tx.query('delete from contacts where id = $1', [contact.id]); // cascades: conversations, messages, suggestions
     if (person) await tx.query('delete from people where id = $1', [person.id]);
     const importsScrubbed = await uploadsScrub(tx, phone, person?.email ?? null);
-    const textsScrubbed = (await tx.query<{ n: number }>(TEXTS_SCRUB_SQL, [phone.slice(-9)])).rows[0]!.n;
+    const textsScrubbed = (await tx.query<{ n: number }>(TEXTS_SCRUB_SQL, [spelledNumberPattern(phone.slice(-9))])).rows[0]!.n;
     const counts: ErasureCounts = {
       contacts: contact ? 1 : 0,
       people: person ? 1 : 0,
