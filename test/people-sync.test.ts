@@ -69,3 +69,23 @@ test('the source must be https, or http to this machine only', () => {
   assert.equal(loadConfig({ PEOPLE_SYNC_URL: 'https://hr.example.org/people.csv' }).PEOPLE_SYNC_URL, 'https://hr.example.org/people.csv');
   assert.equal(loadConfig({ PEOPLE_SYNC_URL: 'http://127.0.0.1:8080/people.json' }).PEOPLE_SYNC_URL, 'http://127.0.0.1:8080/people.json');
 });
+
+test('a sync stopped halfway (a shutdown, a lost lease) ends its import failed, so retention can remove the list it holds', async () => {
+  answer = { status: 200, type: 'text/csv', body: `Name,Phone\n${Array.from({ length: 5000 }, (_, i) => `P${i},+3161${String(i).padStart(7, '0')}`).join('\n')}\n` };
+  const stop = new AbortController();
+  // Stopped as soon as its import is under way.
+  const watcher = (async () => {
+    while (!stop.signal.aborted) {
+      const running = await t.db.query(`select 1 from imports where status = 'running'`);
+      if (running.rowCount) stop.abort(new Error('worker shutting down'));
+      else await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+  })();
+  await assert.rejects(peopleSync(t.db, { url, maxBytes: 1_000_000 }, stop.signal), /shutting down/);
+  await watcher;
+  const row = (await t.db.query<{ status: string; error: string; finished_at: Date | null; rows_read: number }>(`select status, error, finished_at, rows_read from imports order by created_at desc limit 1`)).rows[0]!;
+  assert.ok(row.rows_read < 5000, `stopped before the end (${row.rows_read} rows read)`);
+  assert.equal(row.status, 'failed');
+  assert.match(row.error, /the sync stopped: worker shutting down/);
+  assert.ok(row.finished_at);
+});

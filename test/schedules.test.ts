@@ -107,6 +107,11 @@ test('retention removes exactly what is older than the policy, in batches, while
       ('old_done', '{}', 'done', now() - interval '15 days', 1), ('new_done', '{}', 'done', now() - interval '13 days', 1),
       ('old_failed', '{}', 'failed', now() - interval '91 days', 1), ('new_failed', '{}', 'failed', now() - interval '89 days', 1)`);
     await t.db.query(`insert into audit_log (actor, action, result, at) values ('x', 'old', 'ok', now() - interval '731 days'), ('x', 'new', 'ok', now())`);
+    // Imports: one finished long ago, one its process left running as long ago, one under way.
+    await t.db.query(`insert into imports (filename, content, status, created_at, finished_at) values
+      ('old done', 'Name,Phone', 'done', now() - interval '100 days', now() - interval '100 days'),
+      ('old abandoned', 'Name,Phone', 'running', now() - interval '100 days', null),
+      ('running now', 'Name,Phone', 'running', now(), null)`);
 
     const policy = { RETENTION_MESSAGES_DAYS: 365, JOB_RETENTION_DAYS: 14, RETENTION_JOBS_FAILED_DAYS: 90, RETENTION_USAGE_DAYS: 730, RETENTION_IMPORTS_DAYS: 90, RETENTION_AUDIT_DAYS: 730 };
     const webhooks = (async () => {
@@ -122,6 +127,8 @@ test('retention removes exactly what is older than the policy, in batches, while
     assert.equal(removed['done jobs'], 1);
     assert.equal(removed['failed jobs'], 1);
     assert.equal(removed['audit log'], 1);
+    assert.equal(removed.imports, 2);
+    assert.deepEqual((await t.db.query(`select filename from imports`)).rows, [{ filename: 'running now' }]);
     const left = (await t.db.query<{ body: string }>(`select body from messages where body in ('recent') or body like 'old %'`)).rows;
     assert.deepEqual(left, [{ body: 'recent' }]);
     assert.deepEqual((await t.db.query(`select type from ai_jobs where type in ('old_done', 'new_done', 'old_failed', 'new_failed') order by type`)).rows, [{ type: 'new_done' }, { type: 'new_failed' }]);

@@ -6,10 +6,9 @@
 import { z } from 'zod';
 import type { Env } from '../config.ts';
 import type { Database } from '../db/types.ts';
-import type { ImportCounts } from '../knowledge/csv-import.ts';
 import { PermanentJobError, type JobHandler } from '../queue/index.ts';
 import { importPeopleExecute } from './import-people.ts';
-import { importCreate } from '../knowledge/csv-import.ts';
+import { importCreate, importFail, type ImportCounts } from '../knowledge/csv-import.ts';
 
 export const PEOPLE_SYNC = 'people_sync';
 const FETCH_TIMEOUT_MS = 30_000;
@@ -78,8 +77,15 @@ export async function peopleSync(db: Database, config: PeopleSyncConfig, signal:
   }
   if (!csv.trim()) throw new PermanentJobError('people sync: the source answered an empty list; nothing changed');
   const importId = await importCreate(db, { filename: `sync from ${new URL(config.url).host}`, content: Buffer.from(csv, 'utf8') });
-  const counts = await importPeopleExecute(db, importId, { signal });
-  return { importId, ...counts };
+  try {
+    const counts = await importPeopleExecute(db, importId, { signal });
+    return { importId, ...counts };
+  } catch (err) {
+    // This import is this attempt's own (a retry fetches afresh and makes another): ended
+    // as failed, not left running, so that retention removes the staff list it holds.
+    await importFail(db, importId, `the sync stopped: ${(err as Error).message}`).catch(() => {});
+    throw err;
+  }
 }
 
 export function peopleSyncHandler(deps: { db: Database; config: PeopleSyncConfig | undefined }): JobHandler<Record<string, never>> {

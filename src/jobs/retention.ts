@@ -50,7 +50,16 @@ const PURGES: Array<{ kind: string; days: keyof Policy; sql: string }> = [
   { kind: 'failed jobs', days: 'RETENTION_JOBS_FAILED_DAYS', sql: `delete from ai_jobs where id in (select id from ai_jobs where status = 'failed' and finished_at < now() - $1::float8 * interval '1 day' limit ${BATCH})` },
   { kind: 'cancelled jobs', days: 'JOB_RETENTION_DAYS', sql: `delete from ai_jobs where id in (select id from ai_jobs where status = 'cancelled' and finished_at < now() - $1::float8 * interval '1 day' limit ${BATCH})` },
   { kind: 'ai usage', days: 'RETENTION_USAGE_DAYS', sql: `delete from ai_usage where id in (select id from ai_usage where created_at < now() - $1::float8 * interval '1 day' limit ${BATCH})` },
-  { kind: 'imports', days: 'RETENTION_IMPORTS_DAYS', sql: `delete from imports where id in (select id from imports where finished_at < now() - $1::float8 * interval '1 day' limit ${BATCH})` },
+  // Finished imports, and ones left unfinished as long (a process that died mid-import):
+  // their stored upload is a staff list all the same.
+  {
+    kind: 'imports',
+    days: 'RETENTION_IMPORTS_DAYS',
+    sql: `delete from imports where id in (
+            select id from imports
+            where coalesce(finished_at, created_at) < now() - $1::float8 * interval '1 day'
+            limit ${BATCH})`,
+  },
   { kind: 'audit log', days: 'RETENTION_AUDIT_DAYS', sql: `delete from audit_log where id in (select id from audit_log where at < now() - $1::float8 * interval '1 day' limit ${BATCH})` },
 ];
 
