@@ -6,8 +6,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { localProviderCreate } from '../src/ai/local-provider.ts';
 import type { Database } from '../src/db/types.ts';
+import type { AiProvider } from '../src/ai/types.ts';
 import { embedRecord } from '../src/jobs/embed-record.ts';
-import { documentSave } from '../src/knowledge/documents.ts';
+import { documentRechunk, documentSave } from '../src/knowledge/documents.ts';
 import { chunkSearch } from '../src/knowledge/search.ts';
 import { vectorSettingsGet, vectorSpaceCheck, vectorSpaceOpen, vectorSpaceSwitch, vectorStaleCount, VectorSpaceMismatchError, type VectorStorage } from '../src/knowledge/vectors.ts';
 import { freshPgliteDatabase, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
@@ -97,6 +98,29 @@ for (const name of ['pglite', 'postgres']) {
       assert.equal((await embedRecord(db, ai, { table: 'documents', id: '00000000-0000-4000-8000-000000000000' })).status, 'missing');
       // A person job queued before people stopped being embedded does nothing.
       assert.equal((await embedRecord(db, ai, { table: 'people', id: '00000000-0000-4000-8000-000000000000' })).status, 'skipped');
+    });
+
+    test('a document cut again while its embedding is computed: that embedding is superseded, the next one stores the new chunks', async () => {
+      const { db } = stores[name]!.t;
+      const id = (await db.query<{ id: string }>(`select id from documents where title = 'Leave policy'`)).rows[0]!.id;
+      await db.query('update documents set embedded_hash = null where id = $1', [id]);
+      // The worker's start cuts every document again with new settings while this job embeds.
+      let cut = false;
+      const racing: AiProvider = {
+        ...ai,
+        embed: async (texts, options) => {
+          const result = await ai.embed(texts, options);
+          if (!cut) cut = await db.transaction((tx) => documentRechunk(tx, id, { maxChars: 300, overlapChars: 0 }));
+          return result;
+        },
+      };
+      assert.equal((await embedRecord(db, racing, { table: 'documents', id })).status, 'superseded');
+      assert.ok(cut);
+      assert.equal((await embedRecord(db, ai, { table: 'documents', id })).status, 'embedded', "the re-cut's own job embeds it");
+      const chunks = (await db.query<{ total: number; embedded: number }>('select count(*)::int as total, count(embedding)::int as embedded from document_chunks where document_id = $1', [id])).rows[0]!;
+      assert.ok(chunks.total > 0);
+      assert.equal(chunks.embedded, chunks.total, 'every chunk of the new cut has its vector');
+      assert.equal(await vectorStaleCount(db), 0);
     });
 
     test('opening another space changes nothing and refuses to embed; only the switch rebuilds', async () => {

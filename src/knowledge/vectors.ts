@@ -178,7 +178,10 @@ function columnsDdl(storage: VectorStorage, dimensions: number): string {
       language sql immutable strict parallel safe as $$ select ${convert} $$;`;
 }
 
-/** Stores the chunks' embeddings and marks the document embedded at `hash`, in one transaction. */
+/**
+ * Stores the chunks' embeddings and marks the document embedded at `hash`, in one transaction;
+ * false (nothing stored) when the document changed or was cut again meanwhile.
+ */
 export async function documentEmbeddingSet(
   db: Database,
   documentId: string,
@@ -189,6 +192,14 @@ export async function documentEmbeddingSet(
     // Lock the document first: a concurrent re-chunk cannot swap the chunks under us.
     const current = await tx.query('select 1 from documents where id = $1 and content_hash = $2 for update', [documentId, hash]);
     if (current.rowCount === 0) return false;
+    // A re-cut with other chunk settings keeps the content hash but replaces every chunk:
+    // vectors of chunks that are gone would store nothing, and the document would be marked
+    // embedded with none. The re-cut queued its own job for the new chunks.
+    const { rows } = await tx.query<{ total: number; known: number }>(
+      'select count(*)::int as total, (count(*) filter (where id = any($2::uuid[])))::int as known from document_chunks where document_id = $1',
+      [documentId, chunks.map((c) => c.id)],
+    );
+    if (rows[0]!.total !== chunks.length || rows[0]!.known !== chunks.length) return false;
     for (const chunk of chunks) {
       await tx.query('update document_chunks set embedding = aiq_vector($2::real[]) where id = $1 and document_id = $3', [chunk.id, chunk.vector, documentId]);
     }
