@@ -82,6 +82,10 @@ test('erasure removes every trace of one person and nothing of anyone else; expo
   assert.equal(document.person.email, 'anna@example.org');
   assert.deepEqual(document.conversations[0].messages.filter((x: { source: string }) => x.source === 'inbound').map((x: { body: string }) => x.body), annaSays);
   assert.ok(document.jobs.length >= 2);
+  // Their lines of the stored upload, and the row error that quotes their number, not Bob's.
+  assert.deepEqual(document.imports.map((i: { lines: string[] }) => i.lines), [[`Anna de Vries,${ANNA},anna@example.org`, 'Anna again,06 1234 5678x,']]);
+  assert.deepEqual(document.imports[0].rowErrors.map((e: { line: number }) => e.line), [4]);
+  assert.match(document.imports[0].rowErrors[0].reason, /06 1234 5678x/);
 
   const erased = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: '+31 6 12345678' } });
   assert.equal(erased.statusCode, 200, erased.body);

@@ -72,8 +72,30 @@ const TEXTS_SCRUB_SQL = `
  * brackets between two digits. Never a quote, comma or backslash, so a match in JSON text
  * stays inside one string and the text stays JSON. Digits only go in: nothing to escape.
  */
-function spelledNumberPattern(national: string): string {
+export function spelledNumberPattern(national: string): string {
   return national.replace(/\D/g, '').split('').join('[ ()./-]{0,2}');
+}
+
+/** The national significant number: the last 9 digits, without trunk or country prefix. */
+export const nationalPartOf = (phone: string): string => phone.slice(-9);
+
+/**
+ * Whether a line of a stored CSV upload is about the person: its digits hold the number's
+ * national part (so "06 1234 5678" and "+31 6 12345678" both match) or it holds their email.
+ */
+export function lineAboutPerson(line: string, phone: string, email: string | null): boolean {
+  return line.replace(/\D/g, '').includes(nationalPartOf(phone)) || (email !== null && line.toLowerCase().includes(email.toLowerCase()));
+}
+
+/** Stored uploads with a line about the person (the same test as lineAboutPerson, in SQL first). */
+export async function uploadsAboutPerson(db: Queryable, phone: string, email: string | null): Promise<Array<{ id: string; content: Buffer }>> {
+  const { rows } = await db.query<{ id: string; content: Buffer }>(
+    `select id, content from imports where content is not null
+       and (regexp_replace(convert_from(content, 'UTF8'), '[^0-9\n]', '', 'g') like '%' || $1 || '%'
+            or ($2::text is not null and position(lower($2) in lower(convert_from(content, 'UTF8'))) > 0))`,
+    [nationalPartOf(phone), email],
+  );
+  return rows;
 }
 
 // An erasure crosses the rows a running reply holds (its job, its conversation): PostgreSQL
@@ -109,7 +131,7 @@ async function eraseOnce(db: Database, phone: string, actor: string): Promise<Er
     if (contact) await tx.query('delete from contacts where id = $1', [contact.id]); // cascades: conversations, messages, suggestions
     if (person) await tx.query('delete from people where id = $1', [person.id]);
     const importsScrubbed = await uploadsScrub(tx, phone, person?.email ?? null);
-    const textsScrubbed = (await tx.query<{ n: number }>(TEXTS_SCRUB_SQL, [spelledNumberPattern(phone.slice(-9))])).rows[0]!.n;
+    const textsScrubbed = (await tx.query<{ n: number }>(TEXTS_SCRUB_SQL, [spelledNumberPattern(nationalPartOf(phone))])).rows[0]!.n;
     const counts: ErasureCounts = {
       contacts: contact ? 1 : 0,
       people: person ? 1 : 0,
@@ -124,23 +146,11 @@ async function eraseOnce(db: Database, phone: string, actor: string): Promise<Er
   });
 }
 
-/**
- * Removes the person's lines from CSV uploads kept in the database: a line goes when its
- * digits hold the number's national part (so "06 1234 5678" and "+31 6 12345678" both
- * match) or it holds their email.
- */
+/** Removes the person's lines (lineAboutPerson) from CSV uploads kept in the database. */
 async function uploadsScrub(tx: Queryable, phone: string, email: string | null): Promise<number> {
-  // The last 9 digits: the national significant number without a trunk or country prefix.
-  const national = phone.slice(-9);
-  const { rows } = await tx.query<{ id: string; content: Buffer }>(
-    `select id, content from imports where content is not null
-       and (regexp_replace(convert_from(content, 'UTF8'), '[^0-9\n]', '', 'g') like '%' || $1 || '%'
-            or ($2::text is not null and position(lower($2) in lower(convert_from(content, 'UTF8'))) > 0))`,
-    [national, email],
-  );
+  const rows = await uploadsAboutPerson(tx, phone, email);
   for (const row of rows) {
-    const lines = row.content.toString('utf8').split('\n');
-    const kept = lines.filter((line) => !line.replace(/\D/g, '').includes(national) && !(email && line.toLowerCase().includes(email.toLowerCase())));
+    const kept = row.content.toString('utf8').split('\n').filter((line) => !lineAboutPerson(line, phone, email));
     await tx.query('update imports set content = $2 where id = $1', [row.id, Buffer.from(kept.join('\n'))]);
   }
   return rows.length;

@@ -1,8 +1,9 @@
 // Everything aiq holds about one person (GDPR art. 15, 20), as one JSON document: their
 // WhatsApp contact, their person record (without the embedding, which is derived data),
-// every conversation with its messages and suggestions, and the jobs about them.
+// every conversation with its messages and suggestions, the jobs about them, and their lines
+// and row errors in stored CSV uploads: what erasure removes, the export hands over first.
 import type { Queryable } from '../db/types.ts';
-import { erasurePhone, JOBS_ABOUT_PERSON } from './erasure.ts';
+import { erasurePhone, JOBS_ABOUT_PERSON, lineAboutPerson, nationalPartOf, spelledNumberPattern, uploadsAboutPerson } from './erasure.ts';
 
 export interface PersonExport {
   exportedAt: string;
@@ -24,12 +25,17 @@ export interface PersonExport {
       body: string;
       mediaUrls: string[];
       status: string;
+      /** Why a reply failed or was held, as Twilio or aiq said. */
+      errorCode: number | null;
+      errorMessage: string | null;
       /** Their files as held (not the bytes: those are in the dashboard), with transcripts. */
       media: Array<{ contentType: string; status: string; size: number | null; transcript: string | null }>;
     }>;
     suggestions: Array<{ id: string; at: Date; body: string; status: string }>;
   }>;
-  jobs: Array<{ id: string; type: string; status: string; createdAt: Date; finishedAt: Date | null; lastError: string | null }>;
+  jobs: Array<{ id: string; type: string; status: string; createdAt: Date; finishedAt: Date | null; lastError: string | null; errors: unknown; result: unknown }>;
+  /** Stored CSV uploads (people imports and syncs) with lines or row errors about them. */
+  imports: Array<{ id: string; filename: string; createdAt: Date; lines: string[]; rowErrors: Array<{ line: number; reason: string }> }>;
 }
 
 /** Null when aiq holds nothing for the number. */
@@ -52,8 +58,8 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
       )).rows
     : [];
   const ids = conversations.map((c) => c.id);
-  const messages = (await db.query<{ id: string; conversation_id: string; created_at: Date; source: string; direction: string; body: string; media_urls: string[]; status: string }>(
-    `select id, conversation_id, created_at, source, direction, body, media_urls, status from messages
+  const messages = (await db.query<{ id: string; conversation_id: string; created_at: Date; source: string; direction: string; body: string; media_urls: string[]; status: string; error_code: number | null; error_message: string | null }>(
+    `select id, conversation_id, created_at, source, direction, body, media_urls, status, error_code, error_message from messages
      where conversation_id = any($1::uuid[]) order by created_at, id`,
     [ids],
   )).rows;
@@ -65,10 +71,11 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
     'select id, conversation_id, created_at, body, status from suggestions where conversation_id = any($1::uuid[]) order by created_at',
     [ids],
   )).rows;
-  const jobs = (await db.query<{ id: string; type: string; status: string; created_at: Date; finished_at: Date | null; last_error: string | null }>(
-    `select id, type, status, created_at, finished_at, last_error from ai_jobs where ${JOBS_ABOUT_PERSON} order by created_at`,
+  const jobs = (await db.query<{ id: string; type: string; status: string; created_at: Date; finished_at: Date | null; last_error: string | null; errors: unknown; result: unknown }>(
+    `select id, type, status, created_at, finished_at, last_error, errors, result from ai_jobs where ${JOBS_ABOUT_PERSON} order by created_at`,
     [ids, messages.map((m) => m.id), person?.id ?? null],
   )).rows;
+  const imports = await importsAboutPerson(db, phone, person?.email ?? null);
 
   return {
     exportedAt: new Date().toISOString(),
@@ -95,12 +102,41 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
           body: m.body,
           mediaUrls: m.media_urls,
           status: m.status,
+          errorCode: m.error_code,
+          errorMessage: m.error_message,
           media: media
             .filter((f) => f.message_id === m.id)
             .map((f) => ({ contentType: f.content_type, status: f.status, size: f.size, transcript: f.transcript })),
         })),
       suggestions: suggestions.filter((s) => s.conversation_id === c.id).map((s) => ({ id: s.id, at: s.created_at, body: s.body, status: s.status })),
     })),
-    jobs: jobs.map((j) => ({ id: j.id, type: j.type, status: j.status, createdAt: j.created_at, finishedAt: j.finished_at, lastError: j.last_error })),
+    jobs: jobs.map((j) => ({ id: j.id, type: j.type, status: j.status, createdAt: j.created_at, finishedAt: j.finished_at, lastError: j.last_error, errors: j.errors, result: j.result })),
+    imports,
   };
+}
+
+/**
+ * The person's lines in stored uploads (as erasure finds them: lineAboutPerson) and the row
+ * errors that quote their number or email, or report one of those lines.
+ */
+async function importsAboutPerson(db: Queryable, phone: string, email: string | null): Promise<PersonExport['imports']> {
+  const spelled = spelledNumberPattern(nationalPartOf(phone));
+  const { rows } = await db.query<{ id: string; filename: string; created_at: Date; content: Buffer | null; row_errors: Array<{ line: number; reason: string }> }>(
+    `select id, filename, created_at, content, row_errors from imports
+     where id = any($1::uuid[]) or row_errors::text ~ $2 or ($3::text is not null and position(lower($3) in lower(row_errors::text)) > 0)
+     order by created_at`,
+    [(await uploadsAboutPerson(db, phone, email)).map((u) => u.id), spelled, email],
+  );
+  const quotes = new RegExp(spelled);
+  return rows.map((row) => {
+    const all = row.content ? row.content.toString('utf8').split('\n') : [];
+    const about = new Set(all.flatMap((line, i) => (lineAboutPerson(line, phone, email) ? [i + 1] : [])));
+    return {
+      id: row.id,
+      filename: row.filename,
+      createdAt: row.created_at,
+      lines: [...about].map((n) => all[n - 1]!),
+      rowErrors: row.row_errors.filter((e) => about.has(e.line) || quotes.test(e.reason) || (email !== null && e.reason.toLowerCase().includes(email.toLowerCase()))),
+    };
+  });
 }
