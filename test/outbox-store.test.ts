@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { conversationThread, inboundReplyState, messageAnsweredBy, messageGet, messageListRecent, messageStatusUpdate } from '../src/messaging/conversations.ts';
-import { OptedOutError, replyPartsForInbound, replyPartsResume, replyResume, replySend, type OutboxDeps } from '../src/messaging/outbox.ts';
+import { OptedOutError, replyPartsForInbound, replyPartsResume, replyResume, replySend, replyWriteAdmin, type OutboxDeps } from '../src/messaging/outbox.ts';
 import { TwilioTransport } from '../src/messaging/transport.ts';
 import { BACKENDS, type TestDatabase } from './helpers/db.ts';
 import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
@@ -170,6 +170,10 @@ for (const backend of BACKENDS) {
       );
       assert.deepEqual(withheld.rows.map((r) => [r.body, r.status]), [['deel twee', 'failed'], ['nog niet verstuurd', 'failed']]);
       for (const row of withheld.rows) assert.match(row.error_message, /opted out/);
+
+      // An admin's message written after the STOP is refused by the write itself.
+      await assert.rejects(replyWriteAdmin(t.db, { conversationId: single.conversationId, replyToMessageId: single.messageId, body: 'van de beheerder' }), OptedOutError);
+      assert.equal((await t.db.query(`select 1 from messages where source = 'admin' and conversation_id = $1`, [single.conversationId])).rowCount, 0);
 
       // The confirmation of that STOP is the one reply that still goes out, also on a retry.
       const stop = await from('STOP');

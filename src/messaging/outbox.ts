@@ -64,7 +64,10 @@ export async function replyPartsForInbound(db: Queryable, inboundMessageId: stri
 const ADMIN_REPLY_INSERT_SQL = `
   with reply as (
     insert into messages (conversation_id, source, body, status, reply_to_message_id, context_until_seq, send_started_at)
-    values ($1, 'admin', $2, 'pending', $3, (select inbound_seq from conversations where id = $1), now())
+    select $1, 'admin', $2, 'pending', $3, (select inbound_seq from conversations where id = $1), now()
+    where not exists (
+      select 1 from conversations c join contacts k on k.id = c.contact_id
+      where c.id = $1 and k.opted_out_at is not null)
     returning *
   ), touched as (
     update conversations set last_message_at = now()
@@ -148,6 +151,8 @@ function sendContextFromRow(row: ClaimedRow): SendContextRow {
  */
 export async function replyWriteAdmin(db: Queryable, input: NewAdminReply): Promise<Message> {
   const inserted = await db.query(ADMIN_REPLY_INSERT_SQL, [input.conversationId, input.body, input.replyToMessageId]);
+  // Tested in the write itself, not only before it: a STOP between the two stops it too.
+  if (!inserted.rows[0]) throw new OptedOutError(`the contact opted out before the message to conversation ${input.conversationId} was written`);
   return messageFromRow(inserted.rows[0] as never);
 }
 

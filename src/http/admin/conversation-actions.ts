@@ -7,7 +7,7 @@ import { inboundStoreAndEnqueue, outboxDepsOf } from '../../jobs/autoreply.ts';
 import { suggestEnqueue, suggestionGet, suggestionMarkSent } from '../../jobs/suggest.ts';
 import { conversationGet, type Conversation, type Message } from '../../messaging/conversations.ts';
 import { optChangeOf, optedOutReason, optKeywordsOf, optOutSetByAdmin, optOutStateOf, type OptChange } from '../../messaging/opt-out.ts';
-import { replyDispatch, replyWriteAdmin, type ReplyOutcome } from '../../messaging/outbox.ts';
+import { OptedOutError, replyDispatch, replyWriteAdmin, type ReplyOutcome } from '../../messaging/outbox.ts';
 import type { Queryable } from '../../db/types.ts';
 import type { Runtime } from '../../runtime.ts';
 
@@ -55,6 +55,15 @@ async function checkNotOptedOut(runtime: Runtime, conversation: Conversation): P
   if (state?.optedOutAt) throw new ActionError(409, `not sent: ${optedOutReason(state)}`);
 }
 
+/** The write found the contact opted out after all (a STOP since the check): the same refusal. */
+function refusedIfOptedOut(runtime: Runtime, conversation: Conversation): (err: unknown) => Promise<never> {
+  return async (err) => {
+    if (!(err instanceof OptedOutError)) throw err;
+    await checkNotOptedOut(runtime, conversation);
+    throw new ActionError(409, 'not sent: the contact opted out and back in just now; send it again');
+  };
+}
+
 /** An admin records that the contact opted out or back in (asked by phone, a mistake); audited like every admin action. */
 export async function optOutRecord(runtime: Runtime, conversationId: string, change: OptChange): Promise<{ changed: boolean }> {
   if (!(await conversationGet(runtime.db, conversationId))) throw new ActionError(404, 'no conversation with this id');
@@ -80,7 +89,7 @@ export async function adminReplySend(runtime: Runtime, conversationId: string, b
   if (!conversation) throw new ActionError(404, 'no conversation with this id');
   checkReplyLength(runtime, body);
   await checkNotOptedOut(runtime, conversation);
-  const reply = await replyWriteAdmin(runtime.db, { conversationId, replyToMessageId: await latestInboundId(runtime.db, conversationId), body });
+  const reply = await replyWriteAdmin(runtime.db, { conversationId, replyToMessageId: await latestInboundId(runtime.db, conversationId), body }).catch(refusedIfOptedOut(runtime, conversation));
   const outcome = await replyDispatch(outboxDepsOf(runtime), reply, `whatsapp:${conversation.whatsappNumber}`);
   return { message: outcome.reply, outcome };
 }
@@ -101,7 +110,7 @@ export async function suggestionSend(runtime: Runtime, suggestionId: string, edi
     const written = await replyWriteAdmin(tx, { conversationId: conversation.id, replyToMessageId: suggestion.messageId, body: editedBody ?? suggestion.body });
     if (!(await suggestionMarkSent(tx, suggestion.id, written.id))) throw new ActionError(409, 'this suggestion was sent or discarded meanwhile');
     return written;
-  });
+  }).catch(refusedIfOptedOut(runtime, conversation));
   const outcome = await replyDispatch(outboxDepsOf(runtime), reply, `whatsapp:${conversation.whatsappNumber}`);
   return { message: outcome.reply, outcome };
 }
