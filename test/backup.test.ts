@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { test } from 'node:test';
 import { openPglite } from '../src/db/pglite.ts';
 import { freePort } from './helpers/fake-http.ts';
@@ -80,6 +81,14 @@ test('aiq backup (while aiq start runs, and after) and aiq restore round-trip a 
   const again = await aiq(['restore', stopped], { DATA_DIR: join(root, 'restored-live') });
   assert.match(again.out, /the database that was there is kept in .*pgdata\.before-restore-/);
   assert.equal(readdirSync(join(root, 'restored-live')).filter((f) => f.startsWith('pgdata.before-restore-')).length, 1);
+
+  // Gzipped, but not a database: refused, and the database that was there is back in place.
+  const gzippedJunk = join(root, 'gzipped-junk.tar.gz');
+  writeFileSync(gzippedJunk, gzipSync('not a tar of a database'));
+  const unusable = await aiq(['restore', gzippedJunk], { DATA_DIR: join(root, 'restored-stopped') });
+  assert.equal(unusable.code, 2, unusable.out);
+  assert.match(unusable.out, /does not load as an aiq database .*is as it was/);
+  assert.deepEqual(await contents(join(root, 'restored-stopped')), original, 'the database in place is untouched');
 
   // Not a backup, and a folder in use: refused with a reason, nothing changed.
   const junk = join(root, 'junk.tar.gz');

@@ -6,7 +6,7 @@ import { chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Env } from '../config.ts';
 import { DataDirLockedError } from '../db/errors.ts';
-import { openPglite, pgliteRestore } from '../db/pglite.ts';
+import { BackupUnusableError, openPglite, pgliteRestore } from '../db/pglite.ts';
 import { runningAddressRead } from '../running-address.ts';
 import { UsageError, type CommandInput } from './command.ts';
 
@@ -67,7 +67,9 @@ export async function restore({ positionals }: CommandInput, config: Env): Promi
   }
   // gzip's magic number: anything else is not a backup of ours.
   if (bytes[0] !== 0x1f || bytes[1] !== 0x8b) throw new UsageError(`${file} is not an aiq backup (a gzipped tar from \`aiq backup\`)`);
-  const { movedAside } = await pgliteRestore(config.DATA_DIR, new Blob([new Uint8Array(bytes)]));
+  const { movedAside } = await pgliteRestore(config.DATA_DIR, new Blob([new Uint8Array(bytes)])).catch((err: unknown) => {
+    throw err instanceof BackupUnusableError ? new UsageError(`${file}: ${err.message}`) : err;
+  });
   console.log(`restored ${file} into ${config.DATA_DIR}${movedAside ? `; the database that was there is kept in ${movedAside}` : ''}`);
   return 0;
 }

@@ -97,28 +97,42 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
 /**
  * Loads a backup (from `backup()`) as the embedded database in `dataDir`, which no process
  * may hold. A database already there is moved aside, never deleted: the returned path says
- * where. The restored database is opened once to prove it loads.
+ * where. The restored database is opened once to prove it loads; when it does not (not a
+ * database, or not aiq's), what it left goes aside and the database that was there is put
+ * back, so a bad file changes nothing the next start would run on.
  */
 export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ movedAside?: string }> {
   const dir = resolve(dataDir);
   const releaseLock = lockDataDir(dir);
   try {
     const pgdata = join(dir, 'pgdata');
+    const stamp = new Date().toISOString().replace(/[:.]/g, '-');
     let movedAside: string | undefined;
     if (existsSync(pgdata)) {
-      movedAside = join(dir, `pgdata.before-restore-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+      movedAside = join(dir, `pgdata.before-restore-${stamp}`);
       renameSync(pgdata, movedAside);
     }
-    const db = await PGlite.create({ dataDir: pgdata, loadDataDir: backup, extensions: { vector } });
     try {
-      await db.query('select count(*) from aiq_migrations');
-    } finally {
-      await db.close();
+      const db = await PGlite.create({ dataDir: pgdata, loadDataDir: backup, extensions: { vector } });
+      try {
+        await db.query('select count(*) from aiq_migrations');
+      } finally {
+        await db.close();
+      }
+    } catch (err) {
+      if (existsSync(pgdata)) renameSync(pgdata, join(dir, `pgdata.failed-restore-${stamp}`));
+      if (movedAside) renameSync(movedAside, pgdata);
+      throw new BackupUnusableError(`the backup does not load as an aiq database (${(err as Error).message}); ${movedAside ? `the database in ${dir} is as it was` : 'nothing was restored'}`);
     }
     return { movedAside };
   } finally {
     releaseLock();
   }
+}
+
+/** A backup file that is not (or no longer) an aiq database. */
+export class BackupUnusableError extends Error {
+  override name = 'BackupUnusableError';
 }
 
 /**
