@@ -260,6 +260,61 @@ for (const backend of BACKENDS) {
       await t.db.query(`delete from ai_jobs where type = 'parked'`);
     });
 
+    test('a claim still under way when the grace period ends is waited for: its jobs go back, none stays processing', { skip: backend.name === 'pglite' && 'one session: a lock cannot hold a claim back' }, async () => {
+      await jobEnqueueMany(t.db, Array.from({ length: 20 }, (_, n) => ({ type: 'late-claim', payload: { n } })));
+      const own = openPostgres({ connectionString: t.url!, poolSize: 4 });
+      const holdClaims = new pg.Client({ connectionString: t.url! });
+      await holdClaims.connect();
+      await holdClaims.query('begin');
+      await holdClaims.query('lock table ai_jobs in share row exclusive mode');
+      const worker = new Worker({ db: own, logger, pollIntervalMs: 60_000, concurrency: 10, shutdownGraceMs: 0, handlers: [handler('late-claim', async () => {})] });
+      await worker.start();
+      // The claim is held back well past the grace period (none).
+      setTimeout(() => void holdClaims.query('commit'), 400);
+      await worker.stop();
+      await own.close();
+      await holdClaims.end();
+      const { rows } = await t.db.query<{ status: string; attempts: number; n: number }>(
+        `select status, attempts, count(*)::int as n from ai_jobs where type = 'late-claim' group by status, attempts`,
+      );
+      assert.deepEqual(rows, [{ status: 'pending', attempts: 0, n: 20 }], 'every job back, no attempt spent');
+      await t.db.query(`delete from ai_jobs where type = 'late-claim'`);
+    });
+
+    test('a grace period longer than the lease: leases are still extended, so no other worker runs the job again', async () => {
+      const runs: string[] = [];
+      const slow = (name: string) => handler('outlives-lease', async () => {
+        runs.push(name);
+        await new Promise((resolve) => setTimeout(resolve, 4_000));
+      });
+      const a = await startWorker({ workerId: 'A', leaseSeconds: 2, shutdownGraceMs: 8_000, handlers: [slow('A')] });
+      const id = await jobEnqueue(t.db, { type: 'outlives-lease', payload: {} });
+      await waitFor(() => runs.length === 1, 'A runs it');
+      // B's reaper looks for expired leases every second while A shuts down.
+      const b = await startWorker({ workerId: 'B', leaseSeconds: 2, pollIntervalMs: 200, handlers: [slow('B')] });
+      await a.stop();
+      await b.stop();
+      assert.deepEqual(runs, ['A'], 'run once');
+      const job = (await jobGet(t.db, id))!;
+      assert.deepEqual([job.status, job.attempts], ['done', 1]);
+    });
+
+    test('a result JSON cannot hold completes its job with the reason, and holds up no other completion', async () => {
+      let runs = 0;
+      const worker = await startWorker({
+        concurrency: 4,
+        handlers: [handler('odd-result', async ({ payload }) => { runs++; return payload.n === 0 ? { count: 1n } : { n: payload.n }; })],
+      });
+      const ids = await jobEnqueueMany(t.db, Array.from({ length: 4 }, (_, n) => ({ type: 'odd-result', payload: { n } })));
+      await waitFor(async () => (await Promise.all(ids.map((id) => jobGet(t.db, id)))).every((j) => j!.status === 'done'), 'all four done');
+      assert.equal(runs, 4, 'each ran once');
+      const [odd, ...rest] = await Promise.all(ids.map((id) => jobGet(t.db, id)));
+      assert.match((odd!.result as { unstorable: string }).unstorable, /could not be stored as JSON: .*BigInt/);
+      assert.deepEqual(rest.map((j) => j!.result), [{ n: 1 }, { n: 2 }, { n: 3 }]);
+      await worker.stop();
+      await t.db.query(`delete from ai_jobs where type = 'odd-result'`);
+    });
+
     test('with two claims in flight, new work announced during them is not lost', { skip: backend.name === 'pglite' && 'one session: claims do not overlap' }, async () => {
       // Claims run at once, but their results are handed back in the order the test picks.
       const held: Array<{ rows: number; release: () => void }> = [];

@@ -181,6 +181,19 @@ function storable(text: string): string {
   return text.replace(UNSTORABLE, '\uFFFD');
 }
 
+/**
+ * A handler's result as JSON. One that JSON cannot hold (a BigInt, a cycle) failed the
+ * whole completion batch, which was then retried forever and held up every completion
+ * after it; the job is done all the same, so its result says why it is missing instead.
+ */
+function resultJson(result: unknown): string {
+  try {
+    return JSON.stringify(result, storableText) ?? 'null';
+  } catch (err) {
+    return JSON.stringify({ unstorable: `the handler's result could not be stored as JSON: ${storable((err as Error).message)}` });
+  }
+}
+
 /** Marks jobs done; returns the ids it completed (those missing had lost their lease). */
 export async function jobCompleteMany(
   db: Queryable,
@@ -190,10 +203,12 @@ export async function jobCompleteMany(
   if (completions.length === 0) return [];
   const key = (c: Completion) => `${c.id}/${c.attempt}`;
   const results = completions.filter((c) => c.result !== undefined);
+  // Each result on its own: one that cannot be written as JSON must not fail the batch.
+  const resultsJson = results.length > 0 ? `{${results.map((c) => `${JSON.stringify(key(c))}:${resultJson(c.result)}`).join(',')}}` : null;
   const result = await db.query<{ id: string; ordering_key: string | null }>(COMPLETE_MANY_SQL, [
     completions.map((c) => c.id),
     completions.map(key),
-    results.length > 0 ? JSON.stringify(Object.fromEntries(results.map((c) => [key(c), c.result])), storableText) : null,
+    resultsJson,
     workerId,
   ]);
   return result.rows.map((r) => ({ id: r.id, orderingKey: r.ordering_key }));

@@ -155,6 +155,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private dueTimer?: NodeJS.Timeout;
   private dueAt = Infinity;
   private heartbeatTimer?: NodeJS.Timeout;
+  /** The lease extension under way, if any: stop() lets it end before the caller closes the database. */
+  private heartbeat?: Promise<void>;
   private reaperTimer?: NodeJS.Timeout;
   private retryTimer?: NodeJS.Timeout;
   private unlisten?: () => Promise<void>;
@@ -198,7 +200,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
     this.pollTimer = setInterval(() => this.wake(), this.pollIntervalMs);
     // Extend leases well before they run out: three chances per lease.
-    this.heartbeatTimer = setInterval(() => void this.extendLeases(), (this.leaseSeconds * 1000) / 3);
+    this.heartbeatTimer = setInterval(() => {
+      this.heartbeat = this.extendLeases();
+    }, (this.leaseSeconds * 1000) / 3);
     this.reaperTimer = setInterval(() => void this.reclaimExpired(), Math.max(1000, (this.leaseSeconds * 1000) / 2));
     this.logger.info({ concurrency: this.concurrency, prefetch: this.fixedPrefetch ?? 'adaptive', types: [...this.handlers.keys()] }, 'worker started');
     void this.reclaimExpired();
@@ -212,7 +216,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
   async stop(): Promise<void> {
     if (!this.started || this.stopping) return;
     this.stopping = true;
-    for (const timer of [this.pollTimer, this.heartbeatTimer, this.reaperTimer]) clearInterval(timer);
+    // Leases are still extended while running jobs finish: a grace period longer than what
+    // is left of a lease would otherwise let another worker reclaim a job and run it twice.
+    for (const timer of [this.pollTimer, this.reaperTimer]) clearInterval(timer);
     clearTimeout(this.dueTimer);
     clearTimeout(this.retryTimer);
     clearTimeout(this.deferredDueCheck);
@@ -221,11 +227,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await this.safely(() => jobRelease(this.db, this.id, waiting));
 
     const deadline = Date.now() + this.shutdownGraceMs;
-    // A claim still under way hands its jobs back itself when it sees `stopping`: wait for
-    // it too, or the caller could close the database first and leave them processing.
-    while ((this.inFlight > 0 || this.claimsInFlight > 0) && Date.now() < deadline) {
+    while (this.inFlight > 0 && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, Math.min(50, Math.max(1, deadline - Date.now()))));
     }
+    // A claim still under way hands its jobs back itself when it sees `stopping`. It is one
+    // statement, so it is waited for past the grace period too: the caller closes the
+    // database next, and a release after that would leave its jobs processing, their
+    // attempts spent.
+    while (this.claimsInFlight > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    clearInterval(this.heartbeatTimer);
+    await this.heartbeat;
     const interrupted = [...this.running.values(), ...this.timedOutRuns];
     for (const run of interrupted) this.settle(run);
     for (const run of interrupted) abortRun(run, new Error('worker shutting down'));
