@@ -262,10 +262,11 @@ describe('dashboard in a browser', () => {
     await page.screenshot({ path: `${SCREENSHOTS}/documents.png`, fullPage: true });
 
     await page.goto(`${base}/admin/imports`);
+    // Saved as Excel's "CSV" in a Western European locale does: Windows-1252, not UTF-8.
     await page.setInputFiles('input[type=file]', {
       name: 'staff.csv',
       mimeType: 'text/csv',
-      buffer: Buffer.from('name,phone,email,department,role\nPetra Jansen,+31622233344,petra@example.com,HR,Manager\nNo Phone,,x@example.com,HR,\n'),
+      buffer: Buffer.from('name,phone,email,department,role\nPetra Jansen,+31622233344,petra@example.com,Ressources humaines,Gérante\nNo Phone,,x@example.com,HR,\n', 'latin1'),
     });
     await page.waitForFunction(() => (document.querySelector('textarea[name=content]') as HTMLTextAreaElement).value.includes('Petra'));
     assert.equal(await page.inputValue('input[name=filename]'), 'staff.csv');
@@ -278,6 +279,7 @@ describe('dashboard in a browser', () => {
     await page.goto(`${base}/admin/people?q=petra`);
     await page.getByRole('link', { name: 'Petra Jansen' }).click();
     await page.getByText('petra@example.com').waitFor();
+    await page.getByText('Gérante').waitFor();
     await page.goto(`${base}/admin/people`);
     await page.screenshot({ path: `${SCREENSHOTS}/people.png`, fullPage: true });
   });

@@ -5,7 +5,7 @@
 // Knows nothing of the queue: the caller says what to do with new or changed people.
 import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
-import { parse, type Info } from 'csv-parse';
+import { CsvError, parse, type Info } from 'csv-parse';
 import { z } from 'zod';
 import type { Database, Queryable } from '../db/types.ts';
 import { personUpsertMany, phoneToE164, type PersonInput } from './people.ts';
@@ -199,7 +199,10 @@ export async function importPeopleRun(db: Database, importId: string, options: I
 
   let header: HeaderPlan | undefined;
   try {
-    const parser = await csvRecords(importSource(db, record));
+    const parser = await csvRecords(importSource(db, record), (line, reason) => {
+      counts.rowsRead += 1;
+      errors.push({ line, reason });
+    });
     for await (const { record: cells, info } of parser) {
       if (options.signal?.aborted) throw options.signal.reason ?? new Error('import aborted');
       if (!header) {
@@ -208,7 +211,9 @@ export async function importPeopleRun(db: Database, importId: string, options: I
       }
       counts.rowsRead += 1;
       const line = info.lines;
-      const row = rowFrom(cells, header, line);
+      // Not text (a file in another encoding than it says): refused without quoting it, as
+      // PostgreSQL stores no NUL.
+      const row = cells.some((cell) => cell.includes('\u0000')) ? { line, reason: 'the row holds NUL characters: save the file as UTF-8 CSV' } : rowFrom(cells, header, line);
       if ('reason' in row) errors.push(row);
       else {
         const key = Number(row.person.phone.slice(1));
@@ -223,7 +228,7 @@ export async function importPeopleRun(db: Database, importId: string, options: I
     }
   } catch (err) {
     const code = (err as { code?: string }).code;
-    if (code?.startsWith('CSV_')) throw new ImportFileError(`the file is not valid CSV: ${(err as Error).message}`, { cause: err });
+    if (err instanceof CsvError) throw new ImportFileError(`the file is not valid CSV: ${err.message}`, { cause: err });
     if (code === 'ENOENT' || code === 'EACCES' || code === 'EISDIR') throw new ImportFileError(`cannot read the file: ${(err as Error).message}`, { cause: err });
     throw err;
   }
@@ -281,24 +286,60 @@ function rowFrom(cells: string[], plan: HeaderPlan, line: number): { person: Per
 }
 
 /**
- * A csv-parse stream over the source, delimiter sniffed from the first line (`,`, `;` or
- * tab: spreadsheets in many locales write `;`). A byte-order mark is dropped.
+ * The encoding of a file from its first bytes: a byte-order mark says it (UTF-8, or UTF-16
+ * as Excel's "Unicode text" writes it); otherwise UTF-8 when the bytes are valid UTF-8, and
+ * else Windows-1252, which is what Excel in Western European locales saves as "CSV".
  */
-async function csvRecords(source: AsyncIterable<Uint8Array>): Promise<AsyncIterable<{ record: string[]; info: Info }>> {
+function csvEncodingOf(head: Uint8Array): 'utf-8' | 'utf-16le' | 'utf-16be' | 'windows-1252' {
+  if (head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf) return 'utf-8';
+  if (head[0] === 0xff && head[1] === 0xfe) return 'utf-16le';
+  if (head[0] === 0xfe && head[1] === 0xff) return 'utf-16be';
+  try {
+    // `stream`: a character cut at the end of the sample is not an error.
+    new TextDecoder('utf-8', { fatal: true }).decode(head, { stream: true });
+    return 'utf-8';
+  } catch {
+    return 'windows-1252';
+  }
+}
+
+/**
+ * A csv-parse stream over the source, decoded as csvEncodingOf says, delimiter sniffed from
+ * the first line (`,`, `;` or tab: spreadsheets in many locales write `;`). A quote inside
+ * an unquoted value is kept as written (Jan "Johnny" Smit). A record the parser cannot read
+ * goes to `onSkip` with its line, and the rest of the file is read on.
+ */
+async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: number, reason: string) => void): Promise<AsyncIterable<{ record: string[]; info: Info }>> {
   const iterator = source[Symbol.asyncIterator]();
   const first = await iterator.next();
-  const head = first.done ? '' : Buffer.from(first.value).toString('utf8', 0, Math.min(first.value.length, 64 * 1024));
-  const firstLine = head.split(/\r?\n/, 1)[0] ?? '';
+  const decoder = new TextDecoder(first.done ? 'utf-8' : csvEncodingOf(first.value.subarray(0, 64 * 1024)));
+  const firstText = first.done ? '' : decoder.decode(first.value, { stream: true });
+  const firstLine = firstText.split(/\r?\n/, 1)[0] ?? '';
   const delimiter = [',', ';', '\t'].map((d) => ({ d, n: firstLine.split(d).length })).sort((a, b) => b.n - a.n)[0]!.d;
-  const parser = parse({ bom: true, info: true, delimiter, skip_empty_lines: true, relax_column_count: true, trim: true });
+  const parser = parse({
+    info: true,
+    delimiter,
+    skip_empty_lines: true,
+    relax_column_count: true,
+    relax_quotes: true,
+    trim: true,
+    skip_records_with_error: true,
+    on_skip: (err) => {
+      if (err) onSkip(Number(err.lines), `not readable as CSV: ${err.message}`);
+      return undefined;
+    },
+  });
   const input = Readable.from(
     (async function* () {
-      if (!first.done) yield first.value;
+      if (firstText) yield firstText;
       for (;;) {
         const next = await iterator.next();
-        if (next.done) return;
-        yield next.value;
+        if (next.done) break;
+        const text = decoder.decode(next.value, { stream: true });
+        if (text) yield text;
       }
+      const rest = decoder.decode();
+      if (rest) yield rest;
     })(),
     { objectMode: false },
   );

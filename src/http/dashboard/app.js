@@ -30,6 +30,19 @@ document.addEventListener('submit', (event) => {
   if (form instanceof HTMLFormElement && form.dataset.confirm && !confirm(form.dataset.confirm)) event.preventDefault();
 });
 
+// A file's text as people save files: UTF-16 with a byte-order mark (Excel's "Unicode
+// text"), UTF-8, or else Windows-1252 (Excel's "CSV" in Western European locales). The
+// same rule as the server's CSV import (csv-import.ts); file.text() read all as UTF-8.
+function decodeText(bytes) {
+  if (bytes[0] === 0xff && bytes[1] === 0xfe) return new TextDecoder('utf-16le').decode(bytes);
+  if (bytes[0] === 0xfe && bytes[1] === 0xff) return new TextDecoder('utf-16be').decode(bytes);
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    return new TextDecoder('windows-1252').decode(bytes);
+  }
+}
+
 // <input type="file" data-into="name-of-textarea">: the file's text goes into the textarea,
 // so uploads post as ordinary form fields (no multipart parser on the server).
 document.addEventListener('change', async (event) => {
@@ -38,7 +51,7 @@ document.addEventListener('change', async (event) => {
   const file = input.files?.[0];
   const target = input.form?.elements.namedItem(input.dataset.into);
   if (!file || !(target instanceof HTMLTextAreaElement)) return;
-  target.value = await file.text();
+  target.value = decodeText(new Uint8Array(await file.arrayBuffer()));
   // data-name-into: the field that takes the file's name, unless the user typed one.
   const name = input.dataset.nameInto ? input.form?.elements.namedItem(input.dataset.nameInto) : null;
   if (name instanceof HTMLInputElement && (name.value === '' || name.value === name.defaultValue)) name.value = file.name;
