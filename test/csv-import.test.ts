@@ -136,6 +136,23 @@ for (const backend of BACKENDS) {
       assert.deepEqual(nul.record.rowErrors, [{ line: 3, reason: 'the row holds NUL characters: save the file as UTF-8 CSV' }]);
     });
 
+    test('a file with fewer columns updates only those: the others are kept, an empty cell clears its own field', async () => {
+      const upload = async (csv: string) => {
+        const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'partial.csv', content: Buffer.from(csv) }));
+        return importPeopleExecute(t.db, importId);
+      };
+      const eva = async () => (await t.db.query(`select name, email, department, role, attributes from people where phone = '+31688888881'`)).rows[0];
+      await upload('name,phone,email,department,role,Location,Badge\nEva,+31688888881,eva@example.com,Finance,Controller,Utrecht,B-12\n');
+      // A list of names and numbers only (a new phone system's export, say).
+      assert.equal((await upload('name,phone\nEva Smit,+31688888881\n')).updated, 1);
+      assert.deepEqual(await eva(), { name: 'Eva Smit', email: 'eva@example.com', department: 'Finance', role: 'Controller', attributes: { Location: 'Utrecht', Badge: 'B-12' } });
+      // A column that is there but empty clears that field (and that attribute) only.
+      await upload('name,phone,email,Badge\nEva Smit,+31688888881,,\n');
+      assert.deepEqual(await eva(), { name: 'Eva Smit', email: null, department: 'Finance', role: 'Controller', attributes: { Location: 'Utrecht' } });
+      // The same file again changes nothing.
+      assert.equal((await upload('name,phone,email,Badge\nEva Smit,+31688888881,,\n')).unchanged, 1);
+    });
+
     test('a quote never closed is reported with its line; the rows before it are imported', async () => {
       const path = join(dir, `quotes-${backend.name}.csv`);
       writeFileSync(path, 'name,phone\nAnna,+31612345678\n"Bram,+31612345679\n');

@@ -8,7 +8,7 @@ import { Readable } from 'node:stream';
 import { CsvError, parse, type Info } from 'csv-parse';
 import { z } from 'zod';
 import type { Database, Queryable } from '../db/types.ts';
-import { personUpsertMany, phoneToE164, type PersonInput } from './people.ts';
+import { personUpsertMany, phoneToE164, type PersonColumns, type PersonInput } from './people.ts';
 
 export type PersonField = 'name' | 'phone' | 'email' | 'department' | 'role';
 
@@ -182,7 +182,8 @@ export async function importPeopleRun(db: Database, importId: string, options: I
     errors = [];
     storedErrors += rowErrors.length;
     await db.transaction(async (tx) => {
-      const outcome = await personUpsertMany(tx, rows);
+      // A file without, say, an email column leaves the stored emails alone.
+      const outcome = await personUpsertMany(tx, rows, header && columnsOf(header));
       counts.inserted += outcome.inserted.length;
       counts.updated += outcome.updated.length;
       counts.unchanged += outcome.unchanged;
@@ -242,6 +243,13 @@ interface HeaderPlan {
   /** Per column: the field it fills, or the attribute name it becomes. */
   columns: Array<{ field: PersonField } | { attribute: string }>;
   width: number;
+}
+
+/** The optional fields and attributes a file has columns for (personUpsertMany keeps the rest). */
+function columnsOf(plan: HeaderPlan): PersonColumns {
+  const fields = plan.columns.flatMap((c) => ('field' in c && (c.field === 'email' || c.field === 'department' || c.field === 'role') ? [c.field] : []));
+  const attributes = plan.columns.flatMap((c) => ('attribute' in c ? [c.attribute] : []));
+  return { fields, attributes };
 }
 
 function normaliseHeader(text: string): string {

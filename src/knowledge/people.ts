@@ -77,9 +77,40 @@ const UPSERT_SQL = `
   where people.content_hash is distinct from excluded.content_hash
   returning id, (xmax = 0) as inserted`;
 
-/** Inserts or updates people by phone. Phones must be distinct within one call. */
-export async function personUpsertMany(db: Queryable, people: PersonInput[]): Promise<UpsertOutcome> {
-  if (people.length === 0) return { inserted: [], updated: [], unchanged: 0 };
+/**
+ * What a partial source (a CSV with some columns) carries: the optional fields and the
+ * attribute names it has columns for. A stored person keeps every other field and attribute;
+ * an empty cell in a column the source has clears that one.
+ */
+export interface PersonColumns {
+  fields: ReadonlyArray<'email' | 'department' | 'role'>;
+  attributes: readonly string[];
+}
+
+/** `people` with what `columns` leaves out taken from the stored records of the same phones. */
+async function withStoredFields(db: Queryable, people: PersonInput[], columns: PersonColumns): Promise<PersonInput[]> {
+  const { rows } = await db.query<Pick<PersonRow, 'phone' | 'email' | 'department' | 'role' | 'attributes'>>(
+    'select phone, email, department, role, attributes from people where phone = any($1::text[])',
+    [people.map((p) => p.phone)],
+  );
+  const stored = new Map(rows.map((row) => [row.phone, row]));
+  const carried = new Set<string>(columns.fields);
+  return people.map((person) => {
+    const before = stored.get(person.phone);
+    if (!before) return person;
+    const kept = (field: 'email' | 'department' | 'role') => (carried.has(field) ? (person[field] ?? null) : before[field]);
+    const attributes = Object.fromEntries(Object.entries(before.attributes ?? {}).filter(([name]) => !columns.attributes.includes(name)));
+    return { ...person, email: kept('email'), department: kept('department'), role: kept('role'), attributes: { ...attributes, ...person.attributes } };
+  });
+}
+
+/**
+ * Inserts or updates people by phone. Phones must be distinct within one call. Without
+ * `columns` each record is replaced whole; with it, what the source has no column for is kept.
+ */
+export async function personUpsertMany(db: Queryable, input: PersonInput[], columns?: PersonColumns): Promise<UpsertOutcome> {
+  if (input.length === 0) return { inserted: [], updated: [], unchanged: 0 };
+  const people = columns ? await withStoredFields(db, input, columns) : input;
   const result = await db.query<{ id: string; inserted: boolean }>(UPSERT_SQL, [
     people.map((p) => p.name),
     people.map((p) => p.phone),
