@@ -94,6 +94,11 @@ describe('admin API', () => {
       ['/api/jobs?limit=0', /limit/],
       ['/api/jobs?limit=9999', /limit/],
       ['/api/jobs?after=not-a-cursor', /after: invalid page cursor/],
+      // Shaped right, but a day and a year PostgreSQL does not have.
+      [`/api/jobs?after=${Buffer.from(`2024-02-30T00:00:00Z|${NIL}`).toString('base64url')}`, /after: invalid page cursor/],
+      [`/api/jobs?after=${Buffer.from(`0000-01-01T00:00:00Z|${NIL}`).toString('base64url')}`, /after: invalid page cursor/],
+      ['/api/jobs?q=%00', /NUL character/],
+      ['/api/jobs/count?type=%00', /NUL character/],
     ] as const) {
       const response = await t.app.inject({ url, headers: auth });
       assert.equal(response.statusCode, 400, url);
@@ -337,6 +342,12 @@ describe('admin API: people, documents and imports', () => {
     assert.equal((await t.app.inject({ url: `/api/people/${NIL}`, headers: auth })).statusCode, 404);
     assert.equal((await t.app.inject({ url: '/api/people/nope', headers: auth })).statusCode, 400);
     assert.equal((await t.app.inject({ url: '/api/people?after=zzz', headers: auth })).statusCode, 400);
+    // A cursor with a name and 36 dashes where the id goes; a NUL in a search or a body.
+    assert.equal((await t.app.inject({ url: `/api/people?after=${Buffer.from(`x|${'-'.repeat(36)}`).toString('base64url')}`, headers: auth })).statusCode, 400);
+    assert.equal((await t.app.inject({ url: '/api/people?q=%00', headers: auth })).statusCode, 400);
+    const nul = await t.app.inject({ method: 'POST', url: '/api/imports', headers: auth, payload: { filename: 'a\u0000.csv', content: 'name,phone\nA,+31612345678' } });
+    assert.equal(nul.statusCode, 400);
+    assert.match(nul.json().error, /NUL character/);
     assert.equal((await t.app.inject({ url: `/api/imports/${NIL}`, headers: auth })).statusCode, 404);
     for (const bad of [{ filename: 'x.csv', content: '' }, { content: 'a,b' }]) {
       assert.equal((await t.app.inject({ method: 'POST', url: '/api/imports', headers: auth, payload: bad })).statusCode, 400, JSON.stringify(bad));

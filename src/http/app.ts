@@ -34,6 +34,16 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
     return reply.status(status).send({ error: error.message, code: error.code });
   });
 
+  // PostgreSQL stores no NUL character in text: on the admin side a query or body holding
+  // one is bad input (400), not a database error (500) at whatever statement it reaches.
+  // Webhooks are left alone: their signature covers the body as sent.
+  app.addHook('preHandler', async (request, reply) => {
+    if (!/^\/(api|admin)(\/|\?|$)/.test(request.url)) return;
+    if (/%00/i.test(request.url) || holdsNul(request.body)) {
+      return reply.status(400).send({ error: 'the request holds a NUL character (\\u0000), which cannot be stored: remove it' });
+    }
+  });
+
   await app.register(rootRoutes);
   await app.register(healthRoutes, { runtime });
   instrumentWebhooks(app, runtime.metrics);
@@ -45,4 +55,11 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
   await app.register(adminApi, { runtime, auth, limiter });
   await app.register(dashboard, { runtime, auth, limiter, logTransport: runtime.transport.kind === 'log' });
   return app;
+}
+
+/** Whether a parsed body holds a NUL character in any string, key or value. */
+function holdsNul(value: unknown, depth = 0): boolean {
+  if (typeof value === 'string') return value.includes('\u0000');
+  if (value === null || typeof value !== 'object' || depth > 20) return false;
+  return Object.entries(value).some(([key, item]) => key.includes('\u0000') || holdsNul(item, depth + 1));
 }

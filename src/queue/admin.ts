@@ -87,10 +87,16 @@ function encodeCursor(createdAt: string, id: string): string {
 // The timestamp goes to Postgres as text, microseconds intact; checked here only for shape.
 const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$/;
 
+/** A time that exists: JavaScript rolls 2024-02-30 over into March, PostgreSQL refuses it, and year 0. */
+function realTime(text: string): boolean {
+  const parsed = new Date(text);
+  return !Number.isNaN(parsed.getTime()) && parsed.getUTCFullYear() >= 1 && parsed.toISOString().slice(0, 19) === text.slice(0, 19);
+}
+
 function decodeCursor(cursor: string | undefined): { createdAt: string; id: string } | null {
   if (!cursor) return null;
   const [createdAt, id] = Buffer.from(cursor, 'base64url').toString().split('|');
-  if (!createdAt || !CURSOR_TIME.test(createdAt) || Number.isNaN(Date.parse(createdAt)) || !id || !isUuid(id)) {
+  if (!createdAt || !CURSOR_TIME.test(createdAt) || !realTime(createdAt) || !id || !isUuid(id)) {
     throw new RangeError('invalid page cursor');
   }
   return { createdAt, id };

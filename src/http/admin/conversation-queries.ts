@@ -2,6 +2,7 @@
 // newest first with their last message and markers (outbound problems, pending
 // suggestions, waiting for a reply). Keyset-paged on (last_message_at, id).
 import type { Queryable } from '../../db/types.ts';
+import { isUuid } from '../../queue/index.ts';
 
 export interface ConversationSummary {
   id: string;
@@ -91,6 +92,7 @@ function decodeCursor(cursor: string | undefined): { at: Date; id: string } | nu
   if (!cursor) return null;
   const [iso, id] = Buffer.from(cursor, 'base64url').toString().split('|');
   const at = new Date(iso ?? '');
-  if (Number.isNaN(at.getTime()) || !id || !/^[0-9a-f-]{36}$/i.test(id)) throw new RangeError('invalid page cursor');
+  // A time PostgreSQL takes (a year it has; JavaScript's dates reach further back).
+  if (Number.isNaN(at.getTime()) || at.getUTCFullYear() < 1 || !id || !isUuid(id)) throw new RangeError('invalid page cursor');
   return { at, id };
 }

@@ -2,7 +2,7 @@
 // check input the same way: filters, reply and simulate bodies, uploads, ids, page cursors.
 // zod schemas and small codecs only; no routes, no markup.
 import { z } from 'zod';
-import { JOB_STATUSES, type JobFilter } from '../../queue/index.ts';
+import { isUuid, JOB_STATUSES, type JobFilter } from '../../queue/index.ts';
 import type { PersonSummary } from './knowledge-store.ts';
 
 /** A route's `:id`, which is always a uuid. */
@@ -56,7 +56,7 @@ export function peopleCursorDecode(after: string | undefined): { name: string; i
   const text = Buffer.from(after, 'base64url').toString();
   const split = text.lastIndexOf('|');
   const id = text.slice(split + 1);
-  if (split < 0 || !/^[0-9a-f-]{36}$/i.test(id)) throw new RangeError('invalid page cursor');
+  if (split < 0 || !isUuid(id)) throw new RangeError('invalid page cursor');
   return { name: text.slice(0, split), id };
 }
 
