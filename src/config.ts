@@ -200,7 +200,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Env {
   if (!parsed.success) {
     const lines = parsed.error.issues.map((issue) => {
       const name = String(issue.path[0] ?? 'environment');
-      const shown = SECRET_NAMES.has(name) || env[name] === undefined ? '' : ` (got "${env[name]}")`;
+      const shown = SECRET_NAMES.has(name) || env[name] === undefined ? '' : ` (got "${withoutCredentials(env[name])}")`;
       return `${name}: ${issue.message}${shown}`;
     });
     throw new ConfigError(`invalid configuration:\n  ${lines.join('\n  ')}`);
@@ -238,6 +238,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Env {
   }
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
   return config;
+}
+
+/**
+ * A setting's value as an error message may show it: an address loses what often carries a
+ * credential (user and password, the query: `?key=…`), whatever the setting is called.
+ */
+function withoutCredentials(value: string): string {
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return value;
+  try {
+    const url = new URL(value);
+    if (!url.username && !url.password && !url.search) return value;
+    return `${url.protocol}//${url.username || url.password ? '…@' : ''}${url.host}${url.pathname}${url.search ? '?…' : ''}`;
+  } catch {
+    return value.replace(/\/\/[^/@]*@/, '//…@').replace(/\?.*$/, '?…');
+  }
 }
 
 /** The AI provider in use: the explicit choice, else the one whose credentials are set, else local. */

@@ -19,4 +19,10 @@ test('a bad value is refused with the variable named', () => {
 
 test('secrets are never echoed in config errors', () => {
   assert.throws(() => loadConfig({ ADMIN_TOKEN: 'short' }), (err: Error) => /ADMIN_TOKEN/.test(err.message) && !err.message.includes('short"'));
+  // An address is shown without what often carries a credential: its query and its user.
+  assert.throws(
+    () => loadConfig({ PEOPLE_SYNC_URL: 'http://hr.example.com/export?key=s3cr3tKEY', OPENAI_BASE_URL: 'nope://user:pa55@x y' }),
+    (err: Error) =>
+      /PEOPLE_SYNC_URL: .*\(got "http:\/\/hr\.example\.com\/export\?…"\)/.test(err.message) && !/s3cr3tKEY|pa55/.test(err.message),
+  );
 });
