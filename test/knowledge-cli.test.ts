@@ -57,6 +57,19 @@ test('add-document chunks and queues the embedding; reembed embeds what is stale
   const added = await aiq(['add-document', file, '--title', 'Handbook']);
   assert.match(added.out, /"Handbook" inserted: 2 chunks, embedding queued for the worker/, added.out);
   assert.match((await aiq(['add-document', file, '--title', 'Handbook'])).out, /unchanged \(same content\)/);
+  // Saved by Notepad or Excel in a Western European locale: Windows-1252, not UTF-8.
+  const latin1 = join(dir, 'kantine.md');
+  writeFileSync(latin1, Buffer.from('# Kantine\n\nHet café in de crèche is open van 8 tot 16 uur.\n', 'latin1'));
+  assert.match((await aiq(['add-document', latin1])).out, /"kantine" inserted/);
+  const chunk = await t.db.query<{ content: string }>(`select c.content from document_chunks c join documents d on d.id = c.document_id where d.title = 'kantine'`);
+  assert.match(chunk.rows[0]!.content, /Het café in de crèche is open/);
+  // Out of the way of the counts below.
+  await t.db.query(`delete from ai_jobs where type = 'embed_record' and payload->>'id' = (select id::text from documents where title = 'kantine')`);
+  await t.db.query(`delete from documents where title = 'kantine'`);
+  // Binary without a NUL, read as Windows-1252: control characters give it away.
+  const noNul = join(dir, 'photo.jpg');
+  writeFileSync(noNul, Buffer.from(Array.from({ length: 400 }, (_, i) => (i * 37) % 255 + 1)));
+  assert.match((await aiq(['add-document', noNul])).out, /is not text \(binary content\)/);
   const binary = join(dir, 'scan.pdf');
   writeFileSync(binary, Buffer.from([0x25, 0x50, 0x44, 0x46, 0x00, 0x01]));
   const refused = await aiq(['add-document', binary]);

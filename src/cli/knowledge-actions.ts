@@ -1,6 +1,7 @@
 // What the knowledge commands do, loaded only when one of them runs (src/cli/knowledge-commands.ts
 // declares them): the app's knowledge modules are not loaded for `aiq --help` or `aiq stats`.
 import { readFileSync, statSync, openSync, readSync, closeSync } from 'node:fs';
+import { textDecode } from '../knowledge/text-encoding.ts';
 import { basename, extname, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import type { Env } from '../config.ts';
@@ -162,7 +163,8 @@ export async function addDocument({ values, positionals }: CommandInput, config:
   if (!file) throw new UsageError('add-document needs a file, e.g. aiq add-document handbook.md --title "Employee handbook"');
   let body: string;
   try {
-    body = readFileSync(file, 'utf8');
+    // Latin-1 (Windows-1252) and UTF-16 files too, not only UTF-8 (text-encoding.ts).
+    body = textDecode(readFileSync(file));
   } catch (err) {
     throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
   }

@@ -179,10 +179,12 @@ export function chunkEmbeddingText(title: string, headingPath: readonly string[]
  */
 export function documentContentCheck(title: string, body: string, settings: ChunkSettings = DEFAULT_CHUNK_SETTINGS): Chunk[] {
   if (!body.trim()) throw new DocumentContentError(`document "${title}" is empty`);
-  // A NUL byte, or many replacement characters (bytes that were not UTF-8), means a binary
-  // file (PDF, Word, an image): its bytes would be indexed as gibberish.
+  // A NUL byte, or many replacement characters (bytes that were not UTF-8) or control
+  // characters (bytes read as Windows-1252), means a binary file (PDF, Word, an image): its
+  // bytes would be indexed as gibberish.
   const replaced = body.match(/\uFFFD/g)?.length ?? 0;
-  if (body.includes('\u0000') || replaced > Math.max(3, body.length / 100)) {
+  const controls = body.match(/[\u0001-\u0008\u000B\u000E-\u001F\u007F]/g)?.length ?? 0;
+  if (body.includes('\u0000') || replaced > Math.max(3, body.length / 100) || controls > Math.max(3, body.length / 100)) {
     throw new DocumentContentError(`document "${title}" is not text (binary content): convert it to plain text or Markdown first`);
   }
   const chunks = documentChunk(title, body, settings);

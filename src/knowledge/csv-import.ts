@@ -9,6 +9,7 @@ import { CsvError, parse, type Info } from 'csv-parse';
 import { z } from 'zod';
 import type { Database, Queryable } from '../db/types.ts';
 import { personUpsertMany, phoneToE164, type PersonColumns, type PersonInput } from './people.ts';
+import { textEncodingOf } from './text-encoding.ts';
 
 export type PersonField = 'name' | 'phone' | 'email' | 'department' | 'role';
 
@@ -294,25 +295,7 @@ function rowFrom(cells: string[], plan: HeaderPlan, line: number): { person: Per
 }
 
 /**
- * The encoding of a file from its first bytes: a byte-order mark says it (UTF-8, or UTF-16
- * as Excel's "Unicode text" writes it); otherwise UTF-8 when the bytes are valid UTF-8, and
- * else Windows-1252, which is what Excel in Western European locales saves as "CSV".
- */
-function csvEncodingOf(head: Uint8Array): 'utf-8' | 'utf-16le' | 'utf-16be' | 'windows-1252' {
-  if (head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf) return 'utf-8';
-  if (head[0] === 0xff && head[1] === 0xfe) return 'utf-16le';
-  if (head[0] === 0xfe && head[1] === 0xff) return 'utf-16be';
-  try {
-    // `stream`: a character cut at the end of the sample is not an error.
-    new TextDecoder('utf-8', { fatal: true }).decode(head, { stream: true });
-    return 'utf-8';
-  } catch {
-    return 'windows-1252';
-  }
-}
-
-/**
- * A csv-parse stream over the source, decoded as csvEncodingOf says, delimiter sniffed from
+ * A csv-parse stream over the source, decoded as textEncodingOf says, delimiter sniffed from
  * the first line (`,`, `;` or tab: spreadsheets in many locales write `;`). A quote inside
  * an unquoted value is kept as written (Jan "Johnny" Smit). A record the parser cannot read
  * goes to `onSkip` with its line, and the rest of the file is read on.
@@ -320,7 +303,7 @@ function csvEncodingOf(head: Uint8Array): 'utf-8' | 'utf-16le' | 'utf-16be' | 'w
 async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: number, reason: string) => void): Promise<AsyncIterable<{ record: string[]; info: Info }>> {
   const iterator = source[Symbol.asyncIterator]();
   const first = await iterator.next();
-  const decoder = new TextDecoder(first.done ? 'utf-8' : csvEncodingOf(first.value.subarray(0, 64 * 1024)));
+  const decoder = new TextDecoder(first.done ? 'utf-8' : textEncodingOf(first.value.subarray(0, 64 * 1024)));
   const firstText = first.done ? '' : decoder.decode(first.value, { stream: true });
   const firstLine = firstText.split(/\r?\n/, 1)[0] ?? '';
   const delimiter = [',', ';', '\t'].map((d) => ({ d, n: firstLine.split(d).length })).sort((a, b) => b.n - a.n)[0]!.d;

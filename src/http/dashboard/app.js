@@ -32,7 +32,7 @@ document.addEventListener('submit', (event) => {
 
 // A file's text as people save files: UTF-16 with a byte-order mark (Excel's "Unicode
 // text"), UTF-8, or else Windows-1252 (Excel's "CSV" in Western European locales). The
-// same rule as the server's CSV import (csv-import.ts); file.text() read all as UTF-8.
+// same rule as the server's (src/knowledge/text-encoding.ts); file.text() read all as UTF-8.
 function decodeText(bytes) {
   if (bytes[0] === 0xff && bytes[1] === 0xfe) return new TextDecoder('utf-16le').decode(bytes);
   if (bytes[0] === 0xfe && bytes[1] === 0xff) return new TextDecoder('utf-16be').decode(bytes);

@@ -1,0 +1,26 @@
+// Files as people save them. A byte-order mark says the encoding (UTF-8, or UTF-16 as
+// Excel's "Unicode text" writes it); otherwise UTF-8 when the bytes are valid UTF-8, and else
+// Windows-1252, which is what Excel and Notepad in Western European locales save. Used by
+// the CSV import (streamed) and `aiq add-document`; the dashboard applies the same rule in
+// the browser (src/http/dashboard/app.js).
+
+export type TextEncoding = 'utf-8' | 'utf-16le' | 'utf-16be' | 'windows-1252';
+
+/** The encoding of a file from its first bytes (a sample of tens of kilobytes is plenty). */
+export function textEncodingOf(head: Uint8Array): TextEncoding {
+  if (head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf) return 'utf-8';
+  if (head[0] === 0xff && head[1] === 0xfe) return 'utf-16le';
+  if (head[0] === 0xfe && head[1] === 0xff) return 'utf-16be';
+  try {
+    // `stream`: a character cut at the end of the sample is not an error.
+    new TextDecoder('utf-8', { fatal: true }).decode(head, { stream: true });
+    return 'utf-8';
+  } catch {
+    return 'windows-1252';
+  }
+}
+
+/** A whole file's text, decoded as textEncodingOf says (a byte-order mark is dropped). */
+export function textDecode(bytes: Uint8Array): string {
+  return new TextDecoder(textEncodingOf(bytes)).decode(bytes);
+}
