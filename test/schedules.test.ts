@@ -52,6 +52,13 @@ test('missed slots follow the backfill policy: none, the last one, or all in the
   assert.equal(slotsDue({ ...base, backfill: 'all', backfillWindowSeconds: 180 }, now, 5000).slots.length, 3, 'the window bounds a backfill');
   assert.deepEqual(slotsDue({ ...base, backfill: 'none' }, new Date('2026-12-04T10:00:02Z'), 5000).slots, [new Date('2026-12-04T10:00:00Z')], 'a slot due just now is not missed');
   assert.deepEqual(slotsDue({ ...base, backfill: 'all' }, now, 5000).next, new Date('2026-12-04T10:01:00Z'));
+  // An every-second schedule after 26 hours down, with a day's window: more slots than one
+  // backfill takes. The last is the latest, `all` the newest 10,000, oldest first.
+  const busy = { cron: '* * * * * *', timeZone: 'UTC', backfillWindowSeconds: 86_400, nextSlotAt: new Date('2026-12-03T08:00:00Z') };
+  assert.deepEqual(slotsDue({ ...busy, backfill: 'last' }, now, 5000).slots, [new Date('2026-12-04T10:00:30Z')]);
+  const all = slotsDue({ ...busy, backfill: 'all' }, now, 5000).slots;
+  assert.equal(all.length, 10_000);
+  assert.deepEqual([all[0], all.at(-1)], [new Date(now.getTime() - 9_999_000), now]);
 
   // In the database: all missed slots once, and a second tick adds none.
   await scheduleSet(t.db, { name: 'missed', cron: '* * * * *', type: 'missed_noop', backfill: 'all', backfillWindowSeconds: 600 });

@@ -157,19 +157,29 @@ const SLOT_ENQUEUE_SQL = `
  */
 export function slotsDue(schedule: Pick<Schedule, 'cron' | 'timeZone' | 'backfill' | 'backfillWindowSeconds' | 'nextSlotAt'>, now: Date, graceMs: number): { slots: Date[]; next: Date } {
   const cron = cronOf(schedule.cron, schedule.timeZone);
-  const windowStart = now.getTime() - schedule.backfillWindowSeconds * 1000;
-  const due: Date[] = [];
-  for (let slot: Date = schedule.nextSlotAt; slot.getTime() <= now.getTime(); slot = slotAfter(cron, slot)) {
-    if (slot.getTime() >= windowStart) due.push(slot);
-    if (due.length > 10_000) break; // an every-second schedule after a long stop: the window bounds it
-  }
   const next = slotAfter(cron, now);
-  if (schedule.backfill === 'all') return { slots: due, next };
-  const latest = due.at(-1);
-  if (!latest) return { slots: [], next };
-  if (schedule.backfill === 'none' && now.getTime() - latest.getTime() > graceMs) return { slots: [], next };
-  return { slots: [latest], next };
+  // Slots not yet enqueued (from nextSlotAt) and inside the backfill window.
+  const from = Math.max(schedule.nextSlotAt.getTime(), now.getTime() - schedule.backfillWindowSeconds * 1000);
+  if (schedule.backfill !== 'all') {
+    // The latest slot at or before now, found directly: counting up to it from `from` took
+    // 86,400 steps for an every-second schedule after a day's stop (and stopped at a cap).
+    const latest = cron.previousRuns(1, new Date(now.getTime() + 1))[0];
+    if (!latest || latest.getTime() < from) return { slots: [], next };
+    if (schedule.backfill === 'none' && now.getTime() - latest.getTime() > graceMs) return { slots: [], next };
+    return { slots: [latest], next };
+  }
+  const due: Date[] = [];
+  for (let slot = slotAfter(cron, new Date(from - 1)); slot.getTime() <= now.getTime(); slot = slotAfter(cron, slot)) {
+    due.push(slot);
+    // More than MAX_BACKFILL in the window (an every-second schedule after a long stop):
+    // the newest MAX_BACKFILL of them, oldest first, rather than the oldest.
+    if (due.length > MAX_BACKFILL) return { slots: cron.previousRuns(MAX_BACKFILL, new Date(now.getTime() + 1)).reverse(), next };
+  }
+  return { slots: due, next };
 }
+
+/** The most slots one backfill enqueues. */
+const MAX_BACKFILL = 10_000;
 
 export interface SchedulerOptions {
   db: Database;
