@@ -59,15 +59,20 @@ export async function replyPartsForInbound(db: Queryable, inboundMessageId: stri
   return result.rows.map((row) => messageFromRow(row as never));
 }
 
+// The test every statement that writes or starts a send makes in SQL, so that a STOP
+// committed just before it stops it: the conversation's contact has not opted out.
+const CONTACT_NOT_OPTED_OUT = (conversationId: string) => `
+  not exists (
+    select 1 from conversations c join contacts k on k.id = c.contact_id
+    where c.id = ${conversationId} and k.opted_out_at is not null)`;
+
 // An admin reply, written before sending, in `pending`, with the send's start time. It
 // answers every inbound message visible as it is written (the done-is-noop guard).
 const ADMIN_REPLY_INSERT_SQL = `
   with reply as (
     insert into messages (conversation_id, source, body, status, reply_to_message_id, context_until_seq, send_started_at)
     select $1, 'admin', $2, 'pending', $3, (select inbound_seq from conversations where id = $1), now()
-    where not exists (
-      select 1 from conversations c join contacts k on k.id = c.contact_id
-      where c.id = $1 and k.opted_out_at is not null)
+    where ${CONTACT_NOT_OPTED_OUT('$1')}
     returning *
   ), touched as (
     update conversations set last_message_at = now()
@@ -94,10 +99,7 @@ const REPLY_PARTS_INSERT_SQL = `
            case when p.part = 1 then now() end,
            $2, $3, p.part::int, $5, case when p.part = 1 then $6::jsonb end
     from unnest($4::text[]) with ordinality as p(body, part)
-    where $7::boolean or not exists (
-      select 1 from conversations c join contacts k on k.id = c.contact_id
-      where c.id = $1 and k.opted_out_at is not null
-    )
+    where $7::boolean or ${CONTACT_NOT_OPTED_OUT('$1')}
     on conflict (reply_to_message_id, part) where source = 'ai' do nothing
     returning *
   ), touched as (
@@ -114,10 +116,7 @@ const REPLY_PARTS_INSERT_SQL = `
 // takes it only while its contact has not opted out, as the insert above writes it only
 // then: a STOP that arrives between a reply's write and a later send stops that send too.
 // `$n` says the reply is the one confirmation of the opt-out, which goes out regardless.
-const MAY_SEND = (confirmsOptOut: string) => `
-  (${confirmsOptOut}::boolean or not exists (
-     select 1 from conversations c join contacts k on k.id = c.contact_id
-     where c.id = messages.conversation_id and k.opted_out_at is not null))`;
+const MAY_SEND = (confirmsOptOut: string) => `(${confirmsOptOut}::boolean or ${CONTACT_NOT_OPTED_OUT('messages.conversation_id')})`;
 
 // A part's turn: from `unsent` to `pending`, with the send's start time. Conditional, so of
 // two attempts only one sends it. Returns what the send depends on too (SEND_CONTEXT_SQL),

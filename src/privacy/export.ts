@@ -121,15 +121,17 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
  */
 async function importsAboutPerson(db: Queryable, phone: string, email: string | null): Promise<PersonExport['imports']> {
   const spelled = spelledNumberPattern(nationalPartOf(phone));
-  const { rows } = await db.query<{ id: string; filename: string; created_at: Date; content: Buffer | null; row_errors: Array<{ line: number; reason: string }> }>(
-    `select id, filename, created_at, content, row_errors from imports
+  // The uploads' bytes are read once, by uploadsAboutPerson; here only the rest of the row.
+  const uploads = new Map((await uploadsAboutPerson(db, phone, email)).map((u) => [u.id, u.content]));
+  const { rows } = await db.query<{ id: string; filename: string; created_at: Date; row_errors: Array<{ line: number; reason: string }> }>(
+    `select id, filename, created_at, row_errors from imports
      where id = any($1::uuid[]) or row_errors::text ~ $2 or ($3::text is not null and position(lower($3) in lower(row_errors::text)) > 0)
      order by created_at`,
-    [(await uploadsAboutPerson(db, phone, email)).map((u) => u.id), spelled, email],
+    [[...uploads.keys()], spelled, email],
   );
   const quotes = new RegExp(spelled);
   return rows.map((row) => {
-    const all = row.content ? row.content.toString('utf8').split('\n') : [];
+    const all = uploads.get(row.id)?.toString('utf8').split('\n') ?? [];
     const about = new Set(all.flatMap((line, i) => (lineAboutPerson(line, phone, email) ? [i + 1] : [])));
     return {
       id: row.id,
