@@ -38,7 +38,8 @@ before(async () => {
     join(dir, 'profiles.json'),
     JSON.stringify({
       profiles: [
-        { number: HR, name: 'HR desk', systemPromptFile: 'hr.txt', documentTags: ['hr'] },
+        // Capitals in the profile, lower case on the document: tags match in lower case.
+        { number: HR, name: 'HR desk', systemPromptFile: 'hr.txt', documentTags: ['HR'] },
         { number: IT, name: 'IT desk', systemPromptFile: 'it.txt', documentTags: ['it'] },
       ],
     }),
@@ -89,7 +90,7 @@ async function ask(to: string, body = QUESTION, from = ANNA): Promise<{ system: 
 test('each number answers from itself, with its own prompt and only its own documents', async () => {
   const hr = await ask(HR);
   assert.match(hr.system, /^You are the HR desk of Meridiaan/);
-  assert.match(hr.data, /title="HR handboek"/);
+  assert.match(hr.data, /title="HR handboek"/, 'the profile\'s "HR" finds the document tagged "hr"');
   assert.doesNotMatch(hr.data, /IT handboek|GlobalProtect/, 'the IT document is not the HR desk\'s');
   assert.equal(twilioApi.messages.at(-1)!.from, `whatsapp:${HR}`);
   assert.equal(twilioApi.messages.at(-1)!.to, `whatsapp:${ANNA}`);

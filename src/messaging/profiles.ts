@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
+import { documentTagsOf } from '../knowledge/documents.ts';
 import { replyTemplateOf, templateVariablesParse, type ReplyTemplate } from './window.ts';
 
 export interface AssistantProfile {
@@ -83,7 +84,8 @@ export class Profiles {
         name: p.name,
         // A prompt file is named relative to the profiles file.
         systemPromptFile: p.systemPromptFile ? resolve(dirname(file), p.systemPromptFile) : undefined,
-        documentTags: p.documentTags ?? null,
+        // Stored as documents' tags are (lower case, sorted), or "HR" would match no document.
+        documentTags: p.documentTags ? documentTagsOf(p.documentTags) : null,
         // Content SIDs are the account's: without its own, a number uses the default template.
         template: p.templateSid ? { contentSid: p.templateSid, variables } : this.default.template,
       });
