@@ -120,10 +120,15 @@ test('too large, another host, a redirect elsewhere, a lying type, an empty file
   const redirected = mediaSid();
   const lying = mediaSid();
   const empty = mediaSid();
+  const downgraded = mediaSid();
   twilioApi.media.set(big, { bytes: Buffer.concat([Buffer.from('OggS'), Buffer.alloc(50 * 1024 * 1024)]), contentType: 'audio/ogg' });
   twilioApi.media.set(redirected, { bytes: OGG, contentType: 'audio/ogg', redirectTo: `${elsewhereUrl}/stolen` });
   twilioApi.media.set(lying, { bytes: Buffer.from('%PDF-1.4 not a voice note'), contentType: 'audio/ogg' });
   twilioApi.media.set(empty, { bytes: Buffer.alloc(0), contentType: 'image/jpeg' });
+  // The API host under another scheme: a redirect there would leave its scheme (here the
+  // fake's http; in production https) for one the credentials must not travel over.
+  const otherScheme = (url: string) => url.replace(/^http:/, 'https:');
+  twilioApi.media.set(downgraded, { bytes: OGG, contentType: 'audio/ogg', redirectTo: otherScheme(`${twilioApi.url}/_cdn/${downgraded}`) });
   const transcriptionsBefore = llm.requests.filter((r) => r.endpoint === 'transcription').length;
   const { prompt, media } = await receive('Kijk even naar deze bestanden', [
     { url: twilioApi.mediaUrl(big), type: 'audio/ogg' },
@@ -131,19 +136,23 @@ test('too large, another host, a redirect elsewhere, a lying type, an empty file
     { url: twilioApi.mediaUrl(redirected), type: 'audio/ogg' },
     { url: twilioApi.mediaUrl(lying), type: 'audio/ogg' },
     { url: twilioApi.mediaUrl(empty), type: 'image/jpeg' },
+    { url: otherScheme(twilioApi.mediaUrl(big)), type: 'audio/ogg' },
+    { url: twilioApi.mediaUrl(downgraded), type: 'audio/ogg' },
   ]);
   assert.deepEqual(elsewhereHits, [], 'no request ever left for another host');
-  assert.deepEqual(media.map((r) => r.status), ['too_large', 'refused', 'refused', 'refused', 'failed']);
+  assert.deepEqual(media.map((r) => r.status), ['too_large', 'refused', 'refused', 'refused', 'failed', 'refused', 'refused']);
   assert.match(media[0]!.note!, /52428804 bytes is over MEDIA_MAX_BYTES \(16777216 bytes\): not fetched/);
-  assert.match(media[1]!.note!, /127\.0\.0\.1:\d+ is not the Twilio API host .*never requested/);
+  assert.match(media[1]!.note!, /http:\/\/127\.0\.0\.1:\d+ is not the Twilio API \(http:\/\/127\.0\.0\.1:\d+\): never requested/);
   assert.match(media[2]!.note!, /redirected to 127\.0\.0\.1:\d+, which is not a Twilio media host/);
   assert.match(media[3]!.note!, /declared audio\/ogg, but the content is not audio\/ogg/);
   assert.match(media[4]!.note!, /empty/);
+  assert.match(media[5]!.note!, /https:\/\/127\.0\.0\.1:\d+ is not the Twilio API \(http:/, 'the API host under another scheme is another origin');
+  assert.match(media[6]!.note!, /redirected to https:\/\/ instead of http:\/\/: never requested/);
   assert.ok(media.every((r) => r.size === null), 'nothing kept');
   assert.equal(llm.requests.filter((r) => r.endpoint === 'transcription').length, transcriptionsBefore, 'nothing transcribed');
   const question = prompt.at(-1)!.content;
   assert.ok(question.startsWith('Kijk even naar deze bestanden\n[an attachment that could not be fetched: '), question);
-  assert.equal(question.split('\n').length, 6);
+  assert.equal(question.split('\n').length, 8);
 });
 
 test('a webhook with a media count but no URL is refused (400) and stores nothing', async () => {

@@ -41,17 +41,21 @@ export async function mediaFetch(url: string, contentType: string, settings: Med
   // `aiq simulate --media` carries the file in the (signed) webhook itself: no request at all.
   if (url.startsWith('data:')) return dataUrlRead(url, contentType, settings?.maxBytes ?? DATA_URL_MAX_BYTES);
   if (!settings) return { status: 'failed', note: 'no Twilio credentials (TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN) to fetch it with' };
-  const apiHost = new URL(settings.apiBaseUrl).host;
+  // The scheme counts as much as the host: http://api.twilio.com would carry the account's
+  // credentials in the clear, so only the API's own origin (https in production) gets them,
+  // and a redirect may not step down to another scheme either.
+  const api = new URL(settings.apiBaseUrl);
+  const apiHost = api.host;
   let target: URL;
   try {
     target = new URL(url);
   } catch {
     return { status: 'refused', note: 'not a URL' };
   }
-  if (target.host !== apiHost) return { status: 'refused', note: `${target.host} is not the Twilio API host (${apiHost}): never requested` };
+  if (target.origin !== api.origin) return { status: 'refused', note: `${target.origin} is not the Twilio API (${api.origin}): never requested` };
   const auth = `Basic ${Buffer.from(`${settings.accountSid}:${settings.authToken}`).toString('base64')}`;
   for (let hop = 0; ; hop++) {
-    const credentials = target.host === apiHost;
+    const credentials = target.origin === api.origin;
     let response: Response;
     try {
       response = await fetch(target, {
@@ -67,6 +71,9 @@ export async function mediaFetch(url: string, contentType: string, settings: Med
       const location = response.headers.get('location');
       if (!location || hop >= MAX_REDIRECTS) return { status: 'failed', note: `Twilio answered ${response.status} without a usable redirect` };
       const next = new URL(location, target);
+      if (next.protocol !== api.protocol) {
+        return { status: 'refused', note: `redirected to ${next.protocol}// instead of ${api.protocol}//: never requested` };
+      }
       if (next.host !== apiHost && !settings.redirectHosts.has(next.hostname)) {
         return { status: 'refused', note: `redirected to ${next.host}, which is not a Twilio media host (MEDIA_REDIRECT_HOSTS): never requested` };
       }
