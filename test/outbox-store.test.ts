@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { conversationThread, inboundReplyState, messageAnsweredBy, messageGet, messageListRecent, messageStatusUpdate } from '../src/messaging/conversations.ts';
-import { OptedOutError, replyPartsForInbound, replyPartsResume, replyResume, replySend, replyWriteAdmin, type OutboxDeps } from '../src/messaging/outbox.ts';
+import { HumanTookOverError, OptedOutError, replyPartsForInbound, replyPartsResume, replyResume, replySend, replyWriteAdmin, type OutboxDeps } from '../src/messaging/outbox.ts';
 import { TwilioTransport } from '../src/messaging/transport.ts';
 import { BACKENDS, type TestDatabase } from './helpers/db.ts';
 import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
@@ -178,10 +178,60 @@ for (const backend of BACKENDS) {
       // The confirmation of that STOP is the one reply that still goes out, also on a retry.
       const stop = await from('STOP');
       fake.fault({ kind: 'http', status: 503, code: 20503 });
-      const confirmation = { conversationId: stop.conversationId, replyToMessageId: stop.messageId, parts: ['Je bent afgemeld'], contextUntilSeq: null, confirmsOptOut: true };
+      const confirmation = { conversationId: stop.conversationId, replyToMessageId: stop.messageId, parts: ['Je bent afgemeld'], contextUntilSeq: null, confirms: 'out' as const };
       assert.equal((await replySend(deps, confirmation, to)).kind, 'retry');
-      assert.equal((await replyPartsResume(deps, await replyPartsForInbound(t.db, stop.messageId), to, { confirmsOptOut: true })).kind, 'sent');
+      assert.equal((await replyPartsResume(deps, await replyPartsForInbound(t.db, stop.messageId), to, { confirms: 'out' })).kind, 'sent');
       assert.equal(fake.sendCount({ to, body: 'Je bent afgemeld' }), 1);
+    });
+
+    test('a human who takes over (pause, or an admin reply) stops the AI answer not yet written or sent; confirmations still go', async () => {
+      fake.reset();
+      const phone = '+31611122244';
+      const to = `whatsapp:${phone}`;
+      const from = async (body: string) => (await inboundStoreAndEnqueue(t.db, { whatsappNumber: phone, profileName: 'Kees', body, mediaUrls: [], twilioSid: messageSid() }))!;
+      const answer = (m: { conversationId: string; messageId: string }, parts: string[]) =>
+        replySend(deps, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts, contextUntilSeq: null }, to);
+
+      // Written, then its send refused for now (503); and a two-part answer whose second part
+      // was refused after the first went out.
+      const single = await from('vraag een');
+      fake.fault({ kind: 'http', status: 503, code: 20503 });
+      assert.equal((await answer(single, ['AI: nog niet verstuurd'])).kind, 'retry');
+      const split = await from('vraag twee');
+      fake.once('accepted', () => fake.fault({ kind: 'http', status: 503, code: 20503 }));
+      assert.equal((await answer(split, ['AI: deel een', 'AI: deel twee'])).kind, 'retry');
+      // A message whose answer the model is still writing.
+      const composing = await from('vraag drie');
+
+      // The admin pauses the AI and answers herself.
+      await t.db.query(`update conversations set ai_paused = true where id = $1`, [single.conversationId]);
+      await replyWriteAdmin(t.db, { conversationId: single.conversationId, replyToMessageId: composing.messageId, body: 'Mens: ik help je' });
+
+      await assert.rejects(answer(composing, ['AI: te laat']), (err: unknown) => err instanceof HumanTookOverError && err.reason === 'ai_paused');
+      assert.deepEqual(await replyPartsForInbound(t.db, composing.messageId), [], 'nothing written');
+      await assert.rejects(replyResume(deps, (await replyPartsForInbound(t.db, single.messageId))[0]!, to), HumanTookOverError);
+      await assert.rejects(replyPartsResume(deps, await replyPartsForInbound(t.db, split.messageId), to), HumanTookOverError);
+      assert.equal(fake.sendCount({ to }), 1, 'only the part that went out before the takeover');
+      const withheld = await t.db.query<{ body: string; status: string; error_message: string }>(
+        `select body, status, error_message from messages where source = 'ai' and conversation_id = $1 and twilio_sid is null order by body`,
+        [single.conversationId],
+      );
+      assert.deepEqual(withheld.rows.map((r) => [r.body, r.status]), [['AI: deel twee', 'failed'], ['AI: nog niet verstuurd', 'failed']]);
+      for (const row of withheld.rows) assert.match(row.error_message, /paused for a human/);
+
+      // Not paused any more, but the admin's reply answered these messages: still not the AI's turn.
+      await t.db.query(`update conversations set ai_paused = false where id = $1`, [single.conversationId]);
+      const later = await from('vraag vier');
+      await replyWriteAdmin(t.db, { conversationId: later.conversationId, replyToMessageId: later.messageId, body: 'Mens: ook dit' });
+      await assert.rejects(answer(later, ['AI: dubbel']), (err: unknown) => err instanceof HumanTookOverError && err.reason === 'already_answered');
+      // A newer message nobody answered yet is the AI's again.
+      assert.equal((await answer(await from('vraag vijf'), ['AI: vijf'])).kind, 'sent');
+
+      // The confirmation of an opt change is not the AI's answer: a pause does not stop it.
+      await t.db.query(`update conversations set ai_paused = true where id = $1`, [single.conversationId]);
+      const start = await from('START');
+      assert.equal((await replySend(deps, { conversationId: start.conversationId, replyToMessageId: start.messageId, parts: ['Je bent weer aangemeld'], contextUntilSeq: null, confirms: 'in' }, to)).kind, 'sent');
+      assert.deepEqual(fake.messages.filter((x) => x.to === to).map((x) => x.body), ['AI: deel een', 'AI: vijf', 'Je bent weer aangemeld']);
     });
 
     test('without a status callback URL only Twilio\'s list can confirm a possibly-sent reply; when it cannot tell, flagged at once', async () => {

@@ -7,6 +7,7 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import { autoreplyEnqueue } from '../src/jobs/autoreply.ts';
 import type { Job } from '../src/queue/index.ts';
 import { jobGet } from '../src/queue/index.ts';
+import { TEST_ADMIN_TOKEN } from './helpers/admin-app.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 import { FROM_NUMBER, inboundParams, messagingEnv, signedForm, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
@@ -64,7 +65,7 @@ describe('reply delivery through the outbox', () => {
   before(async () => {
     t = await freshServerDatabase();
     fake = await startFakeTwilio();
-    m = await startMessagingApp(messagingEnv(t.url, fake.url), { listen: true });
+    m = await startMessagingApp(messagingEnv(t.url, fake.url, { ADMIN_TOKEN: TEST_ADMIN_TOKEN }), { listen: true });
     await m.startWorker();
   });
   after(async () => {
@@ -270,6 +271,26 @@ describe('reply delivery through the outbox', () => {
     assert.deepEqual(done.result, { skipped: 'ai_paused' });
     assert.equal(await replyTo(t, inbound), undefined);
     assert.equal(fake.messages.length, 0);
+  });
+
+  test('a pause and an admin reply after a failed send: the retry sends nothing, the AI reply is withheld with the reason', async () => {
+    fake.fault({ kind: 'http', status: 503, code: 20503, message: 'Service Unavailable' });
+    const inbound = await receive(m, t, 'Mijn laptop is kapot', '+31600000008');
+    const waiting = await untilJob(t, inbound, 'job backing off', (j) => j.status === 'pending' && j.errors.length === 1);
+    assert.equal((await replyTo(t, inbound))!.status, 'send_failed');
+    const { conversationId } = waiting.payload as { conversationId: string };
+    // The admin takes over through the API: pause, then her own answer (sent at once).
+    const admin = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+    assert.equal((await m.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/pause`, headers: admin, payload: { paused: true } })).statusCode, 200);
+    assert.equal((await m.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/messages`, headers: admin, payload: { body: 'Breng hem maar langs bij IT.' } })).statusCode, 201);
+
+    await runNow(t, waiting.id);
+    const done = await untilJob(t, inbound, 'job done after the takeover', (j) => j.status === 'done');
+    assert.deepEqual(done.result, { skipped: 'ai_paused', resumed: true });
+    assert.deepEqual(fake.messages.map((x) => x.body), ['Breng hem maar langs bij IT.'], 'the contact gets the human answer only');
+    const withheld = (await replyTo(t, inbound))!;
+    assert.equal(withheld.status, 'failed');
+    assert.match(withheld.error_message!, /not sent: the conversation was paused for a human/);
   });
 });
 

@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import type { Queryable } from '../db/types.ts';
 import { inboundReplyState, type InboundMessageInput } from '../messaging/conversations.ts';
-import { OptedOutError, replyFlag, replyPartsForInbound, replyPartsResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
+import { HumanTookOverError, OptedOutError, replyFlag, replyPartsForInbound, replyPartsResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
 import { replyParts } from '../messaging/reply-parts.ts';
 import { statusCallbackUrl } from '../messaging/twilio.ts';
 import { jobEnqueue, jobRetry, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
@@ -208,11 +208,13 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
       const existing = state.replyWritten ? await replyPartsForInbound(runtime.db, inbound.id) : [];
       if (existing.length > 0) {
         // A retry: this message's reply was written by an earlier attempt; go on from there.
-        // A STOP since then stops what has not gone out yet (the outbox records it as withheld).
+        // A STOP since then stops what has not gone out yet, and so does a human's takeover (a
+        // pause, an admin's reply): the outbox records it as withheld.
         try {
-          outcome = await replyPartsResume(deps, existing, to, { confirmsOptOut: optChange === 'out' });
+          outcome = await replyPartsResume(deps, existing, to, { confirms: optChange ?? undefined });
         } catch (err) {
           if (err instanceof OptedOutError) return { skipped: 'opted_out', resumed: true };
+          if (err instanceof HumanTookOverError) return { skipped: err.reason, resumed: true };
           throw err;
         }
       } else if (optChange) {
@@ -221,7 +223,7 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
         if ((conversation.optedOutAt !== null) !== (optChange === 'out')) return { optChange, skipped: 'changed again since' };
         if (!confirmation[optChange]) return { optChange, confirmation: 'off' };
         meta = { optChange };
-        outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts: [confirmation[optChange]], contextUntilSeq: inbound.seq, confirmsOptOut: optChange === 'out' }, to);
+        outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts: [confirmation[optChange]], contextUntilSeq: inbound.seq, confirms: optChange }, to);
       } else {
         // Read with the conversation just now; checked again right before sending.
         if (conversation.optedOutAt) return { skipped: 'opted_out' };
@@ -238,8 +240,10 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
         try {
           outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts, contextUntilSeq: composed.contextUntilSeq, citations: composed.citations }, to);
         } catch (err) {
-          // The contact sent STOP while the reply was being composed: nothing was written or sent.
+          // The contact sent STOP, or a human took over, while the reply was being composed:
+          // nothing was written or sent.
           if (err instanceof OptedOutError) return { skipped: 'opted_out', ...meta };
+          if (err instanceof HumanTookOverError) return { skipped: err.reason, ...meta };
           throw err;
         }
       }

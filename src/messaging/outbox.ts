@@ -29,6 +29,20 @@ export type ReplyOutcome =
 /** replySend wrote nothing: the contact opted out before the reply was written. */
 export class OptedOutError extends Error {}
 
+/**
+ * The AI's answer was not written, or not sent, because a human took over first: the
+ * conversation was paused for a human (`ai_paused`), or an admin's reply already answered
+ * the message (`already_answered`).
+ */
+export class HumanTookOverError extends Error {
+  constructor(
+    readonly reason: 'ai_paused' | 'already_answered',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** What the outbox works with; autoreply and the dashboard build one from the runtime. */
 export interface OutboxDeps {
   db: Queryable;
@@ -66,6 +80,19 @@ const CONTACT_NOT_OPTED_OUT = (conversationId: string) => `
     select 1 from conversations c join contacts k on k.id = c.contact_id
     where c.id = ${conversationId} and k.opted_out_at is not null)`;
 
+// The test every statement that writes or starts a send of the AI's answer to the inbound
+// message at position `seq` makes in SQL: no human has taken the conversation over, i.e. it
+// is not paused for a human and no admin reply (sent, or on its way) answered that message.
+// Read by the statement itself, not when the job began: an admin who pauses and answers
+// while the model is still writing, or while a failed send waits for its retry, would
+// otherwise get the AI's answer after their own.
+const NO_HUMAN_TOOK_OVER = (conversationId: string, seq: string) => `
+  not exists (select 1 from conversations c where c.id = ${conversationId} and c.ai_paused)
+  and not exists (
+    select 1 from messages a
+    where a.conversation_id = ${conversationId} and a.source = 'admin'
+      and a.status not in ('failed', 'send_failed') and a.context_until_seq >= ${seq})`;
+
 // An admin reply, written before sending, in `pending`, with the send's start time. It
 // answers every inbound message visible as it is written (the done-is-noop guard).
 const ADMIN_REPLY_INSERT_SQL = `
@@ -89,7 +116,8 @@ const ADMIN_REPLY_INSERT_SQL = `
 // starts right after either commit and a crash in between leaves `pending` both ways. The
 // later parts wait in `unsent` for their turn. Nothing is written for a contact who opted
 // out meanwhile (a STOP while the reply was composed), unless $7 says this is the one
-// confirmation of that opt-out.
+// confirmation of that opt-out; nor when a human took over meanwhile, unless $8 says this
+// confirms an opt-out or opt-in (not the AI's answer, so it goes regardless).
 const REPLY_PARTS_INSERT_SQL = `
   with reply as (
     insert into messages (conversation_id, source, body, status, send_started_at,
@@ -99,7 +127,8 @@ const REPLY_PARTS_INSERT_SQL = `
            case when p.part = 1 then now() end,
            $2, $3, p.part::int, $5, case when p.part = 1 then $6::jsonb end
     from unnest($4::text[]) with ordinality as p(body, part)
-    where $7::boolean or ${CONTACT_NOT_OPTED_OUT('$1')}
+    where ($7::boolean or ${CONTACT_NOT_OPTED_OUT('$1')})
+      and ($8::boolean or ${NO_HUMAN_TOOK_OVER('$1', '(select i.seq from messages i where i.id = $2)')})
     on conflict (reply_to_message_id, part) where source = 'ai' do nothing
     returning *
   ), touched as (
@@ -113,10 +142,15 @@ const REPLY_PARTS_INSERT_SQL = `
   order by reply.part`;
 
 // Every statement that starts a send of a reply written earlier (its next part, a resend)
-// takes it only while its contact has not opted out, as the insert above writes it only
-// then: a STOP that arrives between a reply's write and a later send stops that send too.
-// `$n` says the reply is the one confirmation of the opt-out, which goes out regardless.
-const MAY_SEND = (confirmsOptOut: string) => `(${confirmsOptOut}::boolean or ${CONTACT_NOT_OPTED_OUT('messages.conversation_id')})`;
+// takes it only while its contact has not opted out and, for the AI's answer, no human has
+// taken over, as the insert above writes it only then: a STOP, a pause or an admin's reply
+// between a reply's write and a later send stops that send too. `confirmsOptOut` says the
+// reply is the one confirmation of the opt-out, which goes out regardless; `confirms` that
+// it confirms an opt change, which a human's takeover does not stop.
+const MAY_SEND = (confirmsOptOut: string, confirms: string) => `(
+  (${confirmsOptOut}::boolean or ${CONTACT_NOT_OPTED_OUT('messages.conversation_id')})
+  and (${confirms}::boolean or messages.source <> 'ai'
+       or ${NO_HUMAN_TOOK_OVER('messages.conversation_id', '(select i.seq from messages i where i.id = messages.reply_to_message_id)')}))`;
 
 // A part's turn: from `unsent` to `pending`, with the send's start time. Conditional, so of
 // two attempts only one sends it. Returns what the send depends on too (SEND_CONTEXT_SQL),
@@ -124,7 +158,7 @@ const MAY_SEND = (confirmsOptOut: string) => `(${confirmsOptOut}::boolean or ${C
 const REPLY_PART_CLAIM_SQL = `
   with claimed as (
     update messages set status = 'pending', send_started_at = now(), status_updated_at = now()
-    where id = $1 and status = 'unsent' and ${MAY_SEND('$2')}
+    where id = $1 and status = 'unsent' and ${MAY_SEND('$2', '$3')}
     returning *
   )
   select claimed.*, c.last_inbound_at as send_last_inbound_at, k.profile_name as send_profile_name, c.business_number as send_business_number
@@ -165,8 +199,17 @@ export interface NewAiReply {
   contextUntilSeq?: number | null;
   /** What the reply drew on (stored with its first part, for the dashboard). */
   citations?: unknown;
-  /** The confirmation of an opt-out: the one reply that goes to a contact who opted out. */
-  confirmsOptOut?: boolean;
+  /**
+   * The opt change this reply confirms, if it is a confirmation: that of an opt-out is the
+   * one reply that goes to a contact who opted out; neither is the AI's answer, so a
+   * human's takeover does not stop it.
+   */
+  confirms?: 'out' | 'in';
+}
+
+/** The send statements' parameters for what a reply confirms (MAY_SEND). */
+function confirmsParams(confirms: 'out' | 'in' | undefined): [confirmsOptOut: boolean, confirmsOptChange: boolean] {
+  return [confirms === 'out', confirms !== undefined];
 }
 
 /**
@@ -183,7 +226,7 @@ export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string)
     input.parts,
     input.parts.length,
     input.citations === undefined ? null : JSON.stringify(input.citations),
-    input.confirmsOptOut === true,
+    ...confirmsParams(input.confirms),
   ]);
   const [first, ...later] = written.rows;
   if (first) {
@@ -197,6 +240,8 @@ export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string)
   const parts = await replyPartsForInbound(deps.db, input.replyToMessageId);
   if (parts.length === 0) {
     if ((await optOutStateOf(deps.db, input.conversationId))?.optedOutAt) throw new OptedOutError(`the contact opted out before the reply to ${input.replyToMessageId} was written`);
+    const takeover = await humanTakeoverOf(deps.db, input.conversationId, input.replyToMessageId);
+    if (takeover) throw new HumanTookOverError(takeover, `not written: ${TAKEOVER_TEXT[takeover]} before the reply to ${input.replyToMessageId} was`);
     throw new Error(`reply to ${input.replyToMessageId} neither written nor found`);
   }
   return replyPartsResume(deps, parts, to, input);
@@ -204,8 +249,8 @@ export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string)
 
 /** How a reply written earlier may be resumed. */
 export interface ResumeOptions {
-  /** The reply confirms an opt-out: it goes out to the contact who opted out. */
-  confirmsOptOut?: boolean;
+  /** The opt change the reply confirms (NewAiReply.confirms). */
+  confirms?: 'out' | 'in';
 }
 
 /**
@@ -220,14 +265,14 @@ export async function replyPartsResume(deps: OutboxDeps, parts: Message[], to: s
   for (const part of parts) {
     let outcome: ReplyOutcome;
     if (part.status === 'unsent') {
-      const claimed = await deps.db.query<ClaimedRow>(REPLY_PART_CLAIM_SQL, [part.id, options.confirmsOptOut === true]);
+      const claimed = await deps.db.query<ClaimedRow>(REPLY_PART_CLAIM_SQL, [part.id, ...confirmsParams(options.confirms)]);
       const row = claimed.rows[0];
       if (row) {
         outcome = await replyDispatch(deps, messageFromRow(row as never), to, sendContextFromRow(row));
       } else {
         const current = (await messageGet(deps.db, part.id)) ?? part;
-        // Still unsent: nobody else took it, the opt-out stopped it.
-        if (current.status === 'unsent') await refuseIfOptedOut(deps, current, options);
+        // Still unsent: nobody else took it, an opt-out or a human's takeover stopped it.
+        if (current.status === 'unsent') await refuseIfWithheld(deps, current, options);
         outcome = await replyResume(deps, current, to, options);
       }
     } else {
@@ -247,12 +292,12 @@ const REPLY_RECLAIM_SQL = `
   set status = 'pending', send_started_at = now(), status_updated_at = now()
   where id = $1
     and (status = 'send_failed' or (status = 'failed' and twilio_sid is null))
-    and ${MAY_SEND('$2')}
+    and ${MAY_SEND('$2', '$3')}
   returning *`;
 
-// A reply (or part) that never went out and may not now, its contact having opted out:
-// failed, with the reason, instead of waiting in a state that promises a send. Only from
-// states in which no send is under way.
+// A reply (or part) that never went out and may not now, its contact having opted out or a
+// human having taken over: failed, with the reason, instead of waiting in a state that
+// promises a send. Only from states in which no send is under way.
 const REPLY_WITHHOLD_SQL = `
   update messages set status = 'failed', error_message = $2, status_updated_at = now()
   where id = $1 and twilio_sid is null and status in ('unsent', 'send_failed', 'failed')
@@ -260,15 +305,42 @@ const REPLY_WITHHOLD_SQL = `
 
 /**
  * After a send statement matched nothing: when the contact opted out (and the reply is not
- * the confirmation of that), records the reply as withheld and throws OptedOutError.
+ * the confirmation of that), records the reply as withheld and throws OptedOutError; when
+ * a human took over from the AI (and the reply is the AI's answer), records it as withheld
+ * and throws HumanTookOverError.
  */
-async function refuseIfOptedOut(deps: OutboxDeps, reply: Message, options: ResumeOptions): Promise<void> {
-  if (options.confirmsOptOut) return;
-  const state = await optOutStateOf(deps.db, reply.conversationId);
-  if (!state?.optedOutAt) return;
-  const reason = `not sent: the contact opted out at ${state.optedOutAt.toISOString()}, before this reply went out`;
+async function refuseIfWithheld(deps: OutboxDeps, reply: Message, options: ResumeOptions): Promise<void> {
+  if (options.confirms !== 'out') {
+    const state = await optOutStateOf(deps.db, reply.conversationId);
+    if (state?.optedOutAt) {
+      const reason = `not sent: the contact opted out at ${state.optedOutAt.toISOString()}, before this reply went out`;
+      await deps.db.query(REPLY_WITHHOLD_SQL, [reply.id, reason]);
+      throw new OptedOutError(`reply ${reply.id} ${reason}`);
+    }
+  }
+  if (options.confirms || reply.source !== 'ai' || !reply.replyToMessageId) return;
+  const takeover = await humanTakeoverOf(deps.db, reply.conversationId, reply.replyToMessageId);
+  if (!takeover) return;
+  const reason = `not sent: ${TAKEOVER_TEXT[takeover]} before this reply went out`;
   await deps.db.query(REPLY_WITHHOLD_SQL, [reply.id, reason]);
-  throw new OptedOutError(`reply ${reply.id} ${reason}`);
+  throw new HumanTookOverError(takeover, `reply ${reply.id} ${reason}`);
+}
+
+const TAKEOVER_TEXT = {
+  ai_paused: 'the conversation was paused for a human',
+  already_answered: "an admin's reply answered the message",
+} as const;
+
+// Why NO_HUMAN_TOOK_OVER fails for the AI's answer to inbound message $2, if it does.
+const TAKEOVER_SQL = `
+  select case when c.ai_paused then 'ai_paused'
+              when not (${NO_HUMAN_TOOK_OVER('c.id', 'i.seq')}) then 'already_answered' end as takeover
+  from conversations c join messages i on i.conversation_id = c.id and i.id = $2
+  where c.id = $1`;
+
+async function humanTakeoverOf(db: Queryable, conversationId: string, inboundId: string): Promise<'ai_paused' | 'already_answered' | null> {
+  const result = await db.query<{ takeover: 'ai_paused' | 'already_answered' | null }>(TAKEOVER_SQL, [conversationId, inboundId]);
+  return result.rows[0]?.takeover ?? null;
 }
 
 // A pending reply whose send may have reached Twilio: wait for the callback until the
@@ -309,9 +381,9 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
         return { kind: 'held', reply, reason: reply.errorMessage ?? 'held: outside the 24-hour window' };
       case 'send_failed':
       case 'failed': {
-        const claimed = await deps.db.query(REPLY_RECLAIM_SQL, [reply.id, options.confirmsOptOut === true]);
+        const claimed = await deps.db.query(REPLY_RECLAIM_SQL, [reply.id, ...confirmsParams(options.confirms)]);
         if (claimed.rows[0]) return replyDispatch(deps, messageFromRow(claimed.rows[0] as never), to);
-        await refuseIfOptedOut(deps, reply, options);
+        await refuseIfWithheld(deps, reply, options);
         break;
       }
       case 'pending':
@@ -384,7 +456,7 @@ const REPLY_RECLAIM_ABSENT_SQL = `
       error_message = 'resent: Twilio had no record of the first send (its Messages list)'
   where id = $1 and status in ('pending', 'unconfirmed') and twilio_sid is null
     and coalesce(send_started_at, created_at) + make_interval(secs => $2) <= now()
-    and ${MAY_SEND('$3')}
+    and ${MAY_SEND('$3', '$4')}
   returning *`;
 
 // Twilio's clock and ours, and the time between our send and Twilio's record of it.
@@ -416,7 +488,7 @@ export async function replyReconcile(deps: OutboxDeps, reply: Message, to: strin
   if (!absenceProves) return null;
   // Not after an opt-out: then it stays unresent, and is flagged for a human like any reply
   // whose confirmation did not come.
-  const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id, deps.confirmTimeoutSeconds, options.confirmsOptOut === true]);
+  const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id, deps.confirmTimeoutSeconds, ...confirmsParams(options.confirms)]);
   return reclaimed.rows[0] ? replyDispatch(deps, messageFromRow(reclaimed.rows[0] as never), to) : null;
 }
 
