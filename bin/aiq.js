@@ -9,6 +9,12 @@ if (!existsSync(built)) {
   console.error('aiq: not built yet: run `npm install` (or `npm run build`) in the aiq folder first');
   process.exit(1);
 }
+// A long-running command takes SIGINT/SIGTERM from its first moment, before the command
+// line, the configuration and the application load (a few hundred milliseconds on a busy
+// machine): a deploy that stops a process it just started gets an orderly exit 0, not a
+// process killed half-started by Node's default action. Other commands keep the default,
+// so Ctrl-C still ends them at once.
+if (['start', 'serve', 'worker'].includes(process.argv[2])) (await import('../dist/shutdown.js')).stopOnSignals();
 // In a checkout, warn when src/ changed after the last build: dist/ would run old code.
 const src = new URL('src/', root);
 if (existsSync(src) && newestMtime(src) > statSync(built).mtimeMs) {
