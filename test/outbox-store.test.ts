@@ -234,6 +234,24 @@ for (const backend of BACKENDS) {
       assert.deepEqual(fake.messages.filter((x) => x.to === to).map((x) => x.body), ['AI: deel een', 'AI: vijf', 'Je bent weer aangemeld']);
     });
 
+    test('a reply tried as the template and refused (503), resent free-form once the window reopened, is not recorded as a template', async () => {
+      fake.reset();
+      const template = { contentSid: `HX${'ab'.repeat(16)}`, variables: [{ key: '1', source: 'reply' as const }] };
+      const withTemplate: OutboxDeps = { ...deps, sendAs: () => ({ template }) };
+      const m = await inbound('na een dag');
+      await t.db.query(`update conversations set last_inbound_at = now() - interval '25 hours' where id = $1`, [m.conversationId]);
+      fake.fault({ kind: 'http', status: 503, code: 20503 });
+      const first = await replySend(withTemplate, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['via het sjabloon'], contextUntilSeq: null }, TO);
+      assert.equal(first.kind, 'retry');
+      assert.equal((await messageGet(t.db, first.reply.id))!.templateSid, template.contentSid);
+      // The contact writes again: the window is open, the retry goes free-form.
+      await t.db.query(`update conversations set last_inbound_at = now() where id = $1`, [m.conversationId]);
+      const retried = await replyResume(withTemplate, (await messageGet(t.db, first.reply.id))!, TO);
+      assert.equal(retried.kind, 'sent');
+      assert.equal(fake.messages.at(-1)!.contentSid, undefined);
+      assert.equal((await messageGet(t.db, first.reply.id))!.templateSid, null, 'recorded as what went: free text');
+    });
+
     test('without a status callback URL only Twilio\'s list can confirm a possibly-sent reply; when it cannot tell, flagged at once', async () => {
       fake.reset();
       const blind: OutboxDeps = { ...deps, statusCallbackUrl: () => undefined };

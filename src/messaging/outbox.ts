@@ -588,15 +588,19 @@ async function sendContextOf(deps: OutboxDeps, conversationId: string, known?: S
 async function sendForm(deps: OutboxDeps, reply: Message, context?: SendContextRow): Promise<SendForm> {
   const { row, from, template } = await sendContextOf(deps, reply.conversationId, context);
   const lastInboundAt = row?.last_inbound_at ?? null;
-  if (windowOpen(lastInboundAt)) return { from };
+  if (windowOpen(lastInboundAt)) {
+    // An earlier attempt that went as a template and provably did not go out (a 503) left
+    // its SID: this send is free text, and the record (and the Twilio-list check, which
+    // skips templates) must say so.
+    if (reply.templateSid) await deps.db.query('update messages set template_sid = null where id = $1', [reply.id]);
+    return { from };
+  }
   if (!template) return { held: heldReason(lastInboundAt, 'no approved template is configured to stand in for replies') };
   const filled = templateFill(template, { name: row?.profile_name ?? null, reply: reply.body });
   if ('missing' in filled) return { held: heldReason(lastInboundAt, filled.missing) };
   await deps.db.query('update messages set template_sid = $2 where id = $1', [reply.id, template.contentSid]);
   return { from, template: { contentSid: template.contentSid, variables: filled.variables } };
 }
-
-
 
 function flagReason(reply: Message, timeoutSeconds: number, why?: string): string {
   const cause = why ?? `no confirmation came within ${timeoutSeconds} s (its sender stopped mid-send or Twilio did not answer)`;
