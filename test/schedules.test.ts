@@ -7,7 +7,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { retentionPurge } from '../src/jobs/retention.ts';
 import { createLogger } from '../src/logger.ts';
-import { Scheduler, ScheduleInputError, scheduleEnable, scheduleList, scheduleSet, slotsDue } from '../src/queue/index.ts';
+import pg from 'pg';
+import { jobCleanup, jobRetry, Scheduler, ScheduleInputError, scheduleEnable, scheduleList, scheduleSet, slotsDue } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 import { inboundParams, injectSigned, messagingEnv, startMessagingApp } from './helpers/messaging.ts';
@@ -149,6 +150,58 @@ test('retention removes exactly what is older than the policy, in batches, while
   } finally {
     await m.close();
     await twilio?.close();
+  }
+});
+
+test('jobs an admin retries while retention or aiq cleanup runs are skipped, not deleted once the retry commits', async () => {
+  await t.db.query(`insert into ai_jobs (type, payload, status, finished_at, attempts, max_attempts) values
+    ('retried_failed', '{}', 'failed', now() - interval '100 days', 3, 3), ('purged_failed', '{}', 'failed', now() - interval '100 days', 3, 3),
+    ('retried_cancelled', '{}', 'cancelled', now() - interval '100 days', 0, 3)`);
+  const ids = Object.fromEntries((await t.db.query<{ type: string; id: string }>(`select type, id from ai_jobs where type in ('retried_failed', 'purged_failed', 'retried_cancelled')`)).rows.map((r) => [r.type, r.id]));
+  // The admin's retries, in a transaction not yet committed: their rows are locked.
+  const admin = new pg.Client({ connectionString: t.url });
+  await admin.connect();
+  try {
+    await admin.query('begin');
+    assert.equal(await jobRetry(admin as never, ids.retried_failed!), true);
+    assert.equal(await jobRetry(admin as never, ids.retried_cancelled!), true);
+    /** Runs `work` until it ends or waits for the admin's row locks, then lets the retries commit. */
+    const besideRetry = async <T>(work: Promise<T>): Promise<T> => {
+      let ended = false;
+      void work.finally(() => (ended = true)).catch(() => {});
+      await waitFor(async () => ended || (await t.db.query(`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)).rowCount > 0, 'the purge to end or wait');
+      await admin.query('commit');
+      return work;
+    };
+    const policy = { RETENTION_MESSAGES_DAYS: 0, JOB_RETENTION_DAYS: 14, RETENTION_JOBS_FAILED_DAYS: 90, RETENTION_USAGE_DAYS: 0, RETENTION_IMPORTS_DAYS: 0, RETENTION_AUDIT_DAYS: 0 };
+    const removed = await besideRetry(retentionPurge(t.db, policy));
+    assert.equal(removed['failed jobs'], 1, 'only the job nobody retried');
+    // aiq cleanup: the cancelled job cancelled again long ago, a done one beside it.
+    await t.db.query(`update ai_jobs set status = 'cancelled', finished_at = now() - interval '100 days' where id = $1`, [ids.retried_cancelled]);
+    await t.db.query(`insert into ai_jobs (type, payload, status, finished_at, attempts) values ('cleaned_done', '{}', 'done', now() - interval '100 days', 1)`);
+    await admin.query('begin');
+    assert.equal(await jobRetry(admin as never, ids.retried_cancelled!), true);
+    assert.equal(await besideRetry(jobCleanup(t.db, 14)), 1, 'aiq cleanup: only the done job');
+    const left = await t.db.query<{ type: string; status: string }>(`select type, status from ai_jobs where id = any($1::uuid[]) order by type`, [Object.values(ids)]);
+    assert.deepEqual(left.rows, [{ type: 'retried_cancelled', status: 'pending' }, { type: 'retried_failed', status: 'pending' }]);
+
+    // JOB_RETENTION_DAYS=0 keeps finished jobs forever: aiq cleanup deletes nothing then, and
+    // refuses --days below 1 rather than deleting every finished job.
+    await t.db.query(`insert into ai_jobs (type, payload, status, finished_at, attempts) values ('kept_done', '{}', 'done', now() - interval '100 days', 1)`);
+    const env = { DATABASE_URL: t.url!, AI_PROVIDER: 'local', LOG_LEVEL: 'silent' };
+    const kept = await runAiq(['cleanup'], { ...env, JOB_RETENTION_DAYS: '0' });
+    assert.equal(kept.code, 0, kept.out);
+    assert.match(kept.out, /JOB_RETENTION_DAYS is 0: finished jobs are kept forever; nothing deleted/);
+    for (const days of ['0', '-1']) {
+      const refused = await runAiq(['cleanup', `--days=${days}`], env);
+      assert.equal(refused.code, 2, refused.out);
+      assert.match(refused.out, /--days must be at least 1/);
+    }
+    assert.equal((await t.db.query(`select 1 from ai_jobs where type = 'kept_done'`)).rowCount, 1);
+    assert.match((await runAiq(['cleanup', '--days', '30'], env)).out, /deleted 1 finished job older than 30 days/);
+  } finally {
+    await admin.end();
+    await t.db.query(`delete from ai_jobs where type like 'retried_%'`);
   }
 });
 

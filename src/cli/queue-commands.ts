@@ -177,7 +177,15 @@ export const queueCommands: Command[] = [
     options: { days: { type: 'string', value: 'N', description: 'older than this many days', default: 'JOB_RETENTION_DAYS (14)' } },
     example: 'aiq cleanup --days 30',
     async run({ values }, config) {
-      const days = intOf('days', values.days) ?? config.JOB_RETENTION_DAYS;
+      const asked = intOf('days', values.days);
+      if (asked !== undefined && asked < 1) throw new UsageError(`--days must be at least 1, got ${asked}`);
+      // 0 in the configuration keeps finished jobs forever (as the retention job reads it),
+      // not "older than 0 days": everything.
+      if (asked === undefined && config.JOB_RETENTION_DAYS === 0) {
+        console.log('JOB_RETENTION_DAYS is 0: finished jobs are kept forever; nothing deleted (--days N deletes those older than N days)');
+        return;
+      }
+      const days = asked ?? config.JOB_RETENTION_DAYS;
       const deleted = await withRuntime(config, (rt) => jobCleanup(rt.db, days));
       console.log(`deleted ${deleted} finished job${deleted === 1 ? '' : 's'} older than ${days} days`);
     },

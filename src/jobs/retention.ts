@@ -15,6 +15,15 @@ type Policy = Pick<
   'RETENTION_MESSAGES_DAYS' | 'JOB_RETENTION_DAYS' | 'RETENTION_JOBS_FAILED_DAYS' | 'RETENTION_USAGE_DAYS' | 'RETENTION_IMPORTS_DAYS' | 'RETENTION_AUDIT_DAYS'
 >;
 
+function finishedJobsDelete(status: 'done' | 'failed' | 'cancelled'): string {
+  return `delete from ai_jobs
+          where id in (
+            select id from ai_jobs
+            where status = '${status}' and finished_at < now() - $1::float8 * interval '1 day'
+            limit ${BATCH}
+            for update skip locked)`;
+}
+
 // Each deletes at most BATCH rows older than $1 days, by the index on its time column where
 // there is one. Conversations go when their messages have gone and they are as old, and
 // then their contact once it has no conversation left (a number with nothing left to talk
@@ -46,9 +55,12 @@ const PURGES: Array<{ kind: string; days: keyof Policy; sql: string }> = [
             limit ${BATCH})
             and k.updated_at < now() - $1::float8 * interval '1 day'`,
   },
-  { kind: 'done jobs', days: 'JOB_RETENTION_DAYS', sql: `delete from ai_jobs where id in (select id from ai_jobs where status = 'done' and finished_at < now() - $1::float8 * interval '1 day' limit ${BATCH})` },
-  { kind: 'failed jobs', days: 'RETENTION_JOBS_FAILED_DAYS', sql: `delete from ai_jobs where id in (select id from ai_jobs where status = 'failed' and finished_at < now() - $1::float8 * interval '1 day' limit ${BATCH})` },
-  { kind: 'cancelled jobs', days: 'JOB_RETENTION_DAYS', sql: `delete from ai_jobs where id in (select id from ai_jobs where status = 'cancelled' and finished_at < now() - $1::float8 * interval '1 day' limit ${BATCH})` },
+  // Jobs: rows another transaction holds are skipped, not waited for. A job an admin is
+  // retrying (failed → pending) would otherwise be deleted once the retry committed, on the
+  // subquery's word, and a bulk retry and the purge could deadlock on each other's rows.
+  { kind: 'done jobs', days: 'JOB_RETENTION_DAYS', sql: finishedJobsDelete('done') },
+  { kind: 'failed jobs', days: 'RETENTION_JOBS_FAILED_DAYS', sql: finishedJobsDelete('failed') },
+  { kind: 'cancelled jobs', days: 'JOB_RETENTION_DAYS', sql: finishedJobsDelete('cancelled') },
   { kind: 'ai usage', days: 'RETENTION_USAGE_DAYS', sql: `delete from ai_usage where id in (select id from ai_usage where created_at < now() - $1::float8 * interval '1 day' limit ${BATCH})` },
   // Finished imports, and ones left unfinished as long (a process that died mid-import):
   // their stored upload is a staff list all the same.
@@ -58,7 +70,8 @@ const PURGES: Array<{ kind: string; days: keyof Policy; sql: string }> = [
     sql: `delete from imports where id in (
             select id from imports
             where coalesce(finished_at, created_at) < now() - $1::float8 * interval '1 day'
-            limit ${BATCH})`,
+            limit ${BATCH})
+            and coalesce(finished_at, created_at) < now() - $1::float8 * interval '1 day'`,
   },
   { kind: 'audit log', days: 'RETENTION_AUDIT_DAYS', sql: `delete from audit_log where id in (select id from audit_log where at < now() - $1::float8 * interval '1 day' limit ${BATCH})` },
 ];

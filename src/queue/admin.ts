@@ -209,7 +209,9 @@ export async function jobCleanup(db: Queryable, retentionDays: number, batchSize
          select id from ai_jobs
          where finished_at < now() - make_interval(secs => $1)
            and status in ('done', 'cancelled')
-         limit $2)`,
+         limit $2
+         -- A job being retried meanwhile is skipped, not deleted once the retry commits.
+         for update skip locked)`,
       [retentionDays * 86_400, batchSize],
     );
     deleted += result.rowCount;
