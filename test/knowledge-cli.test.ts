@@ -49,6 +49,15 @@ test('import-people reports new, unchanged and rejected rows with their lines', 
   const bad = await aiq(['import-people', mapped]);
   assert.equal(bad.code, 1);
   assert.match(bad.out, /the header has no name or phone column/);
+  // A NUL in the header (an attribute's name, a JSON key PostgreSQL cannot store) is a file
+  // error like any other: said plainly, and the import is recorded as failed, not left running.
+  const nul = join(dir, 'nul-header.csv');
+  writeFileSync(nul, 'name,phone,Bad\u0000Column\nAnna,+31612345678,x\n');
+  const refused = await aiq(['import-people', nul]);
+  assert.equal(refused.code, 1, refused.out);
+  assert.match(refused.out, /the header line holds NUL characters: save the file as UTF-8 CSV/);
+  const imports = await t.db.query<{ status: string; finished: boolean }>(`select status, finished_at is not null as finished from imports where filename = 'nul-header.csv'`);
+  assert.deepEqual(imports.rows, [{ status: 'failed', finished: true }]);
 });
 
 test('add-document chunks and queues the embedding; reembed embeds what is stale', async () => {
