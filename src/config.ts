@@ -3,6 +3,7 @@
 // the process with a message that names the variable; secrets are never echoed back.
 import { existsSync } from 'node:fs';
 import { isIPv4 } from 'node:net';
+import { parse as parseConnectionString } from 'pg-connection-string';
 import { z } from 'zod';
 import { pricesParse } from './ai/costs.ts';
 import { templateVariablesParse } from './messaging/window.ts';
@@ -16,6 +17,19 @@ const optionalText = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
 const optionalUrl = optionalText.pipe(z.string().url().optional());
+// Read as pg reads it (a Unix socket's ?host=/dir included), so that a URL it cannot parse
+// (a port of 54x2, say) stops the start naming the variable, not with "Invalid URL" later.
+const postgresUrl = z
+  .string()
+  .regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://')
+  .refine((value) => {
+    try {
+      parseConnectionString(value);
+      return true;
+    } catch {
+      return false;
+    }
+  }, 'is not a connection URL PostgreSQL clients can read (postgres://user:password@host:5432/database)');
 
 const schema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
@@ -23,19 +37,9 @@ const schema = z.object({
   // auto: one readable line per event on a terminal, JSON lines otherwise.
   LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
 
-  DATABASE_URL: optionalText.pipe(
-    z
-      .string()
-      .regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://')
-      .optional(),
-  ),
+  DATABASE_URL: optionalText.pipe(postgresUrl.optional()),
   // A connection that bypasses a transaction-mode pooler, for LISTEN and migrations.
-  DATABASE_DIRECT_URL: optionalText.pipe(
-    z
-      .string()
-      .regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://')
-      .optional(),
-  ),
+  DATABASE_DIRECT_URL: optionalText.pipe(postgresUrl.optional()),
   DATA_DIR: z.string().min(1).default('./data'),
   DATABASE_POOL_SIZE: int(1, 200).default(10),
   // Named prepared statements (src/db/prepared.ts): auto = when no pooler or proxy sits between.

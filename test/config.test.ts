@@ -13,6 +13,14 @@ test('defaults need no variables at all', () => {
 test('a bad value is refused with the variable named', () => {
   assert.throws(() => loadConfig({ WORKER_CONCURRENCY: 'many' }), (err: Error) => err instanceof ConfigError && /WORKER_CONCURRENCY/.test(err.message));
   assert.throws(() => loadConfig({ DATABASE_URL: 'mysql://x' }), /DATABASE_URL: must start with postgres/);
+  // A URL pg cannot read fails here, by name and without the password, not later as "Invalid URL".
+  assert.throws(
+    () => loadConfig({ DATABASE_URL: 'postgres://aiq:s3cret@db.internal:54x2/aiq' }),
+    (err: Error) => /DATABASE_URL: is not a connection URL PostgreSQL clients can read/.test(err.message) && !err.message.includes('s3cret'),
+  );
+  assert.throws(() => loadConfig({ DATABASE_DIRECT_URL: 'postgres://db:5432:6432/aiq' }), /DATABASE_DIRECT_URL: is not a connection URL/);
+  // What pg reads is accepted: a Unix socket with a user, no host in the authority.
+  assert.equal(loadConfig({ DATABASE_URL: 'postgres://aiq@/aiq?host=/var/run/postgresql' }).DATABASE_URL, 'postgres://aiq@/aiq?host=/var/run/postgresql');
   assert.throws(() => loadConfig({ TWILIO_SKIP_SIGNATURE: 'true', NODE_ENV: 'production' }), /TWILIO_SKIP_SIGNATURE: refused when NODE_ENV=production/);
   assert.throws(() => loadConfig({ TWILIO_ACCOUNT_SID: 'AC' + 'a'.repeat(32) }), /TWILIO_AUTH_TOKEN/);
 });
