@@ -100,7 +100,7 @@ const schema = z.object({
   // Several business numbers, each with its own assistant profile (README, WhatsApp).
   PROFILES_FILE: optionalText,
 
-  AI_PROVIDER: z.enum(['local', 'openai', 'azure']).optional(),
+  AI_PROVIDER: optionalText.pipe(z.enum(['local', 'openai', 'azure']).optional()),
   OPENAI_API_KEY: optionalText,
   OPENAI_BASE_URL: optionalUrl,
   OPENAI_CHAT_MODEL: z.string().min(1).default('gpt-4o-mini'),
@@ -122,7 +122,7 @@ const schema = z.object({
   RAG_RRF_K: int(1, 1000).default(60),
   RAG_VECTOR_WEIGHT: z.coerce.number().min(0).max(10).default(1),
   // Unset: 2 with the offline embeddings (weaker than full-text search: npm run eval), else 1.
-  RAG_LEXICAL_WEIGHT: z.coerce.number().min(0).max(10).optional(),
+  RAG_LEXICAL_WEIGHT: optionalText.pipe(z.coerce.number<string>().min(0).max(10).optional()),
   RAG_TEXT_SEARCH_CONFIG: z.string().trim().regex(/^[a-z_][a-z0-9_]*$/, 'must be a text-search configuration name such as dutch, english or simple').default('dutch'),
   // Synonym groups questions are expanded with (README, Knowledge and retrieval): the built-in
   // Dutch/English workplace list, the organisation's own file, and what a match of a synonym
@@ -134,7 +134,7 @@ const schema = z.object({
   RAG_SYNONYM_WEIGHT: z.coerce.number().min(0).max(1).default(0.85),
   // Below this relevance the assistant says it does not know and offers a colleague instead
   // of answering from weak context; unset: the value the evaluation chose for the provider.
-  RAG_MIN_RELEVANCE: z.coerce.number().min(0).max(1).optional(),
+  RAG_MIN_RELEVANCE: optionalText.pipe(z.coerce.number<string>().min(0).max(1).optional()),
   // A short "Source: …" line under WhatsApp replies, naming the sections the answer drew on.
   REPLY_CITE_SOURCES: bool.default(false),
   CHUNK_MAX_CHARS: int(200, 8000).default(1200),
@@ -185,6 +185,9 @@ const schema = z.object({
 });
 
 export type Env = z.infer<typeof schema>;
+
+/** Every variable aiq reads (.env.example and the README's table name each one). */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(schema.shape);
 
 /** Thrown for an invalid environment; its message names every bad variable. */
 export class ConfigError extends Error {

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { ConfigError, loadConfig } from '../src/config.ts';
+import { parseEnv } from 'node:util';
+import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/config.ts';
 
 test('defaults need no variables at all', () => {
   const config = loadConfig({});
@@ -33,4 +35,23 @@ test('secrets are never echoed in config errors', () => {
     (err: Error) =>
       /PEOPLE_SYNC_URL: .*\(got "http:\/\/hr\.example\.com\/export\?…"\)/.test(err.message) && !/s3cr3tKEY|pa55/.test(err.message),
   );
+});
+
+test('.env.example names every variable, and each value it shows, set or commented out, is the default', () => {
+  const example = readFileSync(new URL('../.env.example', import.meta.url), 'utf8');
+  const missing = CONFIG_VARIABLES.filter((name) => !new RegExp(`^(# )?${name}=`, 'm').test(example));
+  assert.deepEqual(missing, [], 'variables .env.example does not show');
+  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+  assert.deepEqual(CONFIG_VARIABLES.filter((name) => !readme.includes(`\`${name}\``)), [], 'variables the README does not name');
+  // Copied to .env as it is, or with a line uncommented, it changes nothing. (An empty value
+  // commented out stands for "unset"; some variables read empty as "none".)
+  const shown = parseEnv(example.replace(/^# ([A-Z][A-Z0-9_]*=.+)$/gm, '$1'));
+  // An empty value is unset, also for the numbers whose default depends on the provider
+  // (read as 0 before, it switched the full-text side of retrieval off).
+  assert.deepEqual(
+    [loadConfig({ RAG_LEXICAL_WEIGHT: '', RAG_MIN_RELEVANCE: '', AI_PROVIDER: '' })].map((c) => [c.RAG_LEXICAL_WEIGHT, c.RAG_MIN_RELEVANCE, c.AI_PROVIDER]),
+    [[undefined, undefined, undefined]],
+  );
+  const settled = (env: NodeJS.ProcessEnv) => JSON.parse(JSON.stringify(loadConfig(env))); // unset and undefined alike
+  assert.deepEqual(settled(shown), settled({}));
 });
