@@ -6,6 +6,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { autoreplyEnqueue } from '../src/jobs/autoreply.ts';
+import { historyOf } from '../src/jobs/reply-context.ts';
+import { conversationThread, messageAnsweredBy } from '../src/messaging/conversations.ts';
 import { jobGet } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
@@ -104,6 +106,13 @@ describe('without a template', () => {
     const reply = await s!.t.db.query<{ status: string }>(`select status from messages where source = 'ai' and reply_to_message_id = $1`, [inbound.rows[0]!.id]);
     assert.deepEqual(reply.rows, [{ status: 'held' }]);
     assert.equal(s!.twilioApi.messages.length, 0);
+    // The held reply never left: the question is still open for the next reply, and the
+    // model is not shown the held text as something the contact read.
+    const thread = await conversationThread(s!.t.db, conversationId, 20);
+    assert.equal(thread.answeredUpTo, 0);
+    assert.deepEqual(thread.unanswered.map((m) => m.body), ['Hoeveel vakantiedagen heb ik?']);
+    assert.deepEqual(historyOf(thread.earlier), []);
+    assert.equal(await messageAnsweredBy(s!.t.db, conversationId, 1), null);
   });
 
   test('a 63016 that still comes back (a clock off, a window Twilio closed first) is recorded as the window case', async () => {

@@ -88,8 +88,8 @@ export function replyDepsOf(runtime: Runtime): (businessNumber: string | null) =
   return (businessNumber) => byProfile.get(runtime.profiles.of(businessNumber))!;
 }
 
-/** Outbound messages that never reached the contact are not part of what they saw. */
-const UNDELIVERED = new Set(['failed', 'send_failed', 'undelivered', 'canceled']);
+/** Outbound messages that never reached the contact (held ones never left) are not part of what they saw. */
+const UNDELIVERED = new Set(['failed', 'send_failed', 'held', 'undelivered', 'canceled']);
 
 /**
  * The conversation as the model reads it: inbound as the user, AI and admin replies as the

@@ -188,6 +188,14 @@ export async function conversationGet(db: Queryable, id: string): Promise<Conver
   return row ? conversationFromRow(row) : null;
 }
 
+/**
+ * Replies that answer nothing, as SQL: refused by Twilio or the API (failed), not sent for
+ * now (send_failed), or held outside the 24-hour window, never handed to Twilio. The
+ * contact's question stays open, so the next reply answers it, and none of them is shown
+ * to the model as said.
+ */
+export const ANSWERS_NOTHING_SQL = `('failed', 'send_failed', 'held')`;
+
 // The seed's done-is-noop guard, made exact: a reply whose context covered this message's
 // position answers it (an AI reply: it was in the prompt; an admin reply: it was visible
 // when the admin wrote). Positions, unlike created_at, follow commit order. A fragment, so
@@ -195,7 +203,7 @@ export async function conversationGet(db: Queryable, id: string): Promise<Conver
 const answeringReplySql = (conversationId: string, seq: string) => `
   select a.id from messages a
   where a.conversation_id = ${conversationId} and a.source <> 'inbound'
-    and a.status not in ('failed', 'send_failed')
+    and a.status not in ${ANSWERS_NOTHING_SQL}
     and a.context_until_seq >= ${seq}
   order by a.created_at desc
   limit 1`;
@@ -223,7 +231,7 @@ export interface ConversationThread {
 const threadSql = (conversationId: string, limit: string) => `
   with up_to as (
     select coalesce(max(context_until_seq), 0)::int8 as n from messages
-    where conversation_id = ${conversationId} and source <> 'inbound' and status not in ('failed', 'send_failed')
+    where conversation_id = ${conversationId} and source <> 'inbound' and status not in ${ANSWERS_NOTHING_SQL}
   )
   select 'earlier' as thread_part, up_to.n as answered_up_to, e.*
   from up_to cross join lateral (
