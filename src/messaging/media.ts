@@ -53,6 +53,9 @@ export async function mediaFetch(url: string, contentType: string, settings: Med
     return { status: 'refused', note: 'not a URL' };
   }
   if (target.origin !== api.origin) return { status: 'refused', note: `${target.origin} is not the Twilio API (${api.origin}): never requested` };
+  // Credentials are ours to add; a URL carrying its own is not one Twilio sends (and fetch
+  // refuses it, which would otherwise be retried as a passing failure).
+  if (target.username || target.password) return { status: 'refused', note: 'the URL carries a user name or password: never requested' };
   const auth = `Basic ${Buffer.from(`${settings.accountSid}:${settings.authToken}`).toString('base64')}`;
   for (let hop = 0; ; hop++) {
     const credentials = target.origin === api.origin;
