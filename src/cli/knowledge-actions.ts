@@ -9,7 +9,7 @@ import type { Database } from '../db/types.ts';
 import { embeddingSpaceOf, type AiProvider } from '../ai/types.ts';
 import { documentAdd, embedRecord } from '../jobs/embed-record.ts';
 import { importPeopleExecute } from '../jobs/import-people.ts';
-import { importCreate, importGet, type PersonField } from '../knowledge/csv-import.ts';
+import { importCreate, importFail, importGet, type PersonField } from '../knowledge/csv-import.ts';
 import { chunkRelevance, knowledgeRetrieve, retrievalSettingsOf } from '../ai/rag.ts';
 import { chunkLocation, chunkSettingsOf, DocumentContentError } from '../knowledge/chunking.ts';
 import { QUESTION_MAX_CHARS, type SearchMode } from '../knowledge/search.ts';
@@ -198,6 +198,11 @@ export async function importPeople({ values, positionals }: CommandInput, config
     const progress = new Progress('rows');
     try {
       await importPeopleExecute(rt.db, importId, { headerMap, onProgress: (c) => progress.update(c.rowsRead, estimate) });
+    } catch (err) {
+      // Nothing runs it again here (no job, no retry): an import left `running` would hold
+      // the file's rows as "under way" forever. A file error was recorded already.
+      await importFail(rt.db, importId, (err as Error).message);
+      throw err;
     } finally {
       progress.done();
     }

@@ -258,6 +258,8 @@ function normaliseHeader(text: string): string {
 }
 
 function headerPlan(cells: string[], explicit: Record<string, PersonField> = {}): HeaderPlan {
+  // A header cell names an attribute, stored as a JSON key: PostgreSQL stores no NUL there.
+  if (cells.some((cell) => cell.includes('\u0000'))) throw new ImportFileError('the header line holds NUL characters: save the file as UTF-8 CSV');
   const explicitNormalised = new Map(Object.entries(explicit).map(([k, v]) => [normaliseHeader(k), v]));
   const taken = new Map<PersonField, string>();
   const columns = cells.map((cell, index) => {
