@@ -1,13 +1,13 @@
 // Embedded PGlite (Postgres in WebAssembly, with pgvector) behind the Database interface.
 // PGlite has no locking between processes, so the owner takes a lock file in the data
 // folder; a second process is refused instead of silently losing writes.
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { servePgliteSocket, type SocketServer } from './pglite-socket.ts';
 import { SessionGate } from './session-gate.ts';
-import { DataDirLockedError } from './errors.ts';
+import { dataDirLock } from './data-dir-lock.ts';
 import type { Database, Queryable } from './types.ts';
 
 
@@ -26,7 +26,7 @@ export interface PgliteOptions {
 }
 
 export async function openPglite(options: PgliteOptions = {}): Promise<Database & { dump(): Promise<Blob> }> {
-  const releaseLock = options.dataDir ? lockDataDir(resolve(options.dataDir)) : () => {};
+  const releaseLock = options.dataDir ? await lockDataDir(resolve(options.dataDir)) : () => {};
   let db: PGlite;
   try {
     db = await PGlite.create({
@@ -103,7 +103,7 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
  */
 export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ movedAside?: string }> {
   const dir = resolve(dataDir);
-  const releaseLock = lockDataDir(dir);
+  const releaseLock = await lockDataDir(dir);
   try {
     const pgdata = join(dir, 'pgdata');
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');
@@ -135,50 +135,8 @@ export class BackupUnusableError extends Error {
   override name = 'BackupUnusableError';
 }
 
-/**
- * Takes `<dir>/aiq.lock` (created exclusively, holding our pid). A lock whose pid is no
- * longer running was left by a killed process and is taken over.
- */
-function lockDataDir(dir: string): () => void {
+/** Creates the folder of an embedded database and takes its lock (see data-dir-lock.ts). */
+async function lockDataDir(dir: string): Promise<() => void> {
   mkdirSync(dir, { recursive: true });
-  const path = join(dir, 'aiq.lock');
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      const fd = openSync(path, 'wx');
-      writeSync(fd, String(process.pid));
-      closeSync(fd);
-      let released = false;
-      const release = () => {
-        if (released) return;
-        released = true;
-        rmSync(path, { force: true });
-      };
-      process.once('exit', release);
-      return release;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const owner = Number(readFileSync(path, 'utf8').trim());
-      if (owner && owner !== process.pid && isRunning(owner)) {
-        throw new DataDirLockedError(
-          `the embedded database in ${dir} is in use by process ${owner} (a running \`aiq start\`?). ` +
-            'The embedded database serves one server process only: CLI commands reach a running `aiq start` ' +
-            'through its socket in that folder, and meanwhile the dashboard and the admin API work too ' +
-            '(http://127.0.0.1:3000/admin, /api); to run several servers or workers at once, set DATABASE_URL ' +
-            'to a PostgreSQL server.',
-          dir,
-        );
-      }
-      rmSync(path, { force: true });
-    }
-  }
-  throw new DataDirLockedError(`could not lock ${path}`, dir);
-}
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
+  return dataDirLock(dir);
 }
