@@ -1,8 +1,9 @@
 // The embedded database's folder as operations meet it: two processes starting at once on a
-// lock left by a killed one, and a release that must not remove another process's lock.
+// lock left by a killed one, a release that must not remove another process's lock, and
+// files that only their owner may read.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -60,5 +61,23 @@ test('closing the database leaves the lock alone once it is no longer ours', asy
     assert.equal(readFileSync(join(dataDir, 'aiq.lock'), 'utf8'), theirs);
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('the embedded database\'s folders are its owner\'s only, also one an older aiq left open to others', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'aiq-data-mode-'));
+  const dataDir = join(root, 'data');
+  const mode = (path: string) => (statSync(path).mode & 0o777).toString(8);
+  const umask = process.umask(0o022);
+  try {
+    await (await openPglite({ dataDir })).close();
+    assert.equal(mode(dataDir), '700', 'a new DATA_DIR');
+    assert.equal(mode(join(dataDir, 'pgdata')), '700', 'a new pgdata');
+    chmodSync(join(dataDir, 'pgdata'), 0o755);
+    await (await openPglite({ dataDir })).close();
+    assert.equal(mode(join(dataDir, 'pgdata')), '700', 'an existing pgdata is tightened');
+  } finally {
+    process.umask(umask);
+    rmSync(root, { recursive: true, force: true });
   }
 });

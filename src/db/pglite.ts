@@ -1,7 +1,7 @@
 // Embedded PGlite (Postgres in WebAssembly, with pgvector) behind the Database interface.
 // PGlite has no locking between processes, so the owner takes a lock file in the data
 // folder; a second process is refused instead of silently losing writes.
-import { existsSync, mkdirSync, renameSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, renameSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
@@ -30,7 +30,7 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
   let db: PGlite;
   try {
     db = await PGlite.create({
-      dataDir: options.dataDir ? resolve(options.dataDir, 'pgdata') : undefined,
+      dataDir: options.dataDir ? ownerOnlyFolder(resolve(options.dataDir, 'pgdata')) : undefined,
       loadDataDir: options.loadDataDir,
       extensions: { vector },
     });
@@ -113,7 +113,7 @@ export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ mo
       renameSync(pgdata, movedAside);
     }
     try {
-      const db = await PGlite.create({ dataDir: pgdata, loadDataDir: backup, extensions: { vector } });
+      const db = await PGlite.create({ dataDir: ownerOnlyFolder(pgdata), loadDataDir: backup, extensions: { vector } });
       try {
         await db.query('select count(*) from aiq_migrations');
       } finally {
@@ -137,6 +137,17 @@ export class BackupUnusableError extends Error {
 
 /** Creates the folder of an embedded database and takes its lock (see data-dir-lock.ts). */
 async function lockDataDir(dir: string): Promise<() => void> {
-  mkdirSync(dir, { recursive: true });
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
   return dataDirLock(dir);
+}
+
+/**
+ * Creates `path` for PGlite's files, or tightens the one there, to this user only, and returns
+ * it. PGlite writes its files (the WAL with message text, pg_control) readable and writable
+ * by everyone; inside a folder only we may enter, nobody else reaches them whatever their mode.
+ */
+function ownerOnlyFolder(path: string): string {
+  mkdirSync(path, { recursive: true, mode: 0o700 });
+  chmodSync(path, 0o700);
+  return path;
 }
