@@ -1,7 +1,7 @@
 // Embedded PGlite (Postgres in WebAssembly, with pgvector) behind the Database interface.
 // PGlite has no locking between processes, so the owner takes a lock file in the data
 // folder; a second process is refused instead of silently losing writes.
-import { chmodSync, existsSync, mkdirSync, renameSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
@@ -29,6 +29,7 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
   const releaseLock = options.dataDir ? await lockDataDir(resolve(options.dataDir)) : () => {};
   let db: PGlite;
   try {
+    if (options.dataDir) refuseAfterCutShortRestore(resolve(options.dataDir));
     db = await PGlite.create({
       dataDir: options.dataDir ? ownerOnlyFolder(resolve(options.dataDir, 'pgdata')) : undefined,
       loadDataDir: options.loadDataDir,
@@ -97,9 +98,10 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
 /**
  * Loads a backup (from `backup()`) as the embedded database in `dataDir`, which no process
  * may hold. A database already there is moved aside, never deleted: the returned path says
- * where. The restored database is opened once to prove it loads; when it does not (not a
- * database, or not aiq's), what it left goes aside and the database that was there is put
- * back, so a bad file changes nothing the next start would run on.
+ * where. The backup is loaded into a folder of its own and opened once to prove it loads;
+ * only then do two renames swap it in. When it does not load (not a database, or not aiq's)
+ * it goes aside and nothing else changes; a restore cut short between the renames leaves
+ * pgdata missing beside pgdata.before-restore-*, which `openPglite` refuses to start on.
  */
 export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ movedAside?: string }> {
   const dir = resolve(dataDir);
@@ -107,27 +109,45 @@ export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ mo
   try {
     const pgdata = join(dir, 'pgdata');
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-    let movedAside: string | undefined;
-    if (existsSync(pgdata)) {
-      movedAside = join(dir, `pgdata.before-restore-${stamp}`);
-      renameSync(pgdata, movedAside);
-    }
+    const restoring = join(dir, `pgdata.restoring-${stamp}`);
     try {
-      const db = await PGlite.create({ dataDir: ownerOnlyFolder(pgdata), loadDataDir: backup, extensions: { vector } });
+      const db = await PGlite.create({ dataDir: ownerOnlyFolder(restoring), loadDataDir: backup, extensions: { vector } });
       try {
         await db.query('select count(*) from aiq_migrations');
       } finally {
         await db.close();
       }
     } catch (err) {
-      if (existsSync(pgdata)) renameSync(pgdata, join(dir, `pgdata.failed-restore-${stamp}`));
-      if (movedAside) renameSync(movedAside, pgdata);
-      throw new BackupUnusableError(`the backup does not load as an aiq database (${(err as Error).message}); ${movedAside ? `the database in ${dir} is as it was` : 'nothing was restored'}`);
+      if (existsSync(restoring)) renameSync(restoring, join(dir, `pgdata.failed-restore-${stamp}`));
+      throw new BackupUnusableError(`the backup does not load as an aiq database (${(err as Error).message}); ${existsSync(pgdata) ? `the database in ${dir} is as it was` : 'nothing was restored'}`);
     }
+    let movedAside: string | undefined;
+    if (existsSync(pgdata)) {
+      movedAside = join(dir, `pgdata.before-restore-${stamp}`);
+      renameSync(pgdata, movedAside);
+    }
+    renameSync(restoring, pgdata);
     return { movedAside };
   } finally {
     releaseLock();
   }
+}
+
+/**
+ * Refuses to open `dir` when it holds no database but one a restore moved aside: a restore
+ * was cut short, and PGlite would create an empty database in its place, on which the next
+ * start or `aiq migrate` would run as if all were well.
+ */
+function refuseAfterCutShortRestore(dir: string): void {
+  const pgdata = join(dir, 'pgdata');
+  if (existsSync(join(pgdata, 'PG_VERSION'))) return;
+  const aside = readdirSync(dir).filter((name) => name.startsWith('pgdata.before-restore-')).sort().at(-1);
+  if (!aside) return;
+  throw new Error(
+    `the embedded database in ${dir} has no pgdata but ${aside}: an \`aiq restore\` was cut short. ` +
+      `Put that database back (${existsSync(pgdata) ? `move the empty ${pgdata} away, then ` : ''}mv ${join(dir, aside)} ${pgdata}) ` +
+      'or run `aiq restore` again; aiq does not start an empty database in its place.',
+  );
 }
 
 /** A backup file that is not (or no longer) an aiq database. */
