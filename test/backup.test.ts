@@ -116,3 +116,17 @@ test('after a restore cut short between its renames, aiq refuses to start an emp
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
+
+test('aiq backup of a DATA_DIR that holds no database (a typo) is refused and creates nothing', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'aiq-backup-typo-'));
+  try {
+    const file = join(root, 'backup.tar.gz');
+    const refused = await aiq(['backup', file], { DATA_DIR: join(root, 'dta') });
+    assert.equal(refused.code, 2, refused.out);
+    assert.match(refused.out, /no embedded database in .*dta \(DATA_DIR\): nothing backed up/);
+    assert.equal(existsSync(join(root, 'dta')), false, 'no database was created to back up');
+    assert.equal(existsSync(file), false);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
