@@ -1,10 +1,11 @@
 // Backup and restore of the embedded database as an operator does it: `aiq backup` while
 // `aiq start` runs and after it stopped, `aiq restore` into another folder and over an
 // existing one (which is moved aside, not deleted). A conversation with its reply, its jobs
-// and the knowledge base's embeddings come back whole.
+// and the knowledge base's embeddings come back whole. A restore cut short is not papered
+// over by a new, empty database.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -98,4 +99,34 @@ test('aiq backup (while aiq start runs, and after) and aiq restore round-trip a 
   assert.match(refused.out, /is not an aiq backup/);
   assert.equal(existsSync(join(root, 'fresh')), false);
   rmSync(root, { recursive: true, force: true });
+});
+
+test('after a restore cut short between its renames, aiq refuses to start an empty database and names the one to put back', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'aiq-cut-restore-'));
+  try {
+    // What a kill -9 leaves once the old database is moved aside and before the new one is in place.
+    const aside = join(dataDir, 'pgdata.before-restore-2026-01-01T00-00-00-000Z');
+    mkdirSync(aside);
+    writeFileSync(join(aside, 'PG_VERSION'), '17\n');
+    const migrated = await aiq(['migrate'], { DATA_DIR: dataDir });
+    assert.equal(migrated.code, 1, migrated.out);
+    assert.match(migrated.out, /an `aiq restore` was cut short\. Put that database back \(mv .*pgdata\.before-restore-2026-01-01T00-00-00-000Z .*pgdata\)/);
+    assert.equal(existsSync(join(dataDir, 'pgdata')), false, 'no empty database was created');
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('aiq backup of a DATA_DIR that holds no database (a typo) is refused and creates nothing', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'aiq-backup-typo-'));
+  try {
+    const file = join(root, 'backup.tar.gz');
+    const refused = await aiq(['backup', file], { DATA_DIR: join(root, 'dta') });
+    assert.equal(refused.code, 2, refused.out);
+    assert.match(refused.out, /no embedded database in .*dta \(DATA_DIR\): nothing backed up/);
+    assert.equal(existsSync(join(root, 'dta')), false, 'no database was created to back up');
+    assert.equal(existsSync(file), false);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
 });

@@ -4,6 +4,9 @@
 // while everyone else's data is untouched; an erasure during a running autoreply leaves
 // nothing behind.
 import assert from 'node:assert/strict';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Queryable } from '../src/db/types.ts';
 import { importUpload } from '../src/http/admin/knowledge-store.ts';
@@ -132,6 +135,19 @@ test('aiq export and aiq forget: JSON out, confirmation, clear errors', async ()
   const exported = await aiq(['export', dave]);
   assert.equal(exported.code, 0, exported.out);
   assert.equal(JSON.parse(exported.out).conversations[0].messages[0].body, 'Kan ik morgen thuiswerken?');
+  // Into a file that was already there, readable by others: afterwards it is the owner's only.
+  const dir = mkdtempSync(join(tmpdir(), 'aiq-export-'));
+  try {
+    const file = join(dir, 'dave.json');
+    writeFileSync(file, '', { mode: 0o644 });
+    chmodSync(file, 0o644);
+    const toFile = await aiq(['export', dave, '--output', file]);
+    assert.equal(toFile.code, 0, toFile.out);
+    assert.equal(statSync(file).mode & 0o777, 0o600, 'an export holds personal data: owner only');
+    assert.equal(JSON.parse(readFileSync(file, 'utf8')).conversations[0].messages[0].body, 'Kan ik morgen thuiswerken?');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 
   const unconfirmed = await aiq(['forget', dave]);
   assert.equal(unconfirmed.code, 2);

@@ -2,8 +2,8 @@
 // A backup is PGlite's data folder as a gzipped tar, taken after a checkpoint in one turn of
 // the session: consistent, like a snapshot. While `aiq start` holds the folder, the running
 // process takes it (GET /api/backup); otherwise this process opens the folder itself.
-import { chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import type { Env } from '../config.ts';
 import { DataDirLockedError } from '../db/errors.ts';
 import { BackupUnusableError, openPglite, pgliteRestore } from '../db/pglite.ts';
@@ -31,6 +31,11 @@ export async function backup({ positionals }: CommandInput, config: Env): Promis
   const [file] = positionals;
   if (!file) throw new UsageError('backup needs a file to write, e.g. aiq backup aiq-backup.tar.gz');
   if (config.DATABASE_URL) throw new UsageError(`${SERVER_DATABASE} back it up with pg_dump --format=custom --file=aiq.dump "$DATABASE_URL"`);
+  // Opening the folder would create an empty database there: a typo in DATA_DIR would
+  // "succeed" with a backup that holds nothing of ours and does not restore.
+  if (!existsSync(join(config.DATA_DIR, 'pgdata', 'PG_VERSION'))) {
+    throw new UsageError(`there is no embedded database in ${resolve(config.DATA_DIR)} (DATA_DIR): nothing backed up. Is DATA_DIR the folder your aiq start uses?`);
+  }
   let blob: Blob;
   let via = 'the data folder';
   try {

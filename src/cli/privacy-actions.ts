@@ -1,5 +1,5 @@
 // What `aiq forget` and `aiq export` do (src/cli/privacy-commands.ts declares them).
-import { writeFileSync } from 'node:fs';
+import { closeSync, fchmodSync, openSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { createInterface } from 'node:readline/promises';
 import type { Env } from '../config.ts';
@@ -62,7 +62,14 @@ export async function exportPerson({ values, positionals }: CommandInput, config
     }
     const json = `${JSON.stringify(document, null, 2)}\n`;
     if (typeof values.output === 'string') {
-      writeFileSync(values.output, json, { mode: 0o600 });
+      // Owner-only before a byte is written: `mode` applies only to a file that open creates.
+      const fd = openSync(values.output, 'w', 0o600);
+      try {
+        fchmodSync(fd, 0o600);
+        writeFileSync(fd, json);
+      } finally {
+        closeSync(fd);
+      }
       console.log(`wrote everything held about ${phone} to ${values.output}`);
     } else process.stdout.write(json);
     return 0;

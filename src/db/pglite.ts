@@ -1,13 +1,13 @@
 // Embedded PGlite (Postgres in WebAssembly, with pgvector) behind the Database interface.
 // PGlite has no locking between processes, so the owner takes a lock file in the data
 // folder; a second process is refused instead of silently losing writes.
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { servePgliteSocket, type SocketServer } from './pglite-socket.ts';
 import { SessionGate } from './session-gate.ts';
-import { DataDirLockedError } from './errors.ts';
+import { dataDirLock } from './data-dir-lock.ts';
 import type { Database, Queryable } from './types.ts';
 
 
@@ -26,11 +26,12 @@ export interface PgliteOptions {
 }
 
 export async function openPglite(options: PgliteOptions = {}): Promise<Database & { dump(): Promise<Blob> }> {
-  const releaseLock = options.dataDir ? lockDataDir(resolve(options.dataDir)) : () => {};
+  const releaseLock = options.dataDir ? await lockDataDir(resolve(options.dataDir)) : () => {};
   let db: PGlite;
   try {
+    if (options.dataDir) refuseAfterCutShortRestore(resolve(options.dataDir));
     db = await PGlite.create({
-      dataDir: options.dataDir ? resolve(options.dataDir, 'pgdata') : undefined,
+      dataDir: options.dataDir ? ownerOnlyFolder(resolve(options.dataDir, 'pgdata')) : undefined,
       loadDataDir: options.loadDataDir,
       extensions: { vector },
     });
@@ -97,37 +98,56 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
 /**
  * Loads a backup (from `backup()`) as the embedded database in `dataDir`, which no process
  * may hold. A database already there is moved aside, never deleted: the returned path says
- * where. The restored database is opened once to prove it loads; when it does not (not a
- * database, or not aiq's), what it left goes aside and the database that was there is put
- * back, so a bad file changes nothing the next start would run on.
+ * where. The backup is loaded into a folder of its own and opened once to prove it loads;
+ * only then do two renames swap it in. When it does not load (not a database, or not aiq's)
+ * it goes aside and nothing else changes; a restore cut short between the renames leaves
+ * pgdata missing beside pgdata.before-restore-*, which `openPglite` refuses to start on.
  */
 export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ movedAside?: string }> {
   const dir = resolve(dataDir);
-  const releaseLock = lockDataDir(dir);
+  const releaseLock = await lockDataDir(dir);
   try {
     const pgdata = join(dir, 'pgdata');
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-    let movedAside: string | undefined;
-    if (existsSync(pgdata)) {
-      movedAside = join(dir, `pgdata.before-restore-${stamp}`);
-      renameSync(pgdata, movedAside);
-    }
+    const restoring = join(dir, `pgdata.restoring-${stamp}`);
     try {
-      const db = await PGlite.create({ dataDir: pgdata, loadDataDir: backup, extensions: { vector } });
+      const db = await PGlite.create({ dataDir: ownerOnlyFolder(restoring), loadDataDir: backup, extensions: { vector } });
       try {
         await db.query('select count(*) from aiq_migrations');
       } finally {
         await db.close();
       }
     } catch (err) {
-      if (existsSync(pgdata)) renameSync(pgdata, join(dir, `pgdata.failed-restore-${stamp}`));
-      if (movedAside) renameSync(movedAside, pgdata);
-      throw new BackupUnusableError(`the backup does not load as an aiq database (${(err as Error).message}); ${movedAside ? `the database in ${dir} is as it was` : 'nothing was restored'}`);
+      if (existsSync(restoring)) renameSync(restoring, join(dir, `pgdata.failed-restore-${stamp}`));
+      throw new BackupUnusableError(`the backup does not load as an aiq database (${(err as Error).message}); ${existsSync(pgdata) ? `the database in ${dir} is as it was` : 'nothing was restored'}`);
     }
+    let movedAside: string | undefined;
+    if (existsSync(pgdata)) {
+      movedAside = join(dir, `pgdata.before-restore-${stamp}`);
+      renameSync(pgdata, movedAside);
+    }
+    renameSync(restoring, pgdata);
     return { movedAside };
   } finally {
     releaseLock();
   }
+}
+
+/**
+ * Refuses to open `dir` when it holds no database but one a restore moved aside: a restore
+ * was cut short, and PGlite would create an empty database in its place, on which the next
+ * start or `aiq migrate` would run as if all were well.
+ */
+function refuseAfterCutShortRestore(dir: string): void {
+  const pgdata = join(dir, 'pgdata');
+  if (existsSync(join(pgdata, 'PG_VERSION'))) return;
+  const aside = readdirSync(dir).filter((name) => name.startsWith('pgdata.before-restore-')).sort().at(-1);
+  if (!aside) return;
+  throw new Error(
+    `the embedded database in ${dir} has no pgdata but ${aside}: an \`aiq restore\` was cut short. ` +
+      `Put that database back (${existsSync(pgdata) ? `move the empty ${pgdata} away, then ` : ''}mv ${join(dir, aside)} ${pgdata}) ` +
+      'or run `aiq restore` again; aiq does not start an empty database in its place.',
+  );
 }
 
 /** A backup file that is not (or no longer) an aiq database. */
@@ -135,50 +155,19 @@ export class BackupUnusableError extends Error {
   override name = 'BackupUnusableError';
 }
 
-/**
- * Takes `<dir>/aiq.lock` (created exclusively, holding our pid). A lock whose pid is no
- * longer running was left by a killed process and is taken over.
- */
-function lockDataDir(dir: string): () => void {
-  mkdirSync(dir, { recursive: true });
-  const path = join(dir, 'aiq.lock');
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      const fd = openSync(path, 'wx');
-      writeSync(fd, String(process.pid));
-      closeSync(fd);
-      let released = false;
-      const release = () => {
-        if (released) return;
-        released = true;
-        rmSync(path, { force: true });
-      };
-      process.once('exit', release);
-      return release;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const owner = Number(readFileSync(path, 'utf8').trim());
-      if (owner && owner !== process.pid && isRunning(owner)) {
-        throw new DataDirLockedError(
-          `the embedded database in ${dir} is in use by process ${owner} (a running \`aiq start\`?). ` +
-            'The embedded database serves one server process only: CLI commands reach a running `aiq start` ' +
-            'through its socket in that folder, and meanwhile the dashboard and the admin API work too ' +
-            '(http://127.0.0.1:3000/admin, /api); to run several servers or workers at once, set DATABASE_URL ' +
-            'to a PostgreSQL server.',
-          dir,
-        );
-      }
-      rmSync(path, { force: true });
-    }
-  }
-  throw new DataDirLockedError(`could not lock ${path}`, dir);
+/** Creates the folder of an embedded database and takes its lock (see data-dir-lock.ts). */
+async function lockDataDir(dir: string): Promise<() => void> {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  return dataDirLock(dir);
 }
 
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
+/**
+ * Creates `path` for PGlite's files, or tightens the one there, to this user only, and returns
+ * it. PGlite writes its files (the WAL with message text, pg_control) readable and writable
+ * by everyone; inside a folder only we may enter, nobody else reaches them whatever their mode.
+ */
+function ownerOnlyFolder(path: string): string {
+  mkdirSync(path, { recursive: true, mode: 0o700 });
+  chmodSync(path, 0o700);
+  return path;
 }

@@ -1,0 +1,109 @@
+// The lock file that lets one process at a time own an embedded database's folder: PGlite has
+// no locking between processes. Knows files and pids only, nothing of the database.
+import { randomUUID, createHash } from 'node:crypto';
+import { linkSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DataDirLockedError } from './errors.ts';
+
+const LOCK_FILE = 'aiq.lock';
+
+/**
+ * Takes `<dir>/aiq.lock`, which holds our pid and a token of this taking, and returns its
+ * release. A lock whose pid no longer runs was left by a killed process and is taken over;
+ * when several processes find the same stale lock at once, exactly one of them gets it.
+ *
+ * Every step is an atomic create or replace, never a check followed by a delete:
+ * - a new lock is written whole under a private name and linked into place (link fails when
+ *   the name exists), so nobody ever reads a half-written lock;
+ * - a stale lock is taken over by the one process that links it to a name derived from its
+ *   content (`aiq.lock.takeover-<hash>`: one link wins), and whose link then holds that very
+ *   content (not a newer lock that replaced it meanwhile); that process alone replaces it;
+ * - the release removes the lock only while it still holds our token.
+ */
+export async function dataDirLock(dir: string): Promise<() => void> {
+  const path = join(dir, LOCK_FILE);
+  const ours = `${process.pid} ${randomUUID()}\n`;
+  const mine = join(dir, `${LOCK_FILE}.${process.pid}-${randomUUID()}`);
+  writeFileSync(mine, ours, { mode: 0o600 });
+  try {
+    // Another process taking over a stale lock needs microseconds, unless it is descheduled
+    // or was killed right then: wait a little for it, then say what to remove.
+    for (let attempt = 0; attempt < 100; attempt++) {
+      if (attempt > 0) await sleep(20);
+      if (tryLink(mine, path)) return releaseFor(path, ours);
+      const current = readOrNull(path);
+      if (current === null) continue; // released meanwhile
+      const owner = Number(current.split(' ')[0]);
+      if (owner && owner !== process.pid && isRunning(owner)) {
+        throw new DataDirLockedError(
+          `the embedded database in ${dir} is in use by process ${owner} (a running \`aiq start\`?). ` +
+            'The embedded database serves one server process only: CLI commands reach a running `aiq start` ' +
+            'through its socket in that folder, and meanwhile the dashboard and the admin API work too ' +
+            '(http://127.0.0.1:3000/admin, /api); to run several servers or workers at once, set DATABASE_URL ' +
+            'to a PostgreSQL server.',
+          dir,
+        );
+      }
+      // Our own pid counts as stale too: in a container every start may get the same pid.
+      const takeover = `${path}.takeover-${createHash('sha256').update(current).digest('hex').slice(0, 16)}`;
+      if (!tryLink(path, takeover)) continue; // another process is taking it over
+      try {
+        if (readOrNull(takeover) !== current) continue; // we linked a newer lock: not stale
+        renameSync(mine, path);
+        return releaseFor(path, ours);
+      } finally {
+        unlinkSync(takeover);
+      }
+    }
+    throw new DataDirLockedError(
+      `could not lock ${path}: another process kept taking over a stale lock. If no aiq runs on ${dir}, remove ${path} and ${path}.takeover-*`,
+      dir,
+    );
+  } finally {
+    rmSync(mine, { force: true }); // after a link, the lock's other name; after the rename, gone
+  }
+}
+
+function releaseFor(path: string, ours: string): () => void {
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    process.off('exit', release);
+    // Only a lock of ours: a process that found ours stale (we were thought dead) took it over.
+    if (readOrNull(path) === ours) unlinkSync(path);
+  };
+  process.once('exit', release);
+  return release;
+}
+
+/** Creates `to` as another name of `from`; false when `to` exists or `from` is gone. */
+function tryLink(from: string, to: string): boolean {
+  try {
+    linkSync(from, to);
+    return true;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' || code === 'ENOENT') return false;
+    throw err;
+  }
+}
+
+function readOrNull(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

@@ -1,0 +1,83 @@
+// The embedded database's folder as operations meet it: two processes starting at once on a
+// lock left by a killed one, a release that must not remove another process's lock, and
+// files that only their owner may read.
+import assert from 'node:assert/strict';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { openPglite } from '../src/db/pglite.ts';
+import { ROOT, waitFor } from './helpers/processes.ts';
+
+function holdDataDir(dataDir: string, continueWhen?: string): { child: ChildProcess; output(): string } {
+  const args = ['--import', 'tsx', 'test/helpers/hold-data-dir.ts', dataDir, ...(continueWhen ? [continueWhen] : [])];
+  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (chunk) => (out += chunk));
+  child.stderr!.on('data', (chunk) => (out += chunk));
+  return { child, output: () => out };
+}
+
+const settled = (out: string) => /^(opened|refused: )/m.test(out);
+
+test('two processes that find the same stale lock at once: one opens the folder, the other is refused', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'aiq-stale-lock-'));
+  const dataDir = join(root, 'data');
+  const go = join(root, 'go');
+  mkdirSync(dataDir);
+  // Left by a process killed with -9: its pid no longer runs.
+  writeFileSync(join(dataDir, 'aiq.lock'), String(spawnSync(process.execPath, ['-e', '']).pid));
+  const a = holdDataDir(dataDir, go);
+  let b: ReturnType<typeof holdDataDir> | undefined;
+  try {
+    // A has read the dead pid and is checking it; meanwhile B starts, finds it dead too and opens.
+    await waitFor(() => a.output().includes('checking the owner'), 'A to check the stale lock', 30_000);
+    b = holdDataDir(dataDir);
+    await waitFor(() => settled(b!.output()), 'B to open or be refused', 60_000);
+    assert.match(b.output(), /^opened/m, b.output());
+    writeFileSync(go, '');
+    await waitFor(() => settled(a.output()), 'A to open or be refused', 60_000);
+    assert.match(a.output(), new RegExp(`^refused: the embedded database in .* is in use by process ${b.child.pid} `, 'm'), a.output());
+  } finally {
+    for (const p of [a, b]) {
+      if (!p || p.child.exitCode !== null) continue;
+      p.child.stdin!.end();
+      await new Promise((resolve) => p.child.once('exit', resolve));
+    }
+  }
+  assert.equal(existsSync(join(dataDir, 'aiq.lock')), false, 'B released its lock on close');
+  rmSync(root, { recursive: true, force: true });
+});
+
+test('closing the database leaves the lock alone once it is no longer ours', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'aiq-lock-release-'));
+  try {
+    const db = await openPglite({ dataDir });
+    // Another process took the folder over (it thought us dead): its lock is not ours to remove.
+    const theirs = `${process.ppid} another-process\n`;
+    writeFileSync(join(dataDir, 'aiq.lock'), theirs);
+    await db.close();
+    assert.equal(readFileSync(join(dataDir, 'aiq.lock'), 'utf8'), theirs);
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('the embedded database\'s folders are its owner\'s only, also one an older aiq left open to others', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'aiq-data-mode-'));
+  const dataDir = join(root, 'data');
+  const mode = (path: string) => (statSync(path).mode & 0o777).toString(8);
+  const umask = process.umask(0o022);
+  try {
+    await (await openPglite({ dataDir })).close();
+    assert.equal(mode(dataDir), '700', 'a new DATA_DIR');
+    assert.equal(mode(join(dataDir, 'pgdata')), '700', 'a new pgdata');
+    chmodSync(join(dataDir, 'pgdata'), 0o755);
+    await (await openPglite({ dataDir })).close();
+    assert.equal(mode(join(dataDir, 'pgdata')), '700', 'an existing pgdata is tightened');
+  } finally {
+    process.umask(umask);
+    rmSync(root, { recursive: true, force: true });
+  }
+});
