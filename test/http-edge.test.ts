@@ -102,8 +102,26 @@ for (const mode of ['open', 'token'] as const) {
           assert.equal(response.statusCode, 403, `${url} ${JSON.stringify(headers)}`);
         }
       }
-      const link = await t.app.inject({ url: '/admin', headers: { ...credentials, 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate' } });
+      const link = await t.app.inject({ url: '/admin', headers: { ...credentials, 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' } });
       assert.notEqual(link.statusCode, 403);
+    });
+
+    test('a frame on another site is refused, and no /api address opens even as a link', async () => {
+      const navigate = { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate' };
+      for (const url of ['/admin', `/admin/conversations/${ids.conversationId}`, '/api/backup', '/api/jobs', '/api/privacy/export?phone=%2B31611122233']) {
+        for (const dest of ['iframe', 'frame', 'embed', 'object']) {
+          const framed = await t.app.inject({ url, headers: { ...credentials, ...navigate, 'sec-fetch-dest': dest } });
+          assert.equal(framed.statusCode, 403, `${url} in an ${dest}: ${framed.body}`);
+        }
+        // A navigation that does not say it is top-level (every browser that sends Sec-Fetch-Mode sends Dest).
+        assert.equal((await t.app.inject({ url, headers: { ...credentials, ...navigate } })).statusCode, 403, `${url} without Sec-Fetch-Dest`);
+      }
+      for (const url of ['/api/backup', '/api/jobs', '/api/privacy/export?phone=%2B31611122233']) {
+        const linked = await t.app.inject({ url, headers: { ...credentials, ...navigate, 'sec-fetch-dest': 'document' } });
+        assert.equal(linked.statusCode, 403, `${url} as a top-level link: ${linked.body}`);
+      }
+      const exported = await t.runtime.db.query(`select 1 from audit_log where action = 'export'`);
+      assert.equal(exported.rowCount, 0, 'no personal-data export ran');
     });
 
     test('our own requests still work', async () => {
