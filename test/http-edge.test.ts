@@ -7,6 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { jobEnqueue } from '../src/queue/index.ts';
 import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
+import { waitFor } from './helpers/processes.ts';
 
 const EVIL = 'https://evil.example';
 
@@ -240,6 +241,56 @@ describe('failed admin authentication is rate-limited per client address', () =>
     for (let i = 0; i <= LIMIT; i++) await api('192.0.2.20', wrong);
     const webhook = await t.app.inject({ method: 'POST', url: '/webhooks/twilio/whatsapp', remoteAddress: '192.0.2.20', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'Body=x' });
     assert.equal(webhook.statusCode, 403, 'unsigned webhook: 403 from the signature check, not 429');
+  });
+});
+
+describe('the audit log records what the gate let through, not what it refused', () => {
+  const LIMIT = 3;
+  const forged = '/api/jobs/forged-id-that-fills-the-log/retry';
+  const missing = '00000000-0000-4000-8000-000000000000';
+  const rows = async (t: AdminApp) =>
+    (await t.runtime.db.query<{ actor: string; action: string; result: string }>('select actor, action, result from audit_log order by id')).rows;
+
+  test('token mode: no row for a request without or with a wrong token; failed logins up to the limit', async () => {
+    const t = await startAdminApp({ AUTH_FAILURE_LIMIT: String(LIMIT), AUTH_FAILURE_WINDOW_SECONDS: '600' });
+    try {
+      const right = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+      for (let i = 0; i < 50; i++) assert.equal((await t.app.inject({ method: 'POST', url: forged })).statusCode, 401);
+      for (let i = 0; i < 2 * LIMIT; i++) {
+        const guess = await t.app.inject({ method: 'POST', url: forged, headers: { authorization: 'Bearer wrong-token-guess' }, remoteAddress: '192.0.2.30' });
+        assert.ok([401, 429].includes(guess.statusCode), String(guess.statusCode));
+      }
+      assert.equal((await t.app.inject({ method: 'POST', url: forged, headers: { ...right, origin: EVIL } })).statusCode, 403);
+      assert.equal((await t.app.inject({ method: 'POST', url: `/admin/jobs/${missing}/retry`, headers: { origin: 'http://localhost' } })).statusCode, 401);
+      for (let i = 0; i < 2 * LIMIT; i++) {
+        const login = await t.app.inject({ method: 'POST', url: '/admin/login', remoteAddress: '192.0.2.31', payload: { token: 'not-the-token' } });
+        assert.equal(login.statusCode, i < LIMIT ? 401 : 429);
+      }
+      assert.equal((await t.app.inject({ method: 'POST', url: `/api/jobs/${missing}/retry`, headers: right })).statusCode, 404);
+      // Recorded once the response has gone out: wait for the admin's own action.
+      await waitFor(async () => (await rows(t)).some((r) => r.actor === 'api:token'), 'the admin action recorded');
+      assert.deepEqual(await rows(t), [
+        ...Array.from({ length: LIMIT }, () => ({ actor: 'dashboard:none', action: 'POST /admin/login', result: 'refused' })),
+        { actor: 'api:token', action: 'POST /api/jobs/:id/retry', result: 'not_found' },
+      ]);
+    } finally {
+      await t.close();
+    }
+  });
+
+  test('open mode: no row for a request without the header, from another site or under a foreign host name', async () => {
+    const t = await startAdminApp({ ADMIN_TOKEN: '' });
+    try {
+      for (let i = 0; i < 20; i++) assert.equal((await t.app.inject({ method: 'POST', url: forged })).statusCode, 403);
+      assert.equal((await t.app.inject({ method: 'POST', url: forged, headers: { authorization: 'Bearer local', host: 'evil.test' } })).statusCode, 403);
+      assert.equal((await t.app.inject({ method: 'POST', url: forged, headers: { authorization: 'Bearer local', 'sec-fetch-site': 'cross-site' } })).statusCode, 403);
+      assert.equal((await t.app.inject({ method: 'POST', url: `/admin/jobs/${missing}/retry`, headers: { 'sec-fetch-site': 'cross-site' } })).statusCode, 403);
+      assert.equal((await t.app.inject({ method: 'POST', url: `/api/jobs/${missing}/retry`, headers: { authorization: 'Bearer local' } })).statusCode, 404);
+      await waitFor(async () => (await rows(t)).length > 0, 'the admin action recorded');
+      assert.deepEqual(await rows(t), [{ actor: 'api:open', action: 'POST /api/jobs/:id/retry', result: 'not_found' }]);
+    } finally {
+      await t.close();
+    }
   });
 });
 

@@ -80,6 +80,20 @@ function safeEqual(a: string, b: string): boolean {
   return left.length === right.length && timingSafeEqual(left, right);
 }
 
+// The requests a gate (the API's onRequest hook, the dashboard's access hook) let through.
+// Only they reach the audit log: what a gate refused was done by no one we know, and an
+// unauthenticated client must not be able to fill the log and push real entries off its page.
+const admitted = new WeakSet<FastifyRequest>();
+
+/** Marks a request as let through by the admin gate: a checked token or session, open mode from this machine, or the login form. */
+export function admit(request: FastifyRequest): void {
+  admitted.add(request);
+}
+
+export function wasAdmitted(request: FastifyRequest): boolean {
+  return admitted.has(request);
+}
+
 /** Reads one cookie from the Cookie header (no cookie plugin needed for one value). */
 export function readCookie(request: FastifyRequest, name: string): string | undefined {
   for (const pair of (request.headers.cookie ?? '').split(';')) {
