@@ -3,6 +3,8 @@
 // headers, guessing the admin token, and scraping metrics from elsewhere; and the front
 // door a newcomer meets (GET /, the icon).
 import assert from 'node:assert/strict';
+import { get as httpGet } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { jobEnqueue } from '../src/queue/index.ts';
@@ -39,6 +41,19 @@ async function snapshot(t: AdminApp): Promise<string> {
             (select count(*) from suggestions) as suggestions`,
   );
   return JSON.stringify(result.rows[0]);
+}
+
+/** GET over a real socket with the Host header of our choosing (fetch would not let us set it). */
+function fetchWithHost(port: number, path: string, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const request = httpGet({ host: '127.0.0.1', port, path, headers: { host } }, (response) => {
+      let body = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (body += chunk));
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
+    });
+    request.on('error', reject);
+  });
 }
 
 /** A failed job and a conversation, so that a refused retry or pause would show. */
@@ -305,6 +320,26 @@ describe('/metrics is not public by accident', () => {
       assert.match(remote.json().error, /METRICS_TOKEN/);
       const relayed = await t.app.inject({ url: '/metrics', remoteAddress: '127.0.0.1', headers: { 'x-forwarded-for': '203.0.113.9' } });
       assert.equal(relayed.statusCode, 403, 'a local proxy relaying an outside client');
+    } finally {
+      await t.close();
+    }
+  });
+
+  test('without METRICS_TOKEN: a page that DNS-rebinds its own name to 127.0.0.1 is refused', async () => {
+    const t = await startAdminApp({ ADMIN_TOKEN: '' });
+    try {
+      await t.app.listen({ host: '127.0.0.1', port: 0 });
+      const port = (t.app.server.address() as AddressInfo).port;
+      // Over a real socket from this machine, as the browser of a rebinding page connects.
+      const get = (host: string) => fetchWithHost(port, '/metrics', host);
+      const rebound = await get('evil.test');
+      assert.equal(rebound.status, 403);
+      assert.doesNotMatch(rebound.body, /aiq_jobs/);
+      assert.equal((await get(`evil.test:${port}`)).status, 403);
+      const local = await get(`127.0.0.1:${port}`);
+      assert.equal(local.status, 200);
+      assert.match(local.body, /aiq_jobs/);
+      assert.equal((await get(`localhost:${port}`)).status, 200);
     } finally {
       await t.close();
     }
