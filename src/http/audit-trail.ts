@@ -9,7 +9,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Database } from '../db/types.ts';
 import { auditRecord, type AuditResult } from '../privacy/audit.ts';
-import { AdminAuth, readCookie, SESSION_COOKIE, wasAdmitted } from './auth.ts';
+import { AdminAuth, wasAdmitted } from './auth.ts';
 
 const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const SELF_RECORDING = new Set(['/api/privacy/erase', '/admin/conversations/:id/forget']);
@@ -19,7 +19,7 @@ const SELF_RECORDING = new Set(['/api/privacy/erase', '/admin/conversations/:id/
  * checked (any bearer in open mode); `dashboard:none` is a login attempt.
  */
 function actorOf(request: FastifyRequest, auth: AdminAuth): string {
-  const session = auth.readSession(readCookie(request, SESSION_COOKIE));
+  const session = auth.sessionOf(request);
   if (session) return `dashboard:${session.sid.slice(0, 8)}`;
   if (request.url.startsWith('/api')) return auth.open ? 'api:open' : 'api:token';
   return 'dashboard:none';
