@@ -121,6 +121,11 @@ describe('dashboard with ADMIN_TOKEN', () => {
     assert.equal((await t.app.inject({ url: '/admin/jobs?status=zzz', headers: { cookie } })).statusCode, 400);
     assert.equal((await t.app.inject({ url: '/admin/jobs?after=garbage', headers: { cookie } })).statusCode, 400);
     assert.equal((await t.app.inject({ url: '/admin/jobs/not-an-id', headers: { cookie } })).statusCode, 404);
+    for (const query of ['status=bogus', `q=${'x'.repeat(201)}`, 'status=failed&status=done']) {
+      const confirm = await t.app.inject({ url: `/admin/jobs/retry-failed?${query}`, headers: { cookie } });
+      assert.equal(confirm.statusCode, 400, `retry-failed?${query.slice(0, 20)}: ${confirm.body.slice(0, 200)}`);
+      assert.match(confirm.body, /Bad filter: /);
+    }
   });
 });
 

@@ -259,6 +259,26 @@ describe('failed admin authentication is rate-limited per client address', () =>
   });
 });
 
+test('no admin page or API read answers 500 to a bad query string', async () => {
+  const t = await startAdminApp();
+  try {
+    const login = await t.app.inject({ method: 'POST', url: '/admin/login', payload: { token: TEST_ADMIN_TOKEN } });
+    const cookie = String(login.headers['set-cookie']).split(';')[0]!;
+    const reads = (await routeTable(t.app)).filter((r) => r.method === 'GET' && /^\/(api|admin)(\/|$)/.test(r.path));
+    assert.ok(reads.length >= 20, `found only ${reads.length} admin reads`);
+    for (const route of reads) {
+      const url = route.path.replace(/:[a-z]+/g, '00000000-0000-4000-8000-000000000000');
+      const headers = url.startsWith('/api') ? { authorization: `Bearer ${TEST_ADMIN_TOKEN}` } : { cookie };
+      for (const query of ['status=bogus', 'status=failed&status=done', `q=${'x'.repeat(5000)}`, 'after=%25zz', 'limit=-1&days=x', 'q[x]=1']) {
+        const response = await t.app.inject({ url: `${url}?${query}`, headers });
+        assert.ok(response.statusCode < 500, `${url}?${query.slice(0, 30)}: ${response.statusCode} ${response.body.slice(0, 200)}`);
+      }
+    }
+  } finally {
+    await t.close();
+  }
+});
+
 describe('the audit log records what the gate let through, not what it refused', () => {
   const LIMIT = 3;
   const forged = '/api/jobs/forged-id-that-fills-the-log/retry';
