@@ -61,6 +61,23 @@ describe('dashboard with ADMIN_TOKEN', () => {
     assert.equal(offsite.headers.location, '/admin');
   });
 
+  test('a malformed or extra session cookie counts as absent: no 500, and the real one still works', async () => {
+    for (const cookie of ['aiq_session=%', 'aiq_session=%E0%A4%A', 'aiq_session=']) {
+      const page = await t.app.inject({ url: '/admin/jobs', headers: { cookie } });
+      assert.equal(page.statusCode, 303, `${cookie}: ${page.body.slice(0, 200)}`);
+      assert.equal(page.headers.location, '/admin/login?next=%2Fadmin%2Fjobs');
+    }
+    // Another port of this host shares our cookies; its own aiq_session with a narrower Path comes first.
+    const { cookie } = await login(t);
+    for (const planted of ['aiq_session=%', 'aiq_session=v1.forged.9999999999.mac']) {
+      const page = await t.app.inject({ url: '/admin/jobs', headers: { cookie: `${planted}; other=1; ${cookie}` } });
+      assert.equal(page.statusCode, 200, planted);
+      const csrf = csrfOf(page.body);
+      const post = await t.app.inject({ method: 'POST', url: '/admin/jobs/retry-failed', headers: { cookie: `${planted}; ${cookie}`, origin: 'http://localhost' }, payload: { _csrf: csrf } });
+      assert.equal(post.statusCode, 303, planted);
+    }
+  });
+
   test('posts need the CSRF token of this session and a same-origin Origin', async () => {
     const { cookie } = await login(t);
     const id = await jobEnqueue(t.runtime.db, { type: 'csrf', payload: {} });
@@ -104,6 +121,11 @@ describe('dashboard with ADMIN_TOKEN', () => {
     assert.equal((await t.app.inject({ url: '/admin/jobs?status=zzz', headers: { cookie } })).statusCode, 400);
     assert.equal((await t.app.inject({ url: '/admin/jobs?after=garbage', headers: { cookie } })).statusCode, 400);
     assert.equal((await t.app.inject({ url: '/admin/jobs/not-an-id', headers: { cookie } })).statusCode, 404);
+    for (const query of ['status=bogus', `q=${'x'.repeat(201)}`, 'status=failed&status=done']) {
+      const confirm = await t.app.inject({ url: `/admin/jobs/retry-failed?${query}`, headers: { cookie } });
+      assert.equal(confirm.statusCode, 400, `retry-failed?${query.slice(0, 20)}: ${confirm.body.slice(0, 200)}`);
+      assert.match(confirm.body, /Bad filter: /);
+    }
   });
 });
 
@@ -123,6 +145,10 @@ describe('dashboard without ADMIN_TOKEN', () => {
     assert.equal(post.statusCode, 403);
     const ok = await t.app.inject({ method: 'POST', url: '/admin/jobs/retry-failed', headers: { cookie, origin: 'http://localhost' }, payload: { _csrf: csrfOf(page.body) } });
     assert.equal(ok.statusCode, 303);
+    // A cookie that does not decode is no session: a new one is issued, no 500.
+    const malformed = await t.app.inject({ url: '/admin', headers: { cookie: 'aiq_session=%' } });
+    assert.equal(malformed.statusCode, 200);
+    assert.match(String(malformed.headers['set-cookie']), /^aiq_session=v1\./);
   });
 
   test('the Simulate page is marked in the navigation, and simulating never renames an existing contact', async () => {

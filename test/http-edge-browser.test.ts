@@ -24,8 +24,14 @@ describe('another site in the admin’s browser', () => {
     base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
     jobId = await jobEnqueue(t.runtime.db, { type: 'cross_site_probe', payload: {} });
     await t.runtime.db.query(`update ai_jobs set status = 'failed', finished_at = now(), last_error = 'probe' where id = $1`, [jobId]);
-    attacker = createServer((_req, res) => {
+    attacker = createServer((req, res) => {
       res.setHeader('content-type', 'text/html');
+      if (req.url === '/frames') {
+        res.end(`<!doctype html><body>
+<iframe src="${base}/admin/jobs/${jobId}"></iframe><iframe src="${base}/api/backup"></iframe><iframe src="${base}/api/jobs"></iframe>
+<a id="link" href="${base}/admin/jobs/${jobId}">the job</a></body>`);
+        return;
+      }
       res.end(`<!doctype html><body>
 <form id="f" method="post" action="${base}/admin/jobs/${jobId}/retry"><input name="_csrf" value="guess"></form>
 <script>
@@ -67,6 +73,21 @@ describe('another site in the admin’s browser', () => {
     await page.getByRole('button', { name: 'Retry' }).click();
     await page.locator('.notice').waitFor();
     assert.equal((await jobGet(t.runtime.db, jobId))!.status, 'pending', 'our own page retried it');
+    await page.close();
+  });
+
+  test('the attacker page cannot frame the dashboard or the API; its plain link opens the dashboard', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${base}/admin`);
+    const responses = new Map<string, number>();
+    page.on('response', (response) => {
+      if (response.url().startsWith(base)) responses.set(response.url().slice(base.length), response.status());
+    });
+    await page.goto(`${evil}/frames`);
+    assert.deepEqual(Object.fromEntries(responses), { [`/admin/jobs/${jobId}`]: 403, '/api/backup': 403, '/api/jobs': 403 });
+    await page.click('#link');
+    await page.waitForURL(`${base}/admin/jobs/${jobId}`);
+    assert.equal(responses.get(`/admin/jobs/${jobId}`), 200, 'a link clicked on another site opens the page');
     await page.close();
   });
 });

@@ -3,10 +3,13 @@
 // headers, guessing the admin token, and scraping metrics from elsewhere; and the front
 // door a newcomer meets (GET /, the icon).
 import assert from 'node:assert/strict';
+import { get as httpGet } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { jobEnqueue } from '../src/queue/index.ts';
 import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
+import { waitFor } from './helpers/processes.ts';
 
 const EVIL = 'https://evil.example';
 
@@ -38,6 +41,19 @@ async function snapshot(t: AdminApp): Promise<string> {
             (select count(*) from suggestions) as suggestions`,
   );
   return JSON.stringify(result.rows[0]);
+}
+
+/** GET over a real socket with the Host header of our choosing (fetch would not let us set it). */
+function fetchWithHost(port: number, path: string, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const request = httpGet({ host: '127.0.0.1', port, path, headers: { host } }, (response) => {
+      let body = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (body += chunk));
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
+    });
+    request.on('error', reject);
+  });
 }
 
 /** A failed job and a conversation, so that a refused retry or pause would show. */
@@ -102,8 +118,26 @@ for (const mode of ['open', 'token'] as const) {
           assert.equal(response.statusCode, 403, `${url} ${JSON.stringify(headers)}`);
         }
       }
-      const link = await t.app.inject({ url: '/admin', headers: { ...credentials, 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate' } });
+      const link = await t.app.inject({ url: '/admin', headers: { ...credentials, 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' } });
       assert.notEqual(link.statusCode, 403);
+    });
+
+    test('a frame on another site is refused, and no /api address opens even as a link', async () => {
+      const navigate = { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate' };
+      for (const url of ['/admin', `/admin/conversations/${ids.conversationId}`, '/api/backup', '/api/jobs', '/api/privacy/export?phone=%2B31611122233']) {
+        for (const dest of ['iframe', 'frame', 'embed', 'object']) {
+          const framed = await t.app.inject({ url, headers: { ...credentials, ...navigate, 'sec-fetch-dest': dest } });
+          assert.equal(framed.statusCode, 403, `${url} in an ${dest}: ${framed.body}`);
+        }
+        // A navigation that does not say it is top-level (every browser that sends Sec-Fetch-Mode sends Dest).
+        assert.equal((await t.app.inject({ url, headers: { ...credentials, ...navigate } })).statusCode, 403, `${url} without Sec-Fetch-Dest`);
+      }
+      for (const url of ['/api/backup', '/api/jobs', '/api/privacy/export?phone=%2B31611122233']) {
+        const linked = await t.app.inject({ url, headers: { ...credentials, ...navigate, 'sec-fetch-dest': 'document' } });
+        assert.equal(linked.statusCode, 403, `${url} as a top-level link: ${linked.body}`);
+      }
+      const exported = await t.runtime.db.query(`select 1 from audit_log where action = 'export'`);
+      assert.equal(exported.rowCount, 0, 'no personal-data export ran');
     });
 
     test('our own requests still work', async () => {
@@ -225,6 +259,76 @@ describe('failed admin authentication is rate-limited per client address', () =>
   });
 });
 
+test('no admin page or API read answers 500 to a bad query string', async () => {
+  const t = await startAdminApp();
+  try {
+    const login = await t.app.inject({ method: 'POST', url: '/admin/login', payload: { token: TEST_ADMIN_TOKEN } });
+    const cookie = String(login.headers['set-cookie']).split(';')[0]!;
+    const reads = (await routeTable(t.app)).filter((r) => r.method === 'GET' && /^\/(api|admin)(\/|$)/.test(r.path));
+    assert.ok(reads.length >= 20, `found only ${reads.length} admin reads`);
+    for (const route of reads) {
+      const url = route.path.replace(/:[a-z]+/g, '00000000-0000-4000-8000-000000000000');
+      const headers = url.startsWith('/api') ? { authorization: `Bearer ${TEST_ADMIN_TOKEN}` } : { cookie };
+      for (const query of ['status=bogus', 'status=failed&status=done', `q=${'x'.repeat(5000)}`, 'after=%25zz', 'limit=-1&days=x', 'q[x]=1']) {
+        const response = await t.app.inject({ url: `${url}?${query}`, headers });
+        assert.ok(response.statusCode < 500, `${url}?${query.slice(0, 30)}: ${response.statusCode} ${response.body.slice(0, 200)}`);
+      }
+    }
+  } finally {
+    await t.close();
+  }
+});
+
+describe('the audit log records what the gate let through, not what it refused', () => {
+  const LIMIT = 3;
+  const forged = '/api/jobs/forged-id-that-fills-the-log/retry';
+  const missing = '00000000-0000-4000-8000-000000000000';
+  const rows = async (t: AdminApp) =>
+    (await t.runtime.db.query<{ actor: string; action: string; result: string }>('select actor, action, result from audit_log order by action, actor')).rows;
+
+  test('token mode: no row for a request without or with a wrong token; failed logins up to the limit', async () => {
+    const t = await startAdminApp({ AUTH_FAILURE_LIMIT: String(LIMIT), AUTH_FAILURE_WINDOW_SECONDS: '600' });
+    try {
+      const right = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+      for (let i = 0; i < 50; i++) assert.equal((await t.app.inject({ method: 'POST', url: forged })).statusCode, 401);
+      for (let i = 0; i < 2 * LIMIT; i++) {
+        const guess = await t.app.inject({ method: 'POST', url: forged, headers: { authorization: 'Bearer wrong-token-guess' }, remoteAddress: '192.0.2.30' });
+        assert.ok([401, 429].includes(guess.statusCode), String(guess.statusCode));
+      }
+      assert.equal((await t.app.inject({ method: 'POST', url: forged, headers: { ...right, origin: EVIL } })).statusCode, 403);
+      assert.equal((await t.app.inject({ method: 'POST', url: `/admin/jobs/${missing}/retry`, headers: { origin: 'http://localhost' } })).statusCode, 401);
+      for (let i = 0; i < 2 * LIMIT; i++) {
+        const login = await t.app.inject({ method: 'POST', url: '/admin/login', remoteAddress: '192.0.2.31', payload: { token: 'not-the-token' } });
+        assert.equal(login.statusCode, i < LIMIT ? 401 : 429);
+      }
+      assert.equal((await t.app.inject({ method: 'POST', url: `/api/jobs/${missing}/retry`, headers: right })).statusCode, 404);
+      // Recorded once each response has gone out, in no set order: wait for as many as expected.
+      await waitFor(async () => (await rows(t)).length >= LIMIT + 1, 'the failed logins and the admin action recorded');
+      assert.deepEqual(await rows(t), [
+        ...Array.from({ length: LIMIT }, () => ({ actor: 'dashboard:none', action: 'POST /admin/login', result: 'refused' })),
+        { actor: 'api:token', action: 'POST /api/jobs/:id/retry', result: 'not_found' },
+      ]);
+    } finally {
+      await t.close();
+    }
+  });
+
+  test('open mode: no row for a request without the header, from another site or under a foreign host name', async () => {
+    const t = await startAdminApp({ ADMIN_TOKEN: '' });
+    try {
+      for (let i = 0; i < 20; i++) assert.equal((await t.app.inject({ method: 'POST', url: forged })).statusCode, 403);
+      assert.equal((await t.app.inject({ method: 'POST', url: forged, headers: { authorization: 'Bearer local', host: 'evil.test' } })).statusCode, 403);
+      assert.equal((await t.app.inject({ method: 'POST', url: forged, headers: { authorization: 'Bearer local', 'sec-fetch-site': 'cross-site' } })).statusCode, 403);
+      assert.equal((await t.app.inject({ method: 'POST', url: `/admin/jobs/${missing}/retry`, headers: { 'sec-fetch-site': 'cross-site' } })).statusCode, 403);
+      assert.equal((await t.app.inject({ method: 'POST', url: `/api/jobs/${missing}/retry`, headers: { authorization: 'Bearer local' } })).statusCode, 404);
+      await waitFor(async () => (await rows(t)).length > 0, 'the admin action recorded');
+      assert.deepEqual(await rows(t), [{ actor: 'api:open', action: 'POST /api/jobs/:id/retry', result: 'not_found' }]);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('/metrics is not public by accident', () => {
   test('without METRICS_TOKEN: clients on this machine only, not relayed ones', async () => {
     const t = await startAdminApp({ HOST: '0.0.0.0' });
@@ -236,6 +340,26 @@ describe('/metrics is not public by accident', () => {
       assert.match(remote.json().error, /METRICS_TOKEN/);
       const relayed = await t.app.inject({ url: '/metrics', remoteAddress: '127.0.0.1', headers: { 'x-forwarded-for': '203.0.113.9' } });
       assert.equal(relayed.statusCode, 403, 'a local proxy relaying an outside client');
+    } finally {
+      await t.close();
+    }
+  });
+
+  test('without METRICS_TOKEN: a page that DNS-rebinds its own name to 127.0.0.1 is refused', async () => {
+    const t = await startAdminApp({ ADMIN_TOKEN: '' });
+    try {
+      await t.app.listen({ host: '127.0.0.1', port: 0 });
+      const port = (t.app.server.address() as AddressInfo).port;
+      // Over a real socket from this machine, as the browser of a rebinding page connects.
+      const get = (host: string) => fetchWithHost(port, '/metrics', host);
+      const rebound = await get('evil.test');
+      assert.equal(rebound.status, 403);
+      assert.doesNotMatch(rebound.body, /aiq_jobs/);
+      assert.equal((await get(`evil.test:${port}`)).status, 403);
+      const local = await get(`127.0.0.1:${port}`);
+      assert.equal(local.status, 200);
+      assert.match(local.body, /aiq_jobs/);
+      assert.equal((await get(`localhost:${port}`)).status, 200);
     } finally {
       await t.close();
     }

@@ -12,7 +12,7 @@ import { knowledgeApi } from './admin-api-knowledge.ts';
 import { privacyApi } from './admin-api-privacy.ts';
 import { parseOr400 } from './api-input.ts';
 import type { AuthFailureLimiter } from './auth-failures.ts';
-import { OPEN_ELSEWHERE, bearerToken, loopbackHost, type AdminAuth } from './auth.ts';
+import { OPEN_ELSEWHERE, admit, bearerToken, loopbackHost, type AdminAuth } from './auth.ts';
 import { crossSiteRefusal, isStateChanging } from './cross-site.ts';
 import { IdParams, JobFilterQuery, toJobFilter } from './admin/inputs.ts';
 import { jobMinuteStats, jobSlowList } from './admin/queue-queries.ts';
@@ -48,10 +48,10 @@ export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth; l
       // No secret to check, so the header itself is the proof: a cross-site page can send it
       // only after a CORS preflight, which this server never grants.
       if (isStateChanging(request) && token === undefined) return reply.status(403).send({ error: OPEN_MODE_NEEDS_HEADER });
-      return;
+      return admit(request);
     }
     if (await limiter.refuseIfBlocked(request, reply)) return reply;
-    if (auth.checkToken(token)) return;
+    if (auth.checkToken(token)) return admit(request);
     // A request without any token is no guess at it; only wrong tokens count.
     if (token !== undefined) {
       await limiter.recordFailure(request);

@@ -1,22 +1,27 @@
 // Every admin action in the audit log, recorded where all of them pass: a hook on the
-// responses to state-changing requests under /api and /admin (retry, cancel, bulk retry,
-// send, edit or discard a suggestion, pause or resume the AI, replies, simulate, imports,
-// documents, login and failed login, and requests refused at the gate). It records the route
-// pattern, the target id and the outcome, never a body: the log holds no personal data.
-// Erasure and export record themselves, with their counts.
+// responses to state-changing requests under /api and /admin that the admin gate let through
+// (retry, cancel, bulk retry, send, edit or discard a suggestion, pause or resume the AI,
+// replies, simulate, imports, documents, login and failed login, forms refused for their CSRF
+// token). What a gate refused, and the login limiter's 429s, are not recorded: anyone can
+// send those as fast as they like. It records the route pattern, the target id and the
+// outcome, never a body: the log holds no personal data. Erasure and export record themselves,
+// with their counts.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Database } from '../db/types.ts';
 import { auditRecord, type AuditResult } from '../privacy/audit.ts';
-import { AdminAuth, bearerToken, readCookie, SESSION_COOKIE } from './auth.ts';
+import { AdminAuth, wasAdmitted } from './auth.ts';
 
 const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const SELF_RECORDING = new Set(['/api/privacy/erase', '/admin/conversations/:id/forget']);
 
-/** Who, as far as the request tells: a dashboard session (by a prefix of its id), the token, nobody. */
+/**
+ * Who: a dashboard session (by a prefix of its id), or the API's caller, whose token the gate
+ * checked (any bearer in open mode); `dashboard:none` is a login attempt.
+ */
 function actorOf(request: FastifyRequest, auth: AdminAuth): string {
-  const session = auth.readSession(readCookie(request, SESSION_COOKIE));
+  const session = auth.sessionOf(request);
   if (session) return `dashboard:${session.sid.slice(0, 8)}`;
-  if (request.url.startsWith('/api')) return bearerToken(request) ? (auth.open ? 'api:open' : 'api:token') : 'api:none';
+  if (request.url.startsWith('/api')) return auth.open ? 'api:open' : 'api:token';
   return 'dashboard:none';
 }
 
@@ -32,7 +37,7 @@ export function auditTrail(app: FastifyInstance, db: Database, auth: AdminAuth):
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url;
     if (!STATE_CHANGING.has(request.method) || !route || SELF_RECORDING.has(route)) return;
-    if (!route.startsWith('/api/') && !route.startsWith('/admin')) return;
+    if (!wasAdmitted(request) || reply.statusCode === 429) return;
     const params = request.params as { id?: unknown; name?: unknown } | undefined;
     await auditRecord(db, {
       actor: actorOf(request, auth),

@@ -6,7 +6,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isLoopback } from '../config.ts';
 
-export const SESSION_COOKIE = 'aiq_session';
+const SESSION_COOKIE = 'aiq_session';
 
 /** The refusal of open mode (no ADMIN_TOKEN) to any host name but a loopback one. */
 export const OPEN_ELSEWHERE =
@@ -60,6 +60,19 @@ export class AdminAuth {
     return { sid, expiresAt };
   }
 
+  /**
+   * The session of a request: the first of its session cookies that holds one. There may be
+   * several, and malformed ones: a page on another port of this host shares our cookies and
+   * can set its own `aiq_session` with a narrower Path, which the browser sends first.
+   */
+  sessionOf(request: FastifyRequest, now = Date.now()): Session | null {
+    for (const cookie of readCookies(request, SESSION_COOKIE)) {
+      const session = this.readSession(cookie, now);
+      if (session) return session;
+    }
+    return null;
+  }
+
   /** The CSRF token for a session: forms carry it as `_csrf`, scripts as `x-csrf-token`. */
   csrfToken(session: Session): string {
     return this.mac(`csrf|${session.sid}`);
@@ -80,13 +93,36 @@ function safeEqual(a: string, b: string): boolean {
   return left.length === right.length && timingSafeEqual(left, right);
 }
 
-/** Reads one cookie from the Cookie header (no cookie plugin needed for one value). */
-export function readCookie(request: FastifyRequest, name: string): string | undefined {
+// The requests a gate (the API's onRequest hook, the dashboard's access hook) let through.
+// Only they reach the audit log: what a gate refused was done by no one we know, and an
+// unauthenticated client must not be able to fill the log and push real entries off its page.
+const admitted = new WeakSet<FastifyRequest>();
+
+/** Marks a request as let through by the admin gate: a checked token or session, open mode from this machine, or the login form. */
+export function admit(request: FastifyRequest): void {
+  admitted.add(request);
+}
+
+export function wasAdmitted(request: FastifyRequest): boolean {
+  return admitted.has(request);
+}
+
+/**
+ * Every value of one cookie in the Cookie header (no cookie plugin needed for one name). A
+ * value that does not decode (`%`) is left out: it counts as absent rather than a 500.
+ */
+function readCookies(request: FastifyRequest, name: string): string[] {
+  const values: string[] = [];
   for (const pair of (request.headers.cookie ?? '').split(';')) {
     const index = pair.indexOf('=');
-    if (index > 0 && pair.slice(0, index).trim() === name) return decodeURIComponent(pair.slice(index + 1).trim());
+    if (index <= 0 || pair.slice(0, index).trim() !== name) continue;
+    try {
+      values.push(decodeURIComponent(pair.slice(index + 1).trim()));
+    } catch {
+      // URIError: not a value we ever set.
+    }
   }
-  return undefined;
+  return values;
 }
 
 /**

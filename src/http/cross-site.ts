@@ -53,13 +53,20 @@ export function requestOrigin(request: FastifyRequest, publicUrl: string | undef
 
 /**
  * Why a request must be refused as cross-site, or null. Reads (GET) are refused only when a
- * page elsewhere asked for them by script or as a subresource; a top-level navigation (a
- * link clicked in a chat) still opens the dashboard, since its answer goes to the admin's
- * screen, not to the page that linked it. Every state-changing request from elsewhere is
- * refused, whatever else it carries.
+ * page elsewhere asked for them by script, as a subresource or in a frame; a top-level
+ * navigation to a dashboard page (a link clicked in a chat) still opens it, since its answer
+ * goes to the admin's screen, not to the page that linked it. Only that: a frame is a
+ * navigation too (Sec-Fetch-Dest: iframe), and a page that frames /api/backup ten times has
+ * the server build ten backups; and no /api read is a page to open. Every state-changing
+ * request from elsewhere is refused, whatever else it carries.
  */
 export function crossSiteRefusal(request: FastifyRequest, publicUrl: string | undefined): string | null {
   if (requestOrigin(request, publicUrl) !== 'foreign') return null;
-  if (!isStateChanging(request) && request.headers['sec-fetch-mode'] === 'navigate' && request.headers.origin === undefined) return null;
+  if (!isStateChanging(request) && topLevelNavigation(request) && /^\/admin(\/|\?|$)/.test(request.url)) return null;
   return 'Refused: this request came from another site (Origin or Sec-Fetch-Site). The admin API and dashboard answer only their own pages and scripts.';
+}
+
+/** The browser opens the answer as the page in its window: not in a frame, not for a script. */
+function topLevelNavigation(request: FastifyRequest): boolean {
+  return request.headers['sec-fetch-mode'] === 'navigate' && request.headers['sec-fetch-dest'] === 'document' && request.headers.origin === undefined;
 }

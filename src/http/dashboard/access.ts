@@ -3,7 +3,7 @@
 // every POST comes from our own page with its CSRF token, and leaves the page context for
 // the handlers to render with.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { OPEN_ELSEWHERE, SESSION_COOKIE, loopbackHost, readCookie, setSessionCookie, type AdminAuth, type Session } from '../auth.ts';
+import { OPEN_ELSEWHERE, admit, loopbackHost, setSessionCookie, type AdminAuth, type Session } from '../auth.ts';
 import { crossSiteRefusal, requestOrigin } from '../cross-site.ts';
 import type { PageContext } from './layout.ts';
 
@@ -47,8 +47,10 @@ export function dashboardAccess({ auth, logTransport, publicUrl, alert }: Access
         return;
       }
       const path = request.url.split('?')[0]!;
-      if (PUBLIC.has(path)) return;
-      let session = auth.readSession(readCookie(request, SESSION_COOKIE));
+      // The login form is let through to count (and audit) a failed login; its limiter's
+      // 429s are not audited (audit-trail.ts), so guessing cannot flood the log.
+      if (PUBLIC.has(path)) return admit(request);
+      let session = auth.sessionOf(request);
       if (!session && auth.open) {
         // Open mode still needs a session: CSRF tokens are bound to it.
         const issued = auth.issueSession();
@@ -63,6 +65,7 @@ export function dashboardAccess({ auth, logTransport, publicUrl, alert }: Access
         }
         return;
       }
+      admit(request);
       const shown = request.method === 'GET' ? ((await alert()) ?? undefined) : undefined;
       contexts.set(request, { open: auth.open, csrf: auth.csrfToken(session), logTransport, session, alert: shown });
     },

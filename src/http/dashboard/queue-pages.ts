@@ -215,9 +215,10 @@ export const queuePages: FastifyPluginAsync<{ runtime: Runtime }> = async (app, 
 
   app.get('/admin/jobs/retry-failed', async (request, reply) => {
     const ctx = pageContext(request);
-    const filter = JobFilterQuery.parse(request.query);
-    const count = await jobCount(db, { ...toJobFilter(filter), status: 'failed' });
-    return sendPage(reply, confirmPage(ctx, filter, count));
+    const parsed = JobFilterQuery.safeParse(request.query);
+    if (!parsed.success) return sendPage(reply.status(400), page({ ...ctx, problem: `Bad filter: ${parsed.error.issues[0]?.message}` }, 'jobs', 'Retry failed jobs', html`<p><a href="/admin/jobs">clear the filter</a></p>`));
+    const count = await jobCount(db, { ...toJobFilter(parsed.data), status: 'failed' });
+    return sendPage(reply, confirmPage(ctx, parsed.data, count));
   });
 
   app.post('/admin/jobs/retry-failed', async (request, reply) => {
