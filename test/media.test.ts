@@ -108,6 +108,12 @@ test('a voice note is fetched with the credentials, transcribed, and its transcr
   assert.equal(file.statusCode, 200);
   assert.equal(file.headers['content-type'], 'audio/ogg');
   assert.equal(file.headers['x-content-type-options'], 'nosniff');
+  assert.equal(file.headers['cache-control'], 'no-store', 'not kept in the browser past an erasure');
+  // The API's answers hold the same personal data: never cached, never sniffed.
+  const api = await m.app.inject({ method: 'GET', url: `/api/conversations/${conversationId}` });
+  assert.equal(api.statusCode, 200);
+  assert.equal(api.headers['cache-control'], 'no-store');
+  assert.equal(api.headers['x-content-type-options'], 'nosniff');
   assert.deepEqual(file.rawPayload, OGG);
   // The transcript is personal data: an export hands it over.
   const exported = JSON.parse((await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent('+31612345678')}` })).body);

@@ -44,6 +44,13 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
     }
   });
 
+  // Every answer is what it says it is (no content sniffing); the admin API's answers hold
+  // personal data and stay out of the browser's and any proxy's cache.
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-content-type-options', 'nosniff');
+    if (/^\/api(\/|\?|$)/.test(request.url) && !reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+  });
+
   await app.register(rootRoutes);
   await app.register(healthRoutes, { runtime });
   instrumentWebhooks(app, runtime.metrics);

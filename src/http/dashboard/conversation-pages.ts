@@ -213,9 +213,10 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const inline = /^(image\/(jpeg|png|webp)|audio\/[\w.+-]+)$/.test(file.contentType);
     return reply
       .header('content-type', inline ? file.contentType : 'application/octet-stream')
-      .header('x-content-type-options', 'nosniff')
       .header('content-disposition', inline ? 'inline' : 'attachment')
-      .header('cache-control', 'private, max-age=3600')
+      // Personal data like the page around it: not kept in the browser's cache, where it
+      // would outlive an erasure ("Forget this person").
+      .header('cache-control', 'no-store')
       .send(file.bytes);
   });
 
