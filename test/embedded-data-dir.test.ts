@@ -10,9 +10,9 @@ import { test } from 'node:test';
 import { openPglite } from '../src/db/pglite.ts';
 import { ROOT, waitFor } from './helpers/processes.ts';
 
-function holdDataDir(dataDir: string, continueWhen?: string): { child: ChildProcess; output(): string } {
+function holdDataDir(dataDir: string, continueWhen?: string, env: Record<string, string> = {}): { child: ChildProcess; output(): string } {
   const args = ['--import', 'tsx', 'test/helpers/hold-data-dir.ts', dataDir, ...(continueWhen ? [continueWhen] : [])];
-  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let out = '';
   child.stdout!.on('data', (chunk) => (out += chunk));
   child.stderr!.on('data', (chunk) => (out += chunk));
@@ -48,6 +48,29 @@ test('two processes that find the same stale lock at once: one opens the folder,
   }
   assert.equal(existsSync(join(dataDir, 'aiq.lock')), false, 'B released its lock on close');
   rmSync(root, { recursive: true, force: true });
+});
+
+test('on a filesystem without hard links (exFAT, FAT, some shares) the folder still opens, once, and a stale lock is taken over', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'aiq-no-links-'));
+  const noLinks = { NO_HARD_LINKS: '1' };
+  const stop = async (p: ReturnType<typeof holdDataDir>) => {
+    p.child.stdin!.end();
+    if (p.child.exitCode === null) await new Promise((resolve) => p.child.once('exit', resolve));
+  };
+  try {
+    writeFileSync(join(dataDir, 'aiq.lock'), String(spawnSync(process.execPath, ['-e', '']).pid));
+    const first = holdDataDir(dataDir, undefined, noLinks);
+    await waitFor(() => settled(first.output()), 'the first to open', 60_000);
+    assert.match(first.output(), /^opened/m, first.output());
+    const second = holdDataDir(dataDir, undefined, noLinks);
+    await waitFor(() => settled(second.output()), 'the second to be refused', 60_000);
+    assert.match(second.output(), new RegExp(`^refused: the embedded database in .* is in use by process ${first.child.pid} `, 'm'), second.output());
+    await stop(second);
+    await stop(first);
+    assert.equal(existsSync(join(dataDir, 'aiq.lock')), false, 'released on close');
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 });
 
 test('closing the database leaves the lock alone once it is no longer ours', async () => {

@@ -20,6 +20,9 @@ const LOCK_FILE = 'aiq.lock';
  *   content (`aiq.lock.takeover-<hash>`: one link wins), and whose link then holds that very
  *   content (not a newer lock that replaced it meanwhile); that process alone replaces it;
  * - the release removes the lock only while it still holds our token.
+ * On a filesystem without hard links (exFAT, FAT, some network shares) the lock is an
+ * exclusive create as before this protocol, so such a folder still opens; two processes
+ * taking over one stale lock there in the same instant are not told apart.
  */
 export async function dataDirLock(dir: string): Promise<() => void> {
   const path = join(dir, LOCK_FILE);
@@ -31,20 +34,12 @@ export async function dataDirLock(dir: string): Promise<() => void> {
     // or was killed right then: wait a little for it, then say what to remove.
     for (let attempt = 0; attempt < 100; attempt++) {
       if (attempt > 0) await sleep(20);
-      if (tryLink(mine, path)) return releaseFor(path, ours);
+      const linked = tryLink(mine, path);
+      if (linked === null) return lockByCreate(dir, path, ours);
+      if (linked) return releaseFor(path, ours);
       const current = readOrNull(path);
       if (current === null) continue; // released meanwhile
-      const owner = Number(current.split(' ')[0]);
-      if (owner && owner !== process.pid && isRunning(owner)) {
-        throw new DataDirLockedError(
-          `the embedded database in ${dir} is in use by process ${owner} (a running \`aiq start\`?). ` +
-            'The embedded database serves one server process only: CLI commands reach a running `aiq start` ' +
-            'through its socket in that folder, and meanwhile the dashboard and the admin API work too ' +
-            '(http://127.0.0.1:3000/admin, /api); to run several servers or workers at once, set DATABASE_URL ' +
-            'to a PostgreSQL server.',
-          dir,
-        );
-      }
+      refuseIfHeld(dir, current);
       // Our own pid counts as stale too: in a container every start may get the same pid.
       const takeover = `${path}.takeover-${createHash('sha256').update(current).digest('hex').slice(0, 16)}`;
       if (!tryLink(path, takeover)) continue; // another process is taking it over
@@ -65,6 +60,36 @@ export async function dataDirLock(dir: string): Promise<() => void> {
   }
 }
 
+/** Throws DataDirLockedError when the lock `content` names a process that still runs. */
+function refuseIfHeld(dir: string, content: string): void {
+  const owner = Number(content.split(' ')[0]);
+  if (owner && owner !== process.pid && isRunning(owner)) {
+    throw new DataDirLockedError(
+      `the embedded database in ${dir} is in use by process ${owner} (a running \`aiq start\`?). ` +
+        'The embedded database serves one server process only: CLI commands reach a running `aiq start` ' +
+        'through its socket in that folder, and meanwhile the dashboard and the admin API work too ' +
+        '(http://127.0.0.1:3000/admin, /api); to run several servers or workers at once, set DATABASE_URL ' +
+        'to a PostgreSQL server.',
+      dir,
+    );
+  }
+}
+
+/** The lock where hard links are refused: an exclusive create; a stale lock removed first. */
+function lockByCreate(dir: string, path: string, ours: string): () => void {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(path, ours, { flag: 'wx', mode: 0o600 });
+      return releaseFor(path, ours);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      refuseIfHeld(dir, readOrNull(path) ?? '');
+      rmSync(path, { force: true });
+    }
+  }
+  throw new DataDirLockedError(`could not lock ${path}: another process took it meanwhile`, dir);
+}
+
 function releaseFor(path: string, ours: string): () => void {
   let released = false;
   const release = () => {
@@ -78,14 +103,21 @@ function releaseFor(path: string, ours: string): () => void {
   return release;
 }
 
-/** Creates `to` as another name of `from`; false when `to` exists or `from` is gone. */
-function tryLink(from: string, to: string): boolean {
+/** Errors of a filesystem that has no hard links (exFAT answers EPERM). */
+const NO_HARD_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
+
+/**
+ * Creates `to` as another name of `from`; false when `to` exists or `from` is gone; null
+ * when the filesystem has no hard links.
+ */
+function tryLink(from: string, to: string): boolean | null {
   try {
     linkSync(from, to);
     return true;
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
+    const code = (err as NodeJS.ErrnoException).code ?? '';
     if (code === 'EEXIST' || code === 'ENOENT') return false;
+    if (NO_HARD_LINKS.has(code)) return null;
     throw err;
   }
 }

@@ -2,9 +2,18 @@
 // "opened" and holds the folder until its stdin ends, or prints "refused: <why>".
 // With a second argument it stops inside its check whether the stale lock's owner still runs
 // (process.kill(pid, 0)) until that file exists: the moment two starting processes race.
-import { existsSync } from 'node:fs';
+// With NO_HARD_LINKS=1 its filesystem refuses hard links with EPERM, as exFAT does.
+import fs, { existsSync } from 'node:fs';
 import { once } from 'node:events';
-import { openPglite } from '../../src/db/pglite.ts';
+import { syncBuiltinESMExports } from 'node:module';
+
+if (process.env.NO_HARD_LINKS === '1') {
+  fs.linkSync = () => {
+    throw Object.assign(new Error('EPERM: operation not permitted, link'), { code: 'EPERM' });
+  };
+  syncBuiltinESMExports();
+}
+const { openPglite } = await import('../../src/db/pglite.ts');
 
 const [dataDir, continueWhen] = process.argv.slice(2);
 if (continueWhen) {
