@@ -4,6 +4,7 @@
 // while everyone else's data is untouched; an erasure during a running autoreply leaves
 // nothing behind.
 import assert from 'node:assert/strict';
+import { execFile, execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -145,6 +146,16 @@ test('aiq export and aiq forget: JSON out, confirmation, clear errors', async ()
     assert.equal(toFile.code, 0, toFile.out);
     assert.equal(statSync(file).mode & 0o777, 0o600, 'an export holds personal data: owner only');
     assert.equal(JSON.parse(readFileSync(file, 'utf8')).conversations[0].messages[0].body, 'Kan ik morgen thuiswerken?');
+    // Into something that is not a regular file (a pipe here; /dev/stdout, /dev/null): written
+    // to, its mode left alone (as root, /dev/null made 0600 would break other users).
+    const pipe = join(dir, 'pipe');
+    execFileSync('mkfifo', ['-m', '644', pipe]);
+    const reader = execFile('cat', [pipe]);
+    const read = new Promise((resolve) => reader.once('exit', resolve));
+    const toPipe = await aiq(['export', dave, '--output', pipe]);
+    assert.equal(toPipe.code, 0, toPipe.out);
+    await read;
+    assert.equal(statSync(pipe).mode & 0o777, 0o644);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -1,5 +1,5 @@
 // What `aiq forget` and `aiq export` do (src/cli/privacy-commands.ts declares them).
-import { closeSync, fchmodSync, openSync, writeFileSync } from 'node:fs';
+import { closeSync, fchmodSync, fstatSync, openSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { createInterface } from 'node:readline/promises';
 import type { Env } from '../config.ts';
@@ -63,9 +63,10 @@ export async function exportPerson({ values, positionals }: CommandInput, config
     const json = `${JSON.stringify(document, null, 2)}\n`;
     if (typeof values.output === 'string') {
       // Owner-only before a byte is written: `mode` applies only to a file that open creates.
+      // A regular file only: --output /dev/stdout (or /dev/null, as root) is not ours to change.
       const fd = openSync(values.output, 'w', 0o600);
       try {
-        fchmodSync(fd, 0o600);
+        if (fstatSync(fd).isFile()) fchmodSync(fd, 0o600);
         writeFileSync(fd, json);
       } finally {
         closeSync(fd);
