@@ -7,12 +7,13 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
+import pg from 'pg';
 import { poolerProbe } from '../src/db/pooler.ts';
 import { openPostgres } from '../src/db/postgres.ts';
 import { NotificationsUnavailableError } from '../src/db/types.ts';
 import { createLogger } from '../src/logger.ts';
 import { jobEnqueueMany, jobStats, Worker } from '../src/queue/index.ts';
-import { freshServerDatabase, POOLER_URL } from './helpers/db.ts';
+import { freshServerDatabase, POOLER_SOCKET_DIR, POOLER_URL } from './helpers/db.ts';
 import { ROOT, waitFor } from './helpers/processes.ts';
 
 /** Session state a transaction-mode pooler loses between statements, and how it looks in our SQL. */
@@ -66,6 +67,55 @@ test('the probe tells a direct connection from a transaction-mode pooler', { ski
     assert.equal((await poolerProbe(t.directUrl!)).direct, true);
     assert.equal((await poolerProbe(t.url!)).direct, false);
   } finally {
+    await t.close();
+  }
+});
+
+test('over the server\'s own Unix socket the probe sees the server itself', async () => {
+  const t = await freshServerDatabase();
+  try {
+    const server = new pg.Client({ connectionString: t.directUrl });
+    await server.connect();
+    const [dir] = (await server.query<{ dirs: string }>(`select current_setting('unix_socket_directories') as dirs`)).rows[0]!.dirs.split(',');
+    const port = (await server.query<{ port: string }>(`select current_setting('port') as port`)).rows[0]!.port;
+    await server.end();
+    const url = new URL(t.directUrl!);
+    const probe = await poolerProbe(`postgres://${url.username}@/${url.pathname.slice(1)}?host=${encodeURIComponent(dir!.trim())}&port=${port}`);
+    assert.deepEqual([probe.mode, probe.direct], ['direct', true]);
+  } finally {
+    await t.close();
+  }
+});
+
+test('while other clients keep the pooler busy, the probe still sees transaction mode, over TCP and over its Unix socket', { skip: !POOLER_URL && 'needs TEST_POOLER_URL (CI starts PgBouncer)' }, async () => {
+  // The probe asked whether two sessions got the same server process, which holds only
+  // when the pooler hands back the one just released: with other clients' statements in
+  // between it said "session" (LISTEN through the pooler, every notification lost) and,
+  // over the Unix socket, "direct" (named prepared statements: 26000 … does not exist).
+  const t = await freshServerDatabase();
+  const busy = await Promise.all(Array.from({ length: 4 }, async () => {
+    const client = new pg.Client({ connectionString: t.url });
+    await client.connect();
+    return client;
+  }));
+  let stop = false;
+  const traffic = Promise.all(busy.map(async (client) => {
+    while (!stop) await client.query('select pg_sleep(0.002)');
+  }));
+  try {
+    const url = new URL(t.url!);
+    const urls = [t.url!];
+    if (POOLER_SOCKET_DIR) urls.push(`postgres://${url.username}@/${url.pathname.slice(1)}?host=${encodeURIComponent(POOLER_SOCKET_DIR)}&port=${url.port}`);
+    for (const each of urls) {
+      for (let i = 0; i < 10; i++) {
+        const probe = await poolerProbe(each);
+        assert.deepEqual([probe.mode, probe.direct], ['transaction', false], `probe ${i + 1} of ${each}`);
+      }
+    }
+  } finally {
+    stop = true;
+    await traffic;
+    await Promise.all(busy.map((client) => client.end()));
     await t.close();
   }
 });

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { openPostgres } from '../src/db/postgres.ts';
 import { jobClaim, jobCompleteMany, jobEnqueue, jobEnqueueMany, jobFail, jobGet, jobHeartbeat, jobReclaimExpired } from '../src/queue/index.ts';
+import { jobNextDueInMs } from '../src/queue/store.ts';
 import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 
 for (const backend of BACKENDS) {
@@ -32,6 +33,16 @@ for (const backend of BACKENDS) {
       const first = await jobClaim(t.db, 1, 'w1', 30);
       const rest = await jobClaim(t.db, 10, 'w1', 30);
       assert.deepEqual([...first, ...rest].map((j) => (j.payload as { n: string }).n), ['urgent', 'early', 'late']);
+      await t.db.query(`delete from ai_jobs`);
+    });
+
+    test('the wait for the next due job is measured by the database, in milliseconds', async () => {
+      assert.equal(await jobNextDueInMs(t.db), null, 'nothing scheduled');
+      await t.db.query(`insert into ai_jobs (type, payload, next_run_at) values ('later', '{}', now() + interval '90 seconds'), ('due', '{}', now() - interval '1 second')`);
+      // Counted from the database's now(), whatever the clock of the process that asks.
+      const delayMs = await jobNextDueInMs(t.db);
+      assert.equal(typeof delayMs, 'number');
+      assert.ok(delayMs! > 80_000 && delayMs! <= 90_000, `${delayMs} ms`);
       await t.db.query(`delete from ai_jobs`);
     });
 

@@ -1,10 +1,11 @@
 // Real worker processes against the PostgreSQL server: three of them share a queue, and
 // one is killed with SIGKILL in the middle of a job.
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { jobClaim, jobCompleteMany, jobEnqueue, jobEnqueueMany, jobGet } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
-import { startTsProcess, waitFor, type Child } from './helpers/processes.ts';
+import { ROOT, startTsProcess, waitFor, type Child } from './helpers/processes.ts';
 
 const WORKER = 'test/helpers/worker-process.ts';
 
@@ -34,6 +35,21 @@ describe('worker processes', () => {
     assert.equal(runs.rows[0]!.workers, 3, 'all three processes took part');
     for (const child of started) child.process.kill('SIGTERM');
     assert.deepEqual(await Promise.all(started.map((c) => c.exited)), [0, 0, 0], 'graceful exit');
+    await t.db.query('delete from test_runs; delete from ai_jobs');
+  });
+
+  test('a worker whose clock runs 30 s ahead waits for a job due in 5 s as quietly as one whose clock is right', async () => {
+    // The next-due timer compared next_run_at with the process clock: 30 s ahead, it fired at
+    // once, claimed nothing and looked again, every 100 ms until the job was due.
+    const right = await startTsProcess(WORKER, { DATABASE_URL: t.url });
+    const ahead = await startTsProcess(WORKER, { DATABASE_URL: t.url, CLOCK_SKEW_MS: '30000', NODE_OPTIONS: `--import=${join(ROOT, 'test/helpers/clock-skew.mjs')}` });
+    children.push(right, ahead);
+    const id = await jobEnqueue(t.db, { type: 'count', payload: {}, runAt: new Date(Date.now() + 5000) });
+    await waitFor(async () => (await jobGet(t.db, id))!.status === 'done', 'the job done when due', 30_000, 100);
+    for (const child of [right, ahead]) child.process.kill('SIGTERM');
+    assert.deepEqual(await Promise.all([right.exited, ahead.exited]), [0, 0]);
+    const [byRight, byAhead] = [right, ahead].map((c) => Number(/statements (\d+)/.exec(c.output())![1]));
+    assert.ok(byAhead! <= 1.5 * byRight! + 5, `${byAhead} statements from the worker ahead, ${byRight} from the one on time`);
     await t.db.query('delete from test_runs; delete from ai_jobs');
   });
 

@@ -4,6 +4,7 @@
 // policy, in batches, while webhooks keep being acknowledged.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { retentionPurge } from '../src/jobs/retention.ts';
 import { createLogger } from '../src/logger.ts';
@@ -42,6 +43,68 @@ test('three worker processes, one schedule: exactly one job per slot, no slot sk
   await scheduleEnable(t.db, 'tick', false);
   // The workers declared the app's own schedule too.
   assert.ok((await scheduleList(t.db)).some((s) => s.name === 'retention' && s.type === 'retention_purge' && s.cron === '30 3 * * *'));
+});
+
+/** An `aiq worker` process whose clock is `skewMs` off the database's (test/helpers/clock-skew.mjs). */
+function startSkewedWorker(skewMs: number): ChildProcess {
+  const env = {
+    PATH: process.env.PATH!,
+    DATABASE_URL: t.url!,
+    AI_PROVIDER: 'local',
+    LOG_LEVEL: 'error',
+    CLOCK_SKEW_MS: String(skewMs),
+    NODE_OPTIONS: `--import=${join(ROOT, 'test/helpers/clock-skew.mjs')}`,
+  };
+  return spawn(process.execPath, ['bin/aiq.js', 'worker'], { cwd: ROOT, env, stdio: 'ignore' });
+}
+
+/** SIGTERM; a worker still running 20 s later (a scheduler that never ends its tick) fails the test. */
+async function stopWorker(worker: ChildProcess): Promise<void> {
+  worker.kill('SIGTERM');
+  try {
+    await waitFor(() => worker.exitCode !== null || worker.signalCode !== null, 'the worker to stop on SIGTERM', 20_000, 50);
+  } finally {
+    worker.kill('SIGKILL');
+  }
+}
+
+test('a worker whose clock is off by seconds enqueues every slot, at its time, without spinning', async () => {
+  // Ahead by 6 s: judged by the process clock, the slot 6 s in the database's future was
+  // enqueued early and the next one set 7 s on, so six slots in seven were never made (and
+  // with a period above the 5 s grace, every slot looked missed).
+  await scheduleSet(t.db, { name: 'ahead', cron: '* * * * * *', type: 'ahead_noop', backfill: 'none' });
+  const ahead = startSkewedWorker(6000);
+  try {
+    await waitFor(async () => (await t.db.query(`select 1 from ai_jobs where job_key like 'schedule:ahead:%'`)).rowCount >= 4, 'four slots enqueued by a worker 6 s ahead', 40_000, 100);
+  } finally {
+    await stopWorker(ahead);
+  }
+  await scheduleEnable(t.db, 'ahead', false);
+  const jobs = (await t.db.query<{ key: string; created_at: Date }>(`select job_key as key, created_at from ai_jobs where job_key like 'schedule:ahead:%' order by job_key`)).rows;
+  const slots = jobs.map((j) => Date.parse(j.key.slice('schedule:ahead:'.length)));
+  for (let i = 1; i < slots.length; i++) assert.equal(slots[i]! - slots[i - 1]!, 1000, `slot ${i} follows the one before by one second`);
+  for (const [i, job] of jobs.entries()) assert.ok(job.created_at.getTime() >= slots[i]!, `${job.key} enqueued at ${job.created_at.toISOString()}, not before its slot`);
+
+  // Behind by 6 s: the row, due by the database's clock, was taken again at once, showed no
+  // slot yet by the process clock and went back due, thousands of times a second, and the
+  // worker's SIGTERM waited for that tick to end. Each take is an update of the row, counted
+  // here: one per slot (its job and the next slot) when the database's clock decides.
+  await t.db.exec(`
+    create table behind_updates (at timestamptz not null default clock_timestamp());
+    create function behind_updated() returns trigger language plpgsql as $$ begin insert into behind_updates default values; return null; end $$;
+    create trigger behind_updated after update on ai_schedules for each row when (new.name = 'behind') execute function behind_updated();`);
+  await scheduleSet(t.db, { name: 'behind', cron: '* * * * * *', type: 'behind_noop', backfill: 'none' });
+  const behind = startSkewedWorker(-6000);
+  try {
+    await waitFor(async () => (await t.db.query(`select 1 from ai_jobs where job_key like 'schedule:behind:%'`)).rowCount >= 3, 'three slots enqueued by a worker 6 s behind', 40_000, 100);
+  } finally {
+    await stopWorker(behind);
+    await t.db.exec(`drop trigger behind_updated on ai_schedules`);
+  }
+  await scheduleEnable(t.db, 'behind', false);
+  const made = (await t.db.query(`select 1 from ai_jobs where job_key like 'schedule:behind:%'`)).rowCount;
+  const takes = (await t.db.query(`select 1 from behind_updates`)).rowCount;
+  assert.ok(takes <= 2 * made, `${takes} takes of the schedule for ${made} slots`);
 });
 
 test('missed slots follow the backfill policy: none, the last one, or all in the window', async () => {

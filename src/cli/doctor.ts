@@ -73,7 +73,7 @@ async function checkPooler(config: Env, findings: Finding[]): Promise<void> {
     findings.push({
       verdict: 'warn',
       check: 'pooler',
-      result: `DATABASE_URL goes through a pooler or proxy in session mode (port ${probe.dialledPort}, server port ${probe.serverPort})`,
+      result: `DATABASE_URL goes through a pooler in session mode, a proxy or NAT: the server sees another client than our socket, and sessions persist (port ${probe.dialledPort}, server port ${probe.serverPort})`,
       hint: `each aiq process then holds up to DATABASE_POOL_SIZE (${config.DATABASE_POOL_SIZE}) server connections; prefer transaction mode plus DATABASE_DIRECT_URL`,
     });
   } else if (!config.DATABASE_DIRECT_URL) {

@@ -1,12 +1,16 @@
 // Whether a connection string reaches PostgreSQL directly or through a connection pooler
 // (PgBouncer, Supabase's pooler, RDS Proxy …), and in which mode, found by asking it.
 //
-// Two sessions each ask for their server process id. Directly, and through a session-mode
-// pooler, every session has a server process of its own, so the ids differ. A transaction-
-// mode pooler hands the server connection back after each statement and gives the second
-// session the one the first just released (PgBouncer reuses the most recent), so the ids are
-// equal. A session-mode pooler or proxy shows itself another way: the server's own port is
-// not the port we dialled.
+// Direct is only what is proven: over TCP the server sees our socket's own port as its
+// client's (a pooler, proxy or NAT in between shows it theirs); over a Unix socket the server
+// sees a Unix-socket client and listens on the very socket we dialled. Anything else sits
+// behind a pooler or proxy, and the question is whether our session keeps its server
+// session, which is what LISTEN needs: a notification sent from a second session reaches a
+// first one that listens, or it does not (transaction mode hands the listening server
+// session to others between statements). Server process ids only short-cut that: two of
+// our sessions that share one, or one of ours whose id changes, are transaction mode;
+// different ids prove nothing (round robin, other clients' traffic).
+import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import pg from 'pg';
 
@@ -18,35 +22,73 @@ export interface PoolerProbe {
   serverPort: number | null;
   /** The port we connected to. */
   dialledPort: number;
-  /**
-   * Nothing sits between us and PostgreSQL: over TCP the server sees our socket's own port
-   * (a pooler, proxy or NAT in between shows it theirs), which holds even while other
-   * sessions are busy and can fool the two-session test; over a Unix socket, where the
-   * server sees no port, no transaction-mode pooler.
-   */
+  /** Nothing sits between us and PostgreSQL (mode 'direct'): safe for named prepared statements. */
   direct: boolean;
 }
 
+/** How long a notification may take to come back through a session-mode pooler. */
+const NOTIFY_WAIT_MS = 1000;
+
+interface ServerFacts {
+  pid: number;
+  port: number;
+  client_port: number | null;
+  socket_dirs: string;
+}
+
+const FACTS_SQL = `
+  select pg_backend_pid() as pid, current_setting('port')::int as port, inet_client_port() as client_port,
+         current_setting('unix_socket_directories') as socket_dirs`;
+
 export async function poolerProbe(connectionString: string): Promise<PoolerProbe> {
-  const first = new pg.Client({ connectionString, application_name: 'aiq:probe', connectionTimeoutMillis: 10_000 });
-  const second = new pg.Client({ connectionString, application_name: 'aiq:probe', connectionTimeoutMillis: 10_000 });
-  // A server that goes away meanwhile (a restart) makes an idle client emit 'error'; without
-  // a listener that would end the process. The probe's own queries fail and say why.
-  for (const client of [first, second]) client.on('error', () => {});
+  const clients: pg.Client[] = [];
+  const connect = async () => {
+    const client = new pg.Client({ connectionString, application_name: 'aiq:probe', connectionTimeoutMillis: 10_000 });
+    // A server that goes away meanwhile (a restart) makes an idle client emit 'error'; without
+    // a listener that would end the process. The probe's own queries fail and say why.
+    client.on('error', () => {});
+    clients.push(client);
+    await client.connect();
+    return client;
+  };
   try {
-    await first.connect();
-    await second.connect();
-    const ask = `select pg_backend_pid() as pid, inet_server_port() as port, inet_client_port() as client_port`;
-    type Answer = { pid: number; port: number | null; client_port: number | null };
-    const a = (await first.query<Answer>(ask)).rows[0]!;
-    const b = (await second.query<Answer>(ask)).rows[0]!;
-    const url = new URL(connectionString);
-    const dialledPort = Number(url.port || 5432);
-    const mode: PoolerMode = a.pid === b.pid ? 'transaction' : a.port !== null && a.port !== dialledPort && url.hostname !== '' ? 'session' : 'direct';
-    const ours = (first.connection.stream as Partial<Socket>).localPort;
-    const sameSocket = a.client_port !== null && ours !== undefined ? a.client_port === ours : null;
-    return { mode, serverPort: a.port, dialledPort, direct: sameSocket ?? mode !== 'transaction' };
+    const first = await connect();
+    const facts = (await first.query<ServerFacts>(FACTS_SQL)).rows[0]!;
+    const found = (mode: PoolerMode): PoolerProbe => ({ mode, serverPort: facts.port, dialledPort: first.port, direct: mode === 'direct' });
+    if (reachesServer(first, facts)) return found('direct');
+    return found((await sessionsPersist(first, facts.pid, connect)) ? 'session' : 'transaction');
   } finally {
-    await Promise.all([first.end().catch(() => {}), second.end().catch(() => {})]);
+    await Promise.all(clients.map((client) => client.end().catch(() => {})));
+  }
+}
+
+/** The server itself answered: it sees our socket, or listens on the Unix socket we dialled. */
+function reachesServer(client: pg.Client, facts: ServerFacts): boolean {
+  const ourPort = (client.connection.stream as Partial<Socket>).localPort;
+  if (!client.host.startsWith('/')) return facts.client_port !== null && facts.client_port === ourPort;
+  const dirs = facts.socket_dirs.split(',').map((dir) => dir.trim().replace(/\/+$/, ''));
+  return facts.client_port === null && facts.port === client.port && dirs.includes(client.host.replace(/\/+$/, ''));
+}
+
+/** A notification from a second session reaches the first, listening one: its server session is its own. */
+async function sessionsPersist(first: pg.Client, firstPid: number, connect: () => Promise<pg.Client>): Promise<boolean> {
+  // A channel of its own: behind a transaction-mode pooler the LISTEN stays on a pooled
+  // server session, where nothing but this probe ever notifies it.
+  const channel = `aiq_probe_${randomBytes(6).toString('hex')}`;
+  let heard!: () => void;
+  const notified = new Promise<void>((resolve) => (heard = resolve));
+  first.on('notification', (msg) => msg.channel === channel && heard());
+  const pidOf = async (client: pg.Client) => (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+  await first.query(`listen ${pg.escapeIdentifier(channel)}`);
+  const second = await connect();
+  // The server session the first one used, now another's, or the first one's session moved.
+  if ((await pidOf(second)) === firstPid || (await pidOf(first)) !== firstPid) return false;
+  await second.query('select pg_notify($1, $2)', [channel, '']);
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), NOTIFY_WAIT_MS)));
+  try {
+    return await Promise.race([notified.then(() => true), timedOut]);
+  } finally {
+    clearTimeout(timer);
   }
 }

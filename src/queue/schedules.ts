@@ -3,6 +3,9 @@
 // FOR UPDATE SKIP LOCKED, its slots are enqueued with a job key unique to the slot
 // (`schedule:<name>:<slot>`, as graphile-worker's crontab does), and its next slot is
 // stored, all in one transaction: exactly one job per slot however many workers race.
+// Slots are judged by the database's clock, never the process's: the row is picked by
+// `next_slot_at <= now()`, and a process clock a few seconds off would skip every slot
+// (ahead, past the grace) or take the row again and again until it caught up (behind).
 import { Cron } from 'croner';
 import type { Database, Queryable } from '../db/types.ts';
 import type { Logger } from './types.ts';
@@ -112,6 +115,7 @@ const SCHEDULE_SET_SQL = `
 export async function scheduleSet(db: Queryable, input: ScheduleInput): Promise<Schedule> {
   const timeZone = input.timeZone ?? 'UTC';
   const cron = cronOf(input.cron, timeZone);
+  const { now } = (await db.query<{ now: Date }>('select now()')).rows[0]!;
   const { rows } = await db.query<ScheduleRow>(SCHEDULE_SET_SQL, [
     input.name,
     input.cron,
@@ -120,7 +124,7 @@ export async function scheduleSet(db: Queryable, input: ScheduleInput): Promise<
     JSON.stringify(input.payload ?? {}),
     input.backfill ?? 'last',
     input.backfillWindowSeconds ?? 86_400,
-    slotAfter(cron, new Date()),
+    slotAfter(cron, now),
   ]);
   return scheduleFromRow(rows[0]!);
 }
@@ -132,9 +136,9 @@ export async function scheduleList(db: Queryable): Promise<Schedule[]> {
 
 /** Enables or disables; a re-enabled schedule starts from its next slot after now (no flood of missed ones). False when there is no such schedule. */
 export async function scheduleEnable(db: Queryable, name: string, enabled: boolean): Promise<boolean> {
-  const current = (await db.query<ScheduleRow>(`select ${COLUMNS} from ai_schedules where name = $1`, [name])).rows[0];
+  const current = (await db.query<ScheduleRow & { now: Date }>(`select ${COLUMNS}, now() from ai_schedules where name = $1`, [name])).rows[0];
   if (!current) return false;
-  const next = enabled && !current.enabled ? slotAfter(cronOf(current.cron, current.time_zone), new Date()) : current.next_slot_at;
+  const next = enabled && !current.enabled ? slotAfter(cronOf(current.cron, current.time_zone), current.now) : current.next_slot_at;
   await db.query('update ai_schedules set enabled = $2, next_slot_at = $3, updated_at = now() where name = $1', [name, enabled, next]);
   return true;
 }
@@ -215,10 +219,11 @@ export class Scheduler {
     let created = 0;
     this.running = (async () => {
       for (;;) {
-        // One schedule per transaction, skipping those another worker holds right now.
+        // One schedule per transaction, skipping those another worker holds right now. The
+        // slots are chosen at the `now()` that found the row due (the module's opening note).
         const done = await this.options.db.transaction(async (tx) => {
-          const row = (await tx.query<ScheduleRow>(
-            `select ${COLUMNS} from ai_schedules where enabled and next_slot_at <= now()
+          const row = (await tx.query<ScheduleRow & { now: Date }>(
+            `select ${COLUMNS}, now() from ai_schedules where enabled and next_slot_at <= now()
              order by next_slot_at limit 1 for update skip locked`,
           )).rows[0];
           if (!row) return true;
@@ -227,7 +232,7 @@ export class Scheduler {
           let lastSlot = schedule.lastSlotAt;
           let next: Date;
           try {
-            const due = slotsDue(schedule, new Date(), this.tickMs * 5);
+            const due = slotsDue(schedule, row.now, this.tickMs * 5);
             next = due.next;
             for (const slot of due.slots) {
               const job = (await tx.query<{ id: string }>(SLOT_ENQUEUE_SQL, [schedule.type, JSON.stringify(schedule.payload), `schedule:${schedule.name}:${slot.toISOString()}`])).rows[0];

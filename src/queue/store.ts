@@ -357,12 +357,19 @@ export async function jobReclaimExpired(db: Queryable, limit = 1000): Promise<Ar
   return result.rows;
 }
 
-/** The earliest time a pending job becomes due, if any is scheduled in the future. */
-export async function jobNextDueAt(db: Queryable): Promise<Date | null> {
-  const result = await db.query<{ next: Date | null }>(
-    `select min(next_run_at) as next from ai_jobs where status = 'pending' and next_run_at > now()`,
-  );
-  return result.rows[0]?.next ?? null;
+// The wait is measured by the database, whose clock set next_run_at: a timestamp compared
+// with the process clock fired early by as much as that clock ran ahead (and found nothing,
+// again and again), or late by as much as it ran behind.
+const NEXT_DUE_SQL = `
+  select (extract(epoch from min(next_run_at) - now()) * 1000)::float8 as delay_ms
+  from ai_jobs
+  where status = 'pending' and next_run_at > now()`;
+
+/** Milliseconds until the next pending job becomes due, by the database's clock; null when none is scheduled in the future. */
+export async function jobNextDueInMs(db: Queryable): Promise<number | null> {
+  const result = await db.query<{ delay_ms: number | null }>(NEXT_DUE_SQL);
+  const delayMs = result.rows[0]?.delay_ms;
+  return delayMs === null || delayMs === undefined ? null : Math.max(0, delayMs);
 }
 
 export async function jobGet(db: Queryable, id: string): Promise<Job | null> {

@@ -13,7 +13,7 @@ import {
   jobCompleteMany,
   jobFail,
   jobHeartbeat,
-  jobNextDueAt,
+  jobNextDueInMs,
   jobReclaimExpired,
   jobRelease,
   type Completion,
@@ -36,6 +36,9 @@ const MAX_CLAIMS_IN_FLIGHT = 2;
  * of rows, and the last of them finished a quarter second after the last job ran.
  */
 const MAX_FLUSHES_IN_FLIGHT = 2;
+
+/** The longest delay setTimeout keeps (2^31 - 1 ms, about 24.8 days). */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
 export interface WorkerOptions {
   db: Database;
@@ -496,7 +499,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         if (status === 'failed') this.logger.error(log, permanent ? 'job failed permanently' : 'job failed: out of attempts');
         else this.logger.warn({ ...log, retryAt: outcome.nextRunAt }, refund ? 'job throttled, will retry' : 'job attempt failed, will retry');
         this.emit('job:failed', { job, durationMs, error, status });
-        if (status === 'pending') this.scheduleDue(outcome.nextRunAt.getTime());
+        if (status === 'pending') this.scheduleDueIn(delaySeconds * 1000);
       }
     } catch (err) {
       // Postgres is gone: the lease runs out and the reaper gives the job another attempt.
@@ -567,18 +570,24 @@ export class Worker extends EventEmitter<WorkerEvents> {
       return;
     }
     this.lastDueCheck = Date.now();
-    const next = await jobNextDueAt(this.db);
-    if (next) this.scheduleDue(next.getTime());
+    const delayMs = await jobNextDueInMs(this.db);
+    if (delayMs !== null) this.scheduleDueIn(delayMs);
   }
 
-  private scheduleDue(at: number): void {
+  /**
+   * Wakes the worker `delayMs` from now. Due times are delays measured by the database and
+   * kept on the monotonic clock: the process's wall clock may be off from the database's.
+   */
+  private scheduleDueIn(delayMs: number): void {
+    const at = performance.now() + delayMs;
     if (this.stopping || at >= this.dueAt) return;
     clearTimeout(this.dueTimer);
     this.dueAt = at;
+    // Node fires a longer timeout at once (a job due in a month): wake then, and look again.
     this.dueTimer = setTimeout(() => {
       this.dueAt = Infinity;
       this.wake();
-    }, Math.max(0, at - Date.now()) + 5);
+    }, Math.min(delayMs + 5, MAX_TIMEOUT_MS));
   }
 
   private onDatabaseError(err: unknown, during: string): void {

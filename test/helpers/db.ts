@@ -24,6 +24,8 @@ const TEMPLATE = `aiq_tpl_${schemaHash}`;
  * transaction mode, while databases are created and dropped on the server directly.
  */
 export const POOLER_URL = process.env.TEST_POOLER_URL || undefined;
+/** The same PgBouncer's Unix-socket folder (CI sets it too), for what differs there. */
+export const POOLER_SOCKET_DIR = process.env.TEST_POOLER_SOCKET_DIR || undefined;
 
 function urlFor(database: string, base = SERVER_URL): string {
   const url = new URL(base);

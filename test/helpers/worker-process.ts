@@ -1,11 +1,19 @@
 // A real worker process for tests: runs the queue's Worker against DATABASE_URL with test
 // handlers that record every execution in `test_runs`, so tests can count runs per job.
-// Prints "ready" once it listens; SIGTERM/SIGINT stop it gracefully.
+// Prints "ready" once it listens; SIGTERM/SIGINT stop it gracefully, and it prints how many
+// statements and transactions the worker sent ("statements N"), for tests that compare load.
 import { openPostgres } from '../../src/db/postgres.ts';
+import type { Database } from '../../src/db/types.ts';
 import { createLogger } from '../../src/logger.ts';
 import { Worker, type JobHandler } from '../../src/queue/index.ts';
 
 const db = openPostgres({ connectionString: process.env.DATABASE_URL!, poolSize: 5 });
+let statements = 0;
+const counted: Database = {
+  ...db,
+  query: (text, values) => (statements++, db.query(text, values)),
+  transaction: (work) => (statements++, db.transaction(work)),
+};
 const anyPayload = { safeParse: (input: unknown) => ({ success: true as const, data: input as { sleepMs?: number } }) };
 
 await db.query(`create table if not exists test_runs (job_id uuid not null, worker text not null, at timestamptz not null default now())`);
@@ -28,7 +36,7 @@ const record = (kind: string): JobHandler<{ sleepMs?: number }> => ({
 });
 
 const worker = new Worker({
-  db,
+  db: counted,
   handlers: [record('count')],
   logger: createLogger(process.env.LOG_LEVEL ?? 'silent'),
   concurrency: Number(process.env.WORKER_CONCURRENCY ?? 10),
@@ -42,6 +50,7 @@ console.log('ready');
 const stop = async () => {
   await worker.stop();
   await db.close();
+  console.log(`statements ${statements}`);
   process.exit(0);
 };
 process.once('SIGTERM', stop);
