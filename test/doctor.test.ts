@@ -53,6 +53,14 @@ test('a working setup: every check passes and doctor exits 0', async () => {
   assert.ok(twilio.requests.some((r) => r.method === 'GET' && r.outcome === 'account'), 'the credentials were checked against Twilio');
 });
 
+test('a database reached over its Unix socket (postgres://user@/db?host=/dir) is checked like any other', async () => {
+  const database = new URL(t.directUrl!).pathname.slice(1);
+  const { code, out } = await doctor({ ...healthy(), DATABASE_URL: `postgres://postgres@/${database}?host=/var/run/postgresql` });
+  assert.equal(code, 0, out);
+  assert.match(line(out, 'database'), /^ok\s+database\s+PostgreSQL 1\d\S* at the socket in \/var\/run\/postgresql/);
+  assert.match(line(out, 'pooler'), /^ok\s+pooler\s+DATABASE_URL reaches PostgreSQL directly/);
+});
+
 test('each problem is named in one line with a hint, without a stack trace, and fails the exit code', async () => {
   const cases: Array<[string, Record<string, string>, string, RegExp]> = [
     ['a wrong role', { DATABASE_URL: Object.assign(new URL(t.directUrl!), { username: 'nobody', password: 'wrong' }).toString() }, 'database', /^FAIL\s+database\s+cannot connect: role "nobody" does not exist\n\s+→ check the user and password in DATABASE_URL/m],

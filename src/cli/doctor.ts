@@ -3,6 +3,7 @@
 // Exit 1 when a check fails (operation is blocked), 0 when all pass or only warn.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { parse as parseConnectionString } from 'pg-connection-string';
 import { aiProviderCreate } from '../ai/providers.ts';
 import { embeddingSpaceOf } from '../ai/types.ts';
 import { aiProviderOf, type Env } from '../config.ts';
@@ -35,12 +36,18 @@ function oneLine(err: unknown): string {
   return (err instanceof Error ? err.message : String(err)).split('\n')[0]!.trim();
 }
 
+/** Where a connection URL leads, as pg reads it: host:port, or a Unix socket's folder. */
+function hostOf(url: string): string {
+  const { host, port } = parseConnectionString(url);
+  return host?.startsWith('/') ? `the socket in ${host}` : `${host ?? 'localhost'}${port ? `:${port}` : ''}`;
+}
+
 function databaseHint(err: unknown, config: Env): string | undefined {
   const code = (err as { code?: string }).code;
-  const where = config.DATABASE_URL ? new URL(config.DATABASE_URL) : undefined;
-  if (code === '28P01' || code === '28000') return `check the user and password in DATABASE_URL (user "${decodeURIComponent(where?.username ?? '')}")`;
-  if (code === '3D000') return `create the database first (createdb ${where?.pathname.slice(1)}) or fix its name in DATABASE_URL`;
-  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'ETIMEDOUT' || code === 'EAI_AGAIN') return `is PostgreSQL (or the pooler) running and reachable at ${where?.host}?`;
+  const where = config.DATABASE_URL ? parseConnectionString(config.DATABASE_URL) : undefined;
+  if (code === '28P01' || code === '28000') return `check the user and password in DATABASE_URL (user "${where?.user ?? ''}")`;
+  if (code === '3D000') return `create the database first (createdb ${where?.database ?? ''}) or fix its name in DATABASE_URL`;
+  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'ETIMEDOUT' || code === 'EAI_AGAIN') return `is PostgreSQL (or the pooler) running and reachable at ${hostOf(config.DATABASE_URL!)}?`;
   if ((err as Error).name === 'DataDirLockedError') return 'another aiq holds the embedded database and serves no socket: stop it, or upgrade it to a version that serves one';
   return undefined;
 }
@@ -54,7 +61,7 @@ async function checkDatabase(config: Env, findings: Finding[]): Promise<Database
   try {
     db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolSize: 1, applicationName: 'aiq-doctor', joinRunning: true });
     const version = (await db.query<{ v: string }>(`select current_setting('server_version') as v`)).rows[0]!.v;
-    const where = config.DATABASE_URL ? `PostgreSQL ${version.split(' ')[0]} at ${new URL(config.DATABASE_URL).host}` : `embedded PostgreSQL ${version.split(' ')[0]} (PGlite) in ${config.DATA_DIR}`;
+    const where = config.DATABASE_URL ? `PostgreSQL ${version.split(' ')[0]} at ${hostOf(config.DATABASE_URL)}` : `embedded PostgreSQL ${version.split(' ')[0]} (PGlite) in ${config.DATA_DIR}`;
     const major = Number(version.split('.')[0]);
     findings.push(major >= 14 ? { verdict: 'ok', check: 'database', result: where } : { verdict: 'FAIL', check: 'database', result: `${where}: version ${major} is too old`, hint: 'aiq needs PostgreSQL 14 or newer' });
     return db;
