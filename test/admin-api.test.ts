@@ -316,6 +316,17 @@ describe('admin API: people, documents and imports', () => {
     assert.equal((await t.app.inject({ url: '/api/documents?limit=0', headers: auth })).statusCode, 400);
   });
 
+  test('two saves of one new title at once: both answered, one document, no 500', async () => {
+    for (let i = 0; i < 5; i++) {
+      const title = `Handboek ${i}`;
+      const save = (days: number) => t.app.inject({ method: 'POST', url: '/api/documents', headers: auth, payload: { title, body: `# Verlof\nJe hebt ${days} vakantiedagen per jaar.` } });
+      const answers = await Promise.all([save(25), save(30)]);
+      assert.deepEqual(answers.map((a) => a.statusCode).sort(), [200, 201], answers.map((a) => a.body).join('\n'));
+      const stored = await t.runtime.db.query<{ body: string }>('select body from documents where title = $1', [title]);
+      assert.equal(stored.rowCount, 1);
+    }
+  });
+
   test('POST /api/imports stores the CSV and its job; GET shows progress; people are searchable after the run', async () => {
     const content = 'name,phone,email,department\nAnna de Vries,+31611111111,anna@example.com,Finance\nBroken,not-a-phone,,\n';
     const response = await t.app.inject({ method: 'POST', url: '/api/imports', headers: auth, payload: { filename: 'people.csv', content } });

@@ -42,7 +42,10 @@ export async function documentSave(tx: Queryable, input: DocumentSaveInput, sett
   const chunks = documentContentCheck(title, input.body, settings);
   const hash = documentContentHash(title, input.body);
   const chunking = chunkingSignature(settings);
-  // Lock by title so that two saves of one title serialise instead of both inserting.
+  // Two saves of one title serialise instead of both inserting: a row lock alone takes
+  // nothing while the title is new (the second insert then broke the unique title, a 500
+  // with its content lost), so the title's own lock is taken first, until commit.
+  await tx.query(`select pg_advisory_xact_lock(hashtextextended('aiq.document:' || $1, 0))`, [title]);
   const existing = await tx.query<{ id: string; content_hash: string; chunking: string | null }>(
     'select id, content_hash, chunking from documents where title = $1 for update',
     [title],
