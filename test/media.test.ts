@@ -168,6 +168,10 @@ test('a webhook with a media count but no URL is refused (400) and stores nothin
   const response = await injectSigned(m.app, WHATSAPP, params);
   assert.equal(response.statusCode, 400);
   assert.match(response.body, /MediaUrl0 must be a URL/);
+  // A NUL in it, which PostgreSQL cannot store: malformed too, not a 500.
+  const nul = await injectSigned(m.app, WHATSAPP, inboundParams('x', '+31699990000', { NumMedia: '1', MediaUrl0: 'https://api.twilio.com/x\u0000y' }));
+  assert.equal(nul.statusCode, 400, nul.body);
+  assert.match(nul.body, /MediaUrl0 must be a URL/);
 });
 
 test('with AI_VISION, a photo reaches the chat model as image input', async () => {

@@ -86,7 +86,7 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
     const mediaUrls: string[] = [];
     const mediaContentTypes: string[] = [];
     for (let n = 0; n < input.NumMedia; n++) {
-      const url = z.url().safeParse(params[`MediaUrl${n}`]);
+      const url = text.pipe(z.url()).safeParse(params[`MediaUrl${n}`]);
       if (!url.success) return reply.status(400).send({ error: `malformed Twilio webhook: MediaUrl${n} must be a URL (NumMedia is ${input.NumMedia})` });
       mediaUrls.push(url.data);
       const type = params[`MediaContentType${n}`];
