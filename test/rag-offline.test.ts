@@ -121,3 +121,18 @@ test('a question the knowledge base cannot answer takes the "I don\'t know" path
   const page = await app.inject({ method: 'GET', url: `/admin/conversations/${reply.conversation_id}` });
   assert.match(page.body, /data-no-answer="true">no source relevant enough/);
 });
+
+test('the offline answer quotes whole sentences of text wrapped over lines, and list items one by one', async () => {
+  const { localProviderCreate } = await import('../src/ai/local-provider.ts');
+  const provider = localProviderCreate({ dimensions: 64 });
+  const knowledge = (content: string) => [{ id: 'c1', documentId: 'd1', title: 'Handboek', headingPath: ['Vakantiedagen'], content, score: 1, relevance: 1 }];
+  const ask = async (content: string) =>
+    (await provider.chat({ messages: [], grounding: { questions: ['Tot wanneer kan ik mijn vakantiedagen opnemen?'], person: null, knowledge: knowledge(content) } })).text;
+  // Wrapped at a fixed width, as Markdown often is: the sentence runs on after the line break.
+  const wrapped = await ask('Je hebt 25 vakantiedagen per jaar. Niet opgenomen dagen\nvervallen op 1 juli van het volgende jaar.');
+  assert.match(wrapped, /Niet opgenomen dagen vervallen op 1 juli van het volgende jaar\./);
+  // A list keeps its items apart.
+  const list = await ask('Vakantiedagen opnemen:\n- vraag ze aan in het HR-portaal\n- uiterlijk 1 juli van het volgende jaar');
+  assert.match(list, /- uiterlijk 1 juli van het volgende jaar/);
+  assert.doesNotMatch(list, /portaal - uiterlijk/);
+});

@@ -92,6 +92,18 @@ function fnv1a(text: string): number {
  * A passage's headings are the context of its sentences: named with the document ("From
  * "Handbook" › Lunch: …") and counted in their score, never an answer by themselves.
  */
+/**
+ * A chunk's paragraphs and list items, each on one line. Text wrapped at a fixed width (as
+ * Markdown often is) breaks a sentence over lines: split at every newline, the quote ended
+ * mid-sentence and lost its answer ("Niet opgenomen dagen" without "vervallen op 1 juli").
+ */
+function paragraphsOf(content: string): string[] {
+  return content
+    .split(/\n\s*\n|\n(?=\s*(?:[-*+•]|\d+[.)]|#{1,6})\s)/)
+    .map((paragraph) => paragraph.replace(/\s*\n\s*/g, ' ').trim())
+    .filter(Boolean);
+}
+
 function extractiveAnswer(prompt: Prompt): string {
   const { questions, person, knowledge } = prompt.grounding;
   const asked = new Set(words(questions.join(' ')));
@@ -100,8 +112,8 @@ function extractiveAnswer(prompt: Prompt): string {
     const heading = item.headingPath.join(' ');
     const source = chunkLocation(`"${item.title}"`, item.headingPath);
     let position = 0;
-    for (const line of item.content.split(/\n+/)) {
-      for (const sentence of line.split(/(?<=[.!?])\s+/).map((s) => s.trim()).filter(Boolean)) {
+    for (const paragraph of paragraphsOf(item.content)) {
+      for (const sentence of paragraph.split(/(?<=[.!?])\s+/).map((s) => s.trim()).filter(Boolean)) {
         const score = new Set(words(`${heading} ${sentence}`).filter((w) => asked.has(w))).size;
         if (score > 0) scored.push({ sentence, source, score, order: rank * 1000 + position });
         position += 1;
