@@ -260,6 +260,14 @@ describe('dashboard in a browser', () => {
     await page.getByText('"Opening hours" inserted').waitFor();
     await page.locator('tr', { hasText: 'Opening hours' }).locator('.b-embedded').waitFor({ timeout: 15_000 });
     await page.screenshot({ path: `${SCREENSHOTS}/documents.png`, fullPage: true });
+    // A file: titled as `aiq add-document` titles it (no extension), so saving the same file
+    // from the CLI replaces it; its file name is the source.
+    await page.setInputFiles('input[type=file]', { name: 'handbook.md', mimeType: 'text/markdown', buffer: Buffer.from('# Leave\n\nEveryone has 25 days of holiday a year.\n') });
+    await page.waitForFunction(() => (document.querySelector('textarea[name=body]') as HTMLTextAreaElement).value.includes('25 days'));
+    assert.equal(await page.inputValue('input[name=title]'), 'handbook');
+    await page.getByRole('button', { name: 'Save document' }).click();
+    await page.getByText('"handbook" inserted').waitFor();
+    assert.match(await page.locator('tr', { hasText: 'handbook' }).innerText(), /handbook\s+handbook\.md/);
 
     await page.goto(`${base}/admin/imports`);
     // Saved as Excel's "CSV" in a Western European locale does: Windows-1252, not UTF-8.

@@ -52,9 +52,16 @@ document.addEventListener('change', async (event) => {
   const target = input.form?.elements.namedItem(input.dataset.into);
   if (!file || !(target instanceof HTMLTextAreaElement)) return;
   target.value = decodeText(new Uint8Array(await file.arrayBuffer()));
-  // data-name-into: the field that takes the file's name, unless the user typed one.
-  const name = input.dataset.nameInto ? input.form?.elements.namedItem(input.dataset.nameInto) : null;
-  if (name instanceof HTMLInputElement && (name.value === '' || name.value === name.defaultValue)) name.value = file.name;
+  // data-name-into: the field that takes the file's name; data-title-into: the one that takes
+  // it without its extension, as `aiq add-document` titles a file (handbook.md → handbook), so
+  // that the same file saved from either place replaces one document instead of making two.
+  // Neither overwrites what the user typed.
+  const fill = (field, value) => {
+    const element = field ? input.form?.elements.namedItem(field) : null;
+    if (element instanceof HTMLInputElement && (element.type === 'hidden' || element.value === '' || element.value === element.defaultValue)) element.value = value;
+  };
+  fill(input.dataset.nameInto, file.name);
+  fill(input.dataset.titleInto, file.name.replace(/\.[^.]+$/, '') || file.name);
 });
 
 // A notice belongs to the action that caused it: drop it from the address once shown, so a
