@@ -44,6 +44,10 @@ test('aiq simulate posts a webhook the server accepts and stores, with the auth 
       join conversations c on c.id = m.conversation_id join contacts k on k.id = c.contact_id order by m.created_at`)).rows;
     assert.deepEqual(stored.map((r) => [r.body, r.number]), [['Hoe laat begint de vergadering?', '+31612345678'], ['Zonder Twilio', '+31687654321']]);
     assert.equal(stored[0]!.name, 'Anna');
+    // No sender configured: simulate writes to Twilio's sandbox number, which is then the
+    // default sender, as the dashboard's Simulate stores it: one thread, not two.
+    const devThread = await t.db.query(`select c.business_number from conversations c join contacts k on k.id = c.contact_id where k.whatsapp_number = '+31687654321'`);
+    assert.deepEqual(devThread.rows, [{ business_number: null }]);
     assert.equal((await t.db.query(`select 1 from ai_jobs where type = 'autoreply'`)).rowCount, 2);
 
     // Signed with another secret: the server refuses, and simulate says why.

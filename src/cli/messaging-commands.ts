@@ -5,10 +5,9 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { Env } from '../config.ts';
+import { SANDBOX_NUMBER } from '../messaging/sandbox.ts';
 import { UsageError, type Command } from './command.ts';
 
-// Twilio's WhatsApp sandbox number: what `To` is when no sender is configured.
-const SANDBOX_FROM = 'whatsapp:+14155238886';
 const PLACEHOLDER_ACCOUNT = `AC${'0'.repeat(32)}`;
 
 /** Where the local server listens, as a URL this machine can reach. */
@@ -29,7 +28,7 @@ function inboundFields(config: Env, text: string, from: string, sid: string, nam
     WaId: from.slice(1),
     SmsStatus: 'received',
     Body: text,
-    To: to ? `whatsapp:${to}` : (config.TWILIO_WHATSAPP_FROM ?? SANDBOX_FROM),
+    To: to ? `whatsapp:${to}` : (config.TWILIO_WHATSAPP_FROM ?? `whatsapp:${SANDBOX_NUMBER}`),
     NumSegments: '1',
     ReferralNumMedia: '0',
     MessageSid: sid,

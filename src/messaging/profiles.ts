@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import { documentTagsOf } from '../knowledge/documents.ts';
+import { SANDBOX_NUMBER } from './sandbox.ts';
 import { replyTemplateOf, templateVariablesParse, type ReplyTemplate } from './window.ts';
 
 export interface AssistantProfile {
@@ -109,7 +110,7 @@ export class Profiles {
    */
   conversationNumber(to: string): string | null {
     const number = to.trim().replace(/^whatsapp:/, '');
-    return number === this.defaultNumber || !E164.test(number) ? null : number;
+    return number === (this.defaultNumber ?? SANDBOX_NUMBER) || !E164.test(number) ? null : number;
   }
 
   /** The `whatsapp:+…` address replies in a conversation leave from. */
