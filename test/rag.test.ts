@@ -14,7 +14,7 @@ import { importGet } from '../src/knowledge/csv-import.ts';
 import { documentSave } from '../src/knowledge/documents.ts';
 import { personUpsertMany } from '../src/knowledge/people.ts';
 import { chunkLocation } from '../src/knowledge/chunking.ts';
-import type { Citations } from '../src/messaging/conversations.ts';
+import { messageAnsweredBy, type Citations } from '../src/messaging/conversations.ts';
 import { createWorker, openRuntime } from '../src/main.ts';
 import { signatureOf, WHATSAPP_WEBHOOK_PATH } from '../src/messaging/twilio.ts';
 import { jobGet, type Job, type Worker } from '../src/queue/index.ts';
@@ -348,5 +348,28 @@ describe('suggest', () => {
     assert.equal((await sentTo(phone)).length, 1, 'a suggestion is never sent by the job');
     assert.equal(await suggestionDiscard(runtime.db, suggestionId), true);
     assert.equal(await suggestionDiscard(runtime.db, suggestionId), false, 'a decision is final');
+
+    // Discarded, the admin asks again: a new draft, not "a suggestion exists".
+    const again = await suggestEnqueue(runtime.db, { conversationId, messageId });
+    worker.wake();
+    const redone = await until('the new suggest job', async () => {
+      const job = await jobGet(runtime.db, again);
+      return job?.status === 'done' ? job : undefined;
+    });
+    const redraftId = (redone.result as { suggestionId: string }).suggestionId;
+    assert.ok(redraftId && redraftId !== suggestionId, JSON.stringify(redone.result));
+    const redraft = (await suggestionGet(runtime.db, redraftId))!;
+    assert.equal(redraft.status, 'pending');
+
+    // A new question comes in before the draft is sent; sent as drafted, the draft answers
+    // only what it covered: the new question stays open for its own reply.
+    const later = await inbound(phone, 'And how do I book a taxi?');
+    const seqs = await runtime.db.query<{ seq: string }>(`select seq from messages where twilio_sid = $1`, [later]);
+    const laterSeq = Number(seqs.rows[0]!.seq);
+    assert.ok(redraft.contextUntilSeq !== null && redraft.contextUntilSeq < laterSeq);
+    const { suggestionSend } = await import('../src/http/admin/conversation-actions.ts');
+    const { message: sent } = await suggestionSend(runtime, redraftId);
+    assert.equal(await messageAnsweredBy(runtime.db, conversationId, redraft.contextUntilSeq!), sent.id);
+    assert.equal(await messageAnsweredBy(runtime.db, conversationId, laterSeq), null, 'the later question is not answered by the draft');
   });
 });

@@ -30,6 +30,8 @@ export interface Suggestion {
   usage: TokenUsage;
   /** What the draft drew on (null for suggestions from before citations). */
   citations: Citations | null;
+  /** The highest inbound position the draft's prompt held (null: drafted before this was kept). */
+  contextUntilSeq: number | null;
   createdAt: Date;
   decidedAt: Date | null;
 }
@@ -45,6 +47,7 @@ interface SuggestionRow {
   model: string;
   usage: TokenUsage;
   citations: Citations | null;
+  context_until_seq: string | number | null;
   created_at: Date;
   decided_at: Date | null;
 }
@@ -52,7 +55,7 @@ interface SuggestionRow {
 function suggestionFromRow(r: SuggestionRow): Suggestion {
   return {
     id: r.id, conversationId: r.conversation_id, messageId: r.message_id, body: r.body, status: r.status,
-    sentMessageId: r.sent_message_id, provider: r.provider, model: r.model, usage: r.usage, citations: r.citations ?? null, createdAt: r.created_at, decidedAt: r.decided_at,
+    sentMessageId: r.sent_message_id, provider: r.provider, model: r.model, usage: r.usage, citations: r.citations ?? null, contextUntilSeq: r.context_until_seq === null ? null : Number(r.context_until_seq), createdAt: r.created_at, decidedAt: r.decided_at,
   };
 }
 
@@ -103,7 +106,8 @@ export function suggestHandler(depsFor: (businessNumber: string | null) => Reply
     type: SUGGEST,
     schema: payloadSchema,
     async run({ job, payload, signal }) {
-      const existing = await deps.db.query<{ id: string }>('select id from suggestions where message_id = $1', [payload.messageId]);
+      // A discarded draft does not count: the admin asked for another.
+      const existing = await deps.db.query<{ id: string }>(`select id from suggestions where message_id = $1 and status <> 'discarded'`, [payload.messageId]);
       if (existing.rows[0]) return { skipped: 'a suggestion for this message exists', suggestionId: existing.rows[0].id };
       const state = await inboundReplyState(deps.db, payload.messageId, deps.historyLimit);
       if (!state || state.inbound.conversationId !== payload.conversationId) {
@@ -114,13 +118,14 @@ export function suggestHandler(depsFor: (businessNumber: string | null) => Reply
 
       const thread = await mediaProcessForReply(media, state, { finalAttempt: job.attempts >= job.maxAttempts, signal });
       const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'suggest', inbound: message, thread }, signal);
-      // A racing duplicate job may have stored one meanwhile: keep the first.
+      // A racing duplicate job may have stored one meanwhile: keep the first. It answers what
+      // its prompt held, and at least its own message (already answered, it held none).
       const inserted = await deps.db.query<{ id: string }>(
-        `insert into suggestions (conversation_id, message_id, body, provider, model, usage, citations)
-         values ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb)
-         on conflict (message_id) do nothing
+        `insert into suggestions (conversation_id, message_id, body, provider, model, usage, citations, context_until_seq)
+         values ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8)
+         on conflict (message_id) where status <> 'discarded' do nothing
          returning id`,
-        [conversation.id, message.id, draft.text, draft.provider, draft.model, JSON.stringify(draft.usage), JSON.stringify(draft.citations)],
+        [conversation.id, message.id, draft.text, draft.provider, draft.model, JSON.stringify(draft.usage), JSON.stringify(draft.citations), Math.max(draft.contextUntilSeq ?? 0, message.seq ?? 0)],
       );
       return {
         suggestionId: inserted.rows[0]?.id ?? null,

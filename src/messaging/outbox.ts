@@ -65,6 +65,11 @@ export interface NewAdminReply {
   /** The inbound message answered (the newest, or the one a suggestion was drafted for). */
   replyToMessageId: string | null;
   body: string;
+  /**
+   * The highest inbound position it answers: a suggestion sent as drafted answers what its
+   * draft's prompt held. Unset: every message stored when it is written (what the admin saw).
+   */
+  contextUntilSeq?: number | null;
 }
 
 /** The AI reply to an inbound message, its parts in order; empty if none was ever written. */
@@ -94,11 +99,12 @@ const NO_HUMAN_TOOK_OVER = (conversationId: string, seq: string) => `
       and a.status not in ${ANSWERS_NOTHING_SQL} and a.context_until_seq >= ${seq})`;
 
 // An admin reply, written before sending, in `pending`, with the send's start time. It
-// answers every inbound message visible as it is written (the done-is-noop guard).
+// answers every inbound message visible as it is written (the done-is-noop guard), or up to
+// $4 (a suggestion sent as drafted answers what its draft covered).
 const ADMIN_REPLY_INSERT_SQL = `
   with reply as (
     insert into messages (conversation_id, source, body, status, reply_to_message_id, context_until_seq, send_started_at)
-    select $1, 'admin', $2, 'pending', $3, (select inbound_seq from conversations where id = $1), now()
+    select $1, 'admin', $2, 'pending', $3, coalesce($4::int8, (select inbound_seq from conversations where id = $1)), now()
     where ${CONTACT_NOT_OPTED_OUT('$1')}
     returning *
   ), touched as (
@@ -183,7 +189,7 @@ function sendContextFromRow(row: ClaimedRow): SendContextRow {
  * after commit.
  */
 export async function replyWriteAdmin(db: Queryable, input: NewAdminReply): Promise<Message> {
-  const inserted = await db.query(ADMIN_REPLY_INSERT_SQL, [input.conversationId, input.body, input.replyToMessageId]);
+  const inserted = await db.query(ADMIN_REPLY_INSERT_SQL, [input.conversationId, input.body, input.replyToMessageId, input.contextUntilSeq ?? null]);
   // Tested in the write itself, not only before it: a STOP between the two stops it too.
   if (!inserted.rows[0]) throw new OptedOutError(`the contact opted out before the message to conversation ${input.conversationId} was written`);
   return messageFromRow(inserted.rows[0] as never);

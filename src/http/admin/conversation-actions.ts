@@ -107,7 +107,11 @@ export async function suggestionSend(runtime: Runtime, suggestionId: string, edi
   if (!conversation) throw new ActionError(404, 'the conversation of this suggestion is gone');
   await checkNotOptedOut(runtime, conversation);
   const reply = await runtime.db.transaction(async (tx) => {
-    const written = await replyWriteAdmin(tx, { conversationId: conversation.id, replyToMessageId: suggestion.messageId, body: editedBody ?? suggestion.body });
+    // As drafted, it answers what the draft's prompt held, not a question that came in
+    // after it; edited, what the admin saw when writing (everything stored by then).
+    const asDrafted = editedBody === undefined || editedBody.trim() === suggestion.body.trim();
+    const contextUntilSeq = asDrafted ? suggestion.contextUntilSeq : null;
+    const written = await replyWriteAdmin(tx, { conversationId: conversation.id, replyToMessageId: suggestion.messageId, body: editedBody ?? suggestion.body, contextUntilSeq });
     if (!(await suggestionMarkSent(tx, suggestion.id, written.id))) throw new ActionError(409, 'this suggestion was sent or discarded meanwhile');
     return written;
   }).catch(refusedIfOptedOut(runtime, conversation));
