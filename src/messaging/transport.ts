@@ -109,7 +109,7 @@ export class LogTransport implements Transport {
     // dashboard's conversation shows the reply.
     this.logger.info(
       { to: maskPhone(message.to), characters: message.body.length, ...(message.template ? { template: message.template.contentSid } : {}) },
-      'reply not sent (log transport, no Twilio credentials): read it in the dashboard',
+      'reply logged, not sent (log transport, no Twilio credentials): read it in the dashboard',
     );
     this.logger.debug?.({ to: maskPhone(message.to), body: message.body }, 'reply text (LOG_LEVEL=debug)');
     return { sid: null, status: 'logged' };
