@@ -124,6 +124,10 @@ test('each number answers from itself, with its own prompt and only its own docu
   assert.ok(list.body.includes(`/admin/conversations/${hr.conversationId}`));
   assert.ok(!list.body.includes(`/admin/conversations/${it.conversationId}`));
   assert.match(list.body, /<option value="\+3197010000002">\+3197010000002 \(IT desk\)<\/option>/);
+  // A search that finds nothing says so, not "No conversations yet".
+  const none = await m.app.inject({ method: 'GET', url: '/admin/conversations?q=Nobody' });
+  assert.match(none.body, /No conversation matches "Nobody"/);
+  assert.doesNotMatch(none.body, /No conversations yet/);
   const defaults = await m.app.inject({ method: 'GET', url: '/admin/conversations?number=default' });
   assert.ok(defaults.body.includes(`/admin/conversations/${plain.conversationId}`) && !defaults.body.includes(hr.conversationId));
   const thread = await m.app.inject({ method: 'GET', url: `/admin/conversations/${it.conversationId}` });

@@ -57,7 +57,9 @@ ${ctx.logTransport ? html`<a style="margin-left:auto" href="/admin/simulate">Sim
 <div id="live" data-refresh-ms="${query.after ? 0 : 5000}">
 ${
   rows.length === 0
-    ? html`<div class="card muted">No conversations yet.${ctx.logTransport ? html` <a href="/admin/simulate">Simulate an inbound message</a> to start one.` : ''}</div>`
+    ? query.q || query.number || query.after
+      ? html`<div class="card muted">No conversation matches${query.q ? html` "${query.q}" (the contact's number or WhatsApp name)` : ''}. <a href="/admin/conversations">Show all</a></div>`
+      : html`<div class="card muted">No conversations yet.${ctx.logTransport ? html` <a href="/admin/simulate">Simulate an inbound message</a> to start one.` : ''}</div>`
     : html`<table><thead><tr><th>contact</th><th>last message</th><th>when</th><th>markers</th></tr></thead><tbody>
 ${rows.map(
   (c) => html`<tr><td><a href="/admin/conversations/${c.id}">${contactName(c)}</a>${c.businessNumber ? html` <span class="muted">→ ${c.businessNumber}</span>` : ''}</td>
