@@ -36,9 +36,12 @@ test('two processes that find the same stale lock at once: one opens the folder,
     b = holdDataDir(dataDir);
     await waitFor(() => settled(b!.output()), 'B to open or be refused', 60_000);
     assert.match(b.output(), /^opened/m, b.output());
+    // Where B's dashboard answers, as a running `aiq start` records it: the refusal points there.
+    writeFileSync(join(dataDir, 'aiq.address'), 'http://127.0.0.1:3901');
     writeFileSync(go, '');
     await waitFor(() => settled(a.output()), 'A to open or be refused', 60_000);
     assert.match(a.output(), new RegExp(`^refused: the embedded database in .* is in use by process ${b.child.pid} `, 'm'), a.output());
+    assert.match(a.output(), /http:\/\/127\.0\.0\.1:3901\/admin/);
   } finally {
     for (const p of [a, b]) {
       if (!p || p.child.exitCode !== null) continue;

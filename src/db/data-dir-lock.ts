@@ -4,6 +4,7 @@ import { randomUUID, createHash } from 'node:crypto';
 import { linkSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { runningAddressRead } from '../running-address.ts';
 import { DataDirLockedError } from './errors.ts';
 
 const LOCK_FILE = 'aiq.lock';
@@ -68,7 +69,7 @@ function refuseIfHeld(dir: string, content: string): void {
       `the embedded database in ${dir} is in use by process ${owner} (a running \`aiq start\`?). ` +
         'The embedded database serves one server process only: CLI commands reach a running `aiq start` ' +
         'through its socket in that folder, and meanwhile the dashboard and the admin API work too ' +
-        '(http://127.0.0.1:3000/admin, /api); to run several servers or workers at once, set DATABASE_URL ' +
+        `(${runningAddressRead(dir) ?? 'http://127.0.0.1:3000'}/admin, /api); to run several servers or workers at once, set DATABASE_URL ` +
         'to a PostgreSQL server.',
       dir,
     );
