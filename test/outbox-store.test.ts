@@ -118,9 +118,11 @@ for (const backend of BACKENDS) {
 
     test('two live runs of one job resume a reply Twilio never got: one resends it, the other waits; never two sends', async () => {
       // The first run lost its lease but is still going, the second took the job over: both
-      // find the reply pending past its deadline and absent from Twilio's list. The resend
-      // is slow (300 ms), so the second run reclaims while the first one's send is in flight.
-      const slow = await startFakeTwilio({ responseDelayMs: 300 });
+      // find the reply pending past its deadline and absent from Twilio's list. The list is
+      // slow (200 ms), so both have asked it before either reclaims (through a pooler one run
+      // could otherwise reclaim before the other tested the deadline); the resend is slow
+      // (300 ms), so the second run reclaims while the first one's send is in flight.
+      const slow = await startFakeTwilio({ responseDelayMs: 300, listDelayMs: 200 });
       try {
         const slowDeps: OutboxDeps = {
           ...deps,

@@ -49,6 +49,8 @@ export interface FakeTwilioOptions {
   callbackDelayMs?: number;
   /** Delay before answering a send. Default 0. */
   responseDelayMs?: number;
+  /** Delay before answering a Messages list (read when asked). Default 0. */
+  listDelayMs?: number;
   rates?: FaultRates;
   /** Seed for the fault dice, so a chaos run can be replayed. */
   seed?: number;
@@ -327,17 +329,21 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
       const pageSize = Number(url.searchParams.get('PageSize') ?? 50);
       const found = this.messages.filter((m) => (!to || m.to === to) && (!from || m.from === from)).reverse().slice(0, pageSize);
       const uri = `/2010-04-01/Accounts/${this.accountSid}/Messages.json`;
-      return sendJson(res, 200, {
-        messages: found.map((m) => this.resource(m)),
-        end: Math.max(0, found.length - 1),
-        first_page_uri: uri,
-        next_page_uri: null,
-        page: 0,
-        page_size: pageSize,
-        previous_page_uri: null,
-        start: 0,
-        uri,
-      });
+      const answer = () =>
+        sendJson(res, 200, {
+          messages: found.map((m) => this.resource(m)),
+          end: Math.max(0, found.length - 1),
+          first_page_uri: uri,
+          next_page_uri: null,
+          page: 0,
+          page_size: pageSize,
+          previous_page_uri: null,
+          start: 0,
+          uri,
+        });
+      if (this.options.listDelayMs) this.later(answer, this.options.listDelayMs);
+      else answer();
+      return;
     }
     if (!match || req.method !== 'POST') {
       record('not-found');
