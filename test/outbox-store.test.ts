@@ -236,6 +236,21 @@ for (const backend of BACKENDS) {
       assert.deepEqual(fake.messages.filter((x) => x.to === to).map((x) => x.body), ['AI: deel een', 'AI: vijf', 'Je bent weer aangemeld']);
     });
 
+    test('two attempts resume one refused reply while another conversation is paused: one sends it, the other is not told a human took over', async () => {
+      fake.reset();
+      const other = await inboundStoreAndEnqueue(t.db, { whatsappNumber: '+31611122266', profileName: 'Els', body: 'elders', mediaUrls: [], twilioSid: messageSid() });
+      await t.db.query(`update conversations set ai_paused = true where id = $1`, [other!.conversationId]);
+      const m = await inbound('opnieuw, twee pogingen');
+      fake.fault({ kind: 'http', status: 503, code: 20503 });
+      const first = await replySend(deps, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['eenmaal'], contextUntilSeq: null }, TO);
+      assert.equal(first.kind, 'retry');
+      const refused = (await replyPartsForInbound(t.db, m.messageId))[0]!;
+      const outcomes = await Promise.all([replyResume(deps, refused, TO), replyResume(deps, refused, TO)]);
+      assert.equal(outcomes.filter((o) => o.kind === 'sent').length, 1);
+      assert.equal(fake.sendCount({ body: 'eenmaal' }), 1);
+      await t.db.query(`update conversations set ai_paused = false where id = $1`, [other!.conversationId]);
+    });
+
     test('a reply tried as the template and refused (503), resent free-form once the window reopened, is not recorded as a template', async () => {
       fake.reset();
       const template = { contentSid: `HX${'ab'.repeat(16)}`, variables: [{ key: '1', source: 'reply' as const }] };

@@ -6,7 +6,6 @@
 import type { Queryable } from '../db/types.ts';
 import { ANSWERS_NOTHING_SQL, messageFromRow, messageGet, type Message } from './conversations.ts';
 import { SendError, type Transport } from './transport.ts';
-import { optOutStateOf } from './opt-out.ts';
 import { heldReason, templateFill, windowOpen, type ReplyTemplate } from './window.ts';
 
 /** What a delivery attempt came to. */
@@ -91,9 +90,14 @@ const CONTACT_NOT_OPTED_OUT = (conversationId: string) => `
 // Read by the statement itself, not when the job began: an admin who pauses and answers
 // while the model is still writing, or while a failed send waits for its retry, would
 // otherwise get the AI's answer after their own.
+// Its aliases (p, a) are its own, so that it reads the same inside any outer statement.
 const NO_HUMAN_TOOK_OVER = (conversationId: string, seq: string) => `
-  not exists (select 1 from conversations c where c.id = ${conversationId} and c.ai_paused)
-  and not exists (
+  not exists (select 1 from conversations p where p.id = ${conversationId} and p.ai_paused)
+  and not ${ADMIN_ANSWERED(conversationId, seq)}`;
+
+/** An admin reply (sent, or on its way) answered the conversation's inbound message at `seq`. */
+const ADMIN_ANSWERED = (conversationId: string, seq: string) => `
+  exists (
     select 1 from messages a
     where a.conversation_id = ${conversationId} and a.source = 'admin'
       and a.status not in ${ANSWERS_NOTHING_SQL} and a.context_until_seq >= ${seq})`;
@@ -245,8 +249,8 @@ export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string)
   // A racing attempt wrote them first: go on with what it wrote.
   const parts = await replyPartsForInbound(deps.db, input.replyToMessageId);
   if (parts.length === 0) {
-    if ((await optOutStateOf(deps.db, input.conversationId))?.optedOutAt) throw new OptedOutError(`the contact opted out before the reply to ${input.replyToMessageId} was written`);
-    const takeover = await humanTakeoverOf(deps.db, input.conversationId, input.replyToMessageId);
+    const { optedOutAt, takeover } = await withheldStateOf(deps.db, input.conversationId, input.replyToMessageId);
+    if (optedOutAt) throw new OptedOutError(`the contact opted out before the reply to ${input.replyToMessageId} was written`);
     if (takeover) throw new HumanTookOverError(takeover, `not written: ${TAKEOVER_TEXT[takeover]} before the reply to ${input.replyToMessageId} was`);
     throw new Error(`reply to ${input.replyToMessageId} neither written nor found`);
   }
@@ -316,16 +320,15 @@ const REPLY_WITHHOLD_SQL = `
  * and throws HumanTookOverError.
  */
 async function refuseIfWithheld(deps: OutboxDeps, reply: Message, options: ResumeOptions): Promise<void> {
-  if (options.confirms !== 'out') {
-    const state = await optOutStateOf(deps.db, reply.conversationId);
-    if (state?.optedOutAt) {
-      const reason = `not sent: the contact opted out at ${state.optedOutAt.toISOString()}, before this reply went out`;
-      await deps.db.query(REPLY_WITHHOLD_SQL, [reply.id, reason]);
-      throw new OptedOutError(`reply ${reply.id} ${reason}`);
-    }
+  if (options.confirms === 'out') return;
+  // A human's takeover stops the AI's answer only, not an admin's message or a confirmation.
+  const answers = reply.source === 'ai' && !options.confirms ? reply.replyToMessageId : null;
+  const { optedOutAt, takeover } = await withheldStateOf(deps.db, reply.conversationId, answers);
+  if (optedOutAt) {
+    const reason = `not sent: the contact opted out at ${optedOutAt.toISOString()}, before this reply went out`;
+    await deps.db.query(REPLY_WITHHOLD_SQL, [reply.id, reason]);
+    throw new OptedOutError(`reply ${reply.id} ${reason}`);
   }
-  if (options.confirms || reply.source !== 'ai' || !reply.replyToMessageId) return;
-  const takeover = await humanTakeoverOf(deps.db, reply.conversationId, reply.replyToMessageId);
   if (!takeover) return;
   const reason = `not sent: ${TAKEOVER_TEXT[takeover]} before this reply went out`;
   await deps.db.query(REPLY_WITHHOLD_SQL, [reply.id, reason]);
@@ -337,16 +340,22 @@ const TAKEOVER_TEXT = {
   already_answered: "an admin's reply answered the message",
 } as const;
 
-// Why NO_HUMAN_TOOK_OVER fails for the AI's answer to inbound message $2, if it does.
-const TAKEOVER_SQL = `
-  select case when c.ai_paused then 'ai_paused'
-              when not (${NO_HUMAN_TOOK_OVER('c.id', 'i.seq')}) then 'already_answered' end as takeover
-  from conversations c join messages i on i.conversation_id = c.id and i.id = $2
+// Why a reply may not go out, in one read: the contact's opt-out, and for the AI's answer to
+// inbound message $2 (null: not the AI's answer) why NO_HUMAN_TOOK_OVER fails, if it does.
+const WITHHELD_STATE_SQL = `
+  select k.opted_out_at,
+         case when i.id is null then null
+              when c.ai_paused then 'ai_paused'
+              when ${ADMIN_ANSWERED('c.id', 'i.seq')} then 'already_answered' end as takeover
+  from conversations c
+  join contacts k on k.id = c.contact_id
+  left join messages i on i.id = $2 and i.conversation_id = c.id
   where c.id = $1`;
 
-async function humanTakeoverOf(db: Queryable, conversationId: string, inboundId: string): Promise<'ai_paused' | 'already_answered' | null> {
-  const result = await db.query<{ takeover: 'ai_paused' | 'already_answered' | null }>(TAKEOVER_SQL, [conversationId, inboundId]);
-  return result.rows[0]?.takeover ?? null;
+async function withheldStateOf(db: Queryable, conversationId: string, inboundId: string | null): Promise<{ optedOutAt: Date | null; takeover: keyof typeof TAKEOVER_TEXT | null }> {
+  const result = await db.query<{ opted_out_at: Date | null; takeover: keyof typeof TAKEOVER_TEXT | null }>(WITHHELD_STATE_SQL, [conversationId, inboundId]);
+  const row = result.rows[0];
+  return { optedOutAt: row?.opted_out_at ?? null, takeover: row?.takeover ?? null };
 }
 
 // A pending reply whose send may have reached Twilio: wait for the callback until the
