@@ -87,12 +87,6 @@ function fnv1a(text: string): number {
 }
 
 /**
- * The sentences of the knowledge passages that share the most words with the questions
- * (ties: the better-ranked passage first), plus the sender's record when there is one.
- * A passage's headings are the context of its sentences: named with the document ("From
- * "Handbook" › Lunch: …") and counted in their score, never an answer by themselves.
- */
-/**
  * A chunk's paragraphs and list items, each on one line. Text wrapped at a fixed width (as
  * Markdown often is) breaks a sentence over lines: split at every newline, the quote ended
  * mid-sentence and lost its answer ("Niet opgenomen dagen" without "vervallen op 1 juli").
@@ -104,6 +98,12 @@ function paragraphsOf(content: string): string[] {
     .filter(Boolean);
 }
 
+/**
+ * The sentences of the knowledge passages that share the most words with the questions
+ * (ties: the better-ranked passage first), plus the sender's record when there is one.
+ * A passage's headings are the context of its sentences: named with the document ("From
+ * "Handbook" › Lunch: …") and counted in their score, never an answer by themselves.
+ */
 function extractiveAnswer(prompt: Prompt): string {
   const { questions, person, knowledge } = prompt.grounding;
   const asked = new Set(words(questions.join(' ')));

@@ -2,11 +2,11 @@
 // A backup is PGlite's data folder as a gzipped tar, taken after a checkpoint in one turn of
 // the session: consistent, like a snapshot. While `aiq start` holds the folder, the running
 // process takes it (GET /api/backup); otherwise this process opens the folder itself.
-import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import type { Env } from '../config.ts';
 import { DataDirLockedError } from '../db/errors.ts';
-import { BackupUnusableError, openPglite, pgliteRestore } from '../db/pglite.ts';
+import { BackupUnusableError, openPglite, pgliteExists, pgliteRestore } from '../db/pglite.ts';
 import { runningAddressRead } from '../running-address.ts';
 import { UsageError, type CommandInput } from './command.ts';
 
@@ -33,7 +33,7 @@ export async function backup({ positionals }: CommandInput, config: Env): Promis
   if (config.DATABASE_URL) throw new UsageError(`${SERVER_DATABASE} back it up with pg_dump --format=custom --file=aiq.dump "$DATABASE_URL"`);
   // Opening the folder would create an empty database there: a typo in DATA_DIR would
   // "succeed" with a backup that holds nothing of ours and does not restore.
-  if (!existsSync(join(config.DATA_DIR, 'pgdata', 'PG_VERSION'))) {
+  if (!pgliteExists(config.DATA_DIR)) {
     throw new UsageError(`there is no embedded database in ${resolve(config.DATA_DIR)} (DATA_DIR): nothing backed up. Is DATA_DIR the folder your aiq start uses?`);
   }
   let blob: Blob;

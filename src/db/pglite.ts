@@ -138,9 +138,14 @@ export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ mo
  * was cut short, and PGlite would create an empty database in its place, on which the next
  * start or `aiq migrate` would run as if all were well.
  */
+/** Whether `dataDir` holds an embedded database (opening one that does not creates it). */
+export function pgliteExists(dataDir: string): boolean {
+  return existsSync(join(dataDir, 'pgdata', 'PG_VERSION'));
+}
+
 function refuseAfterCutShortRestore(dir: string): void {
   const pgdata = join(dir, 'pgdata');
-  if (existsSync(join(pgdata, 'PG_VERSION'))) return;
+  if (pgliteExists(dir)) return;
   const aside = readdirSync(dir).filter((name) => name.startsWith('pgdata.before-restore-')).sort().at(-1);
   if (!aside) return;
   throw new Error(

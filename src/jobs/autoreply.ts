@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import type { Queryable } from '../db/types.ts';
 import { inboundReplyState, type InboundMessageInput } from '../messaging/conversations.ts';
-import { HumanTookOverError, OptedOutError, replyFlag, replyPartsForInbound, replyPartsResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
+import { ReplyWithheldError, replyFlag, replyPartsForInbound, replyPartsResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
 import { replyParts } from '../messaging/reply-parts.ts';
 import { statusCallbackUrl } from '../messaging/twilio.ts';
 import { jobEnqueue, jobRetry, NOTIFY_CHANNEL, PermanentJobError, RetryLaterError, type JobHandler } from '../queue/index.ts';
@@ -213,8 +213,7 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
         try {
           outcome = await replyPartsResume(deps, existing, to, { confirms: optChange ?? undefined });
         } catch (err) {
-          if (err instanceof OptedOutError) return { skipped: 'opted_out', resumed: true };
-          if (err instanceof HumanTookOverError) return { skipped: err.reason, resumed: true };
+          if (err instanceof ReplyWithheldError) return { skipped: err.reason, resumed: true };
           throw err;
         }
       } else if (optChange) {
@@ -242,8 +241,7 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
         } catch (err) {
           // The contact sent STOP, or a human took over, while the reply was being composed:
           // nothing was written or sent.
-          if (err instanceof OptedOutError) return { skipped: 'opted_out', ...meta };
-          if (err instanceof HumanTookOverError) return { skipped: err.reason, ...meta };
+          if (err instanceof ReplyWithheldError) return { skipped: err.reason, ...meta };
           throw err;
         }
       }

@@ -25,22 +25,34 @@ export type ReplyOutcome =
   /** Outside the 24-hour window without a usable template: written, never sent; a human decides. */
   | { kind: 'held'; reply: Message; reason: string };
 
-/** replySend wrote nothing: the contact opted out before the reply was written. */
-export class OptedOutError extends Error {}
+/** A reply was not written, or not sent, and must not be: `reason` says why, as a job result's `skipped`. */
+export class ReplyWithheldError extends Error {
+  constructor(
+    readonly reason: 'opted_out' | keyof typeof TAKEOVER_TEXT,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The contact opted out before the reply was written or sent. */
+export class OptedOutError extends ReplyWithheldError {
+  constructor(message: string) {
+    super('opted_out', message);
+  }
+}
 
 /**
  * The AI's answer was not written, or not sent, because a human took over first: the
  * conversation was paused for a human (`ai_paused`), or an admin's reply already answered
  * the message (`already_answered`).
  */
-export class HumanTookOverError extends Error {
-  constructor(
-    readonly reason: 'ai_paused' | 'already_answered',
-    message: string,
-  ) {
-    super(message);
-  }
-}
+export class HumanTookOverError extends ReplyWithheldError {}
+
+const TAKEOVER_TEXT = {
+  ai_paused: 'the conversation was paused for a human',
+  already_answered: "an admin's reply answered the message",
+} as const;
 
 /** What the outbox works with; autoreply and the dashboard build one from the runtime. */
 export interface OutboxDeps {
@@ -335,11 +347,6 @@ async function refuseIfWithheld(deps: OutboxDeps, reply: Message, options: Resum
   throw new HumanTookOverError(takeover, `reply ${reply.id} ${reason}`);
 }
 
-const TAKEOVER_TEXT = {
-  ai_paused: 'the conversation was paused for a human',
-  already_answered: "an admin's reply answered the message",
-} as const;
-
 // Why a reply may not go out, in one read: the contact's opt-out, and for the AI's answer to
 // inbound message $2 (null: not the AI's answer) why NO_HUMAN_TOOK_OVER fails, if it does.
 const WITHHELD_STATE_SQL = `
@@ -604,17 +611,24 @@ async function sendForm(deps: OutboxDeps, reply: Message, context?: SendContextR
   const { row, from, template } = await sendContextOf(deps, reply.conversationId, context);
   const lastInboundAt = row?.last_inbound_at ?? null;
   if (windowOpen(lastInboundAt)) {
-    // An earlier attempt that went as a template and provably did not go out (a 503) left
-    // its SID: this send is free text, and the record (and the Twilio-list check, which
-    // skips templates) must say so.
-    if (reply.templateSid) await deps.db.query('update messages set template_sid = null where id = $1', [reply.id]);
+    await templateRecord(deps, reply, null);
     return { from };
   }
   if (!template) return { held: heldReason(lastInboundAt, 'no approved template is configured to stand in for replies') };
   const filled = templateFill(template, { name: row?.profile_name ?? null, reply: reply.body });
   if ('missing' in filled) return { held: heldReason(lastInboundAt, filled.missing) };
-  await deps.db.query('update messages set template_sid = $2 where id = $1', [reply.id, template.contentSid]);
+  await templateRecord(deps, reply, template.contentSid);
   return { from, template: { contentSid: template.contentSid, variables: filled.variables } };
+}
+
+/**
+ * Records the template a send goes as (null: free text), before it goes, when that differs
+ * from what the reply holds: an earlier attempt that went as a template and provably did
+ * not go out (a 503) left its SID, and the record (and the Twilio-list check, which skips
+ * templates) must say what this send is.
+ */
+async function templateRecord(deps: OutboxDeps, reply: Message, templateSid: string | null): Promise<void> {
+  if (reply.templateSid !== templateSid) await deps.db.query('update messages set template_sid = $2 where id = $1', [reply.id, templateSid]);
 }
 
 function flagReason(reply: Message, timeoutSeconds: number, why?: string): string {

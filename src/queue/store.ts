@@ -369,7 +369,7 @@ const NEXT_DUE_SQL = `
 export async function jobNextDueInMs(db: Queryable): Promise<number | null> {
   const result = await db.query<{ delay_ms: number | null }>(NEXT_DUE_SQL);
   const delayMs = result.rows[0]?.delay_ms;
-  return delayMs === null || delayMs === undefined ? null : Math.max(0, delayMs);
+  return delayMs ?? null;
 }
 
 export async function jobGet(db: Queryable, id: string): Promise<Job | null> {
