@@ -154,6 +154,16 @@ describe('with an approved template', () => {
     assert.equal(template.body, '', 'no free-form body');
     const stored = await s!.t.db.query<{ template_sid: string }>('select template_sid from messages where id = $1', [JSON.parse(sent.body).message.id]);
     assert.equal(stored.rows[0]!.template_sid, TEMPLATE);
+
+    // WhatsApp refuses a template parameter with a line break, a tab or five spaces in a row:
+    // a reply of paragraphs goes as one line; the stored reply keeps its lines.
+    const paragraphs = 'Je aanvraag is goedgekeurd.\n\nDe dagen staan vanaf morgen in je saldo:\n- 3 dagen\t(juli)\n- 2 dagen      (augustus)';
+    const multi = await s!.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: paragraphs } });
+    assert.equal(JSON.parse(multi.body).outcome, 'sent', multi.body);
+    const flat = s!.twilioApi.messages.filter((msg) => msg.to === `whatsapp:${phone}`)[2]!;
+    assert.deepEqual(flat.contentVariables, { 1: 'Sanne', 2: 'Je aanvraag is goedgekeurd. De dagen staan vanaf morgen in je saldo: - 3 dagen (juli) - 2 dagen    (augustus)' });
+    const kept = await s!.t.db.query<{ body: string }>('select body from messages where id = $1', [JSON.parse(multi.body).message.id]);
+    assert.equal(kept.rows[0]!.body, paragraphs);
   });
 
   test('a template variable without a value (no WhatsApp name) holds the reply with that reason', async () => {

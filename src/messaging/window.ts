@@ -45,11 +45,18 @@ export function replyTemplateOf(config: { WHATSAPP_TEMPLATE_SID?: string; WHATSA
   return { contentSid: config.WHATSAPP_TEMPLATE_SID, variables: templateVariablesParse(config.WHATSAPP_TEMPLATE_VARIABLES) };
 }
 
+// WhatsApp refuses a template parameter that holds a line break or a tab, or more than four
+// spaces in a row (Meta's error 132018): a reply of several paragraphs or a list would then
+// not go at all. As a parameter it becomes one line; the stored reply keeps its lines.
+function templateParameter(text: string): string {
+  return text.replace(/\s*[\r\n\t]\s*/g, ' ').replace(/ {5,}/g, '    ').trim();
+}
+
 /** The template's variables for one reply, or the reason it cannot be filled. */
 export function templateFill(template: ReplyTemplate, values: { name: string | null; reply: string }): { variables: Record<string, string> } | { missing: string } {
   const variables: Record<string, string> = {};
   for (const { key, source } of template.variables) {
-    const value = (source === 'name' ? values.name : values.reply)?.trim();
+    const value = templateParameter((source === 'name' ? values.name : values.reply) ?? '');
     if (!value) return { missing: `template variable ${key} (${source}) has no value for this contact${source === 'name' ? ': WhatsApp gave no profile name' : ''}` };
     variables[key] = value;
   }
