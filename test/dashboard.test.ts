@@ -111,9 +111,38 @@ describe('dashboard with ADMIN_TOKEN', () => {
     const detail = await t.app.inject({ url: `/admin/jobs/${id}`, headers: { cookie } });
     assert.match(detail.body, /&lt;script&gt;alert\(1\)&lt;\/script&gt;/);
     assert.match(detail.body, /&lt;img src=x onerror=alert\(2\)&gt;/);
-    const notice = await t.app.inject({ url: '/admin?notice=%3Cscript%3Ex%3C/script%3E', headers: { cookie } });
-    assert.match(notice.body, /&lt;script&gt;x/);
+    // A notice quoting user text (a document's title) is escaped too.
+    const form = await t.app.inject({ url: '/admin/documents', headers: { cookie } });
+    const saved = await t.app.inject({ method: 'POST', url: '/admin/documents', headers: { cookie, origin: 'http://localhost' }, payload: { _csrf: csrfOf(form.body), title: '<script>x</script>', body: 'Vakantiedagen: 25 per jaar.' } });
+    assert.equal(saved.statusCode, 303, saved.body);
+    const notice = await t.app.inject({ url: String(saved.headers.location), headers: { cookie } });
+    assert.match(notice.body, /<div class="notice" role="status">&quot;&lt;script&gt;x&lt;\/script&gt;&quot; inserted/);
     assert.match(String(notice.headers['content-security-policy']), /default-src 'self'/);
+  });
+
+  test("an action's notice shows after its own redirect only: a link from elsewhere cannot put text in the alert boxes", async () => {
+    const { cookie } = await login(t);
+    const id = await jobEnqueue(t.runtime.db, { type: 'flash', payload: {}, runAt: new Date(Date.now() + 3_600_000) });
+    const page = await t.app.inject({ url: `/admin/jobs/${id}`, headers: { cookie } });
+    const cancelled = await t.app.inject({ method: 'POST', url: `/admin/jobs/${id}/cancel`, headers: { cookie, origin: 'http://localhost' }, payload: { _csrf: csrfOf(page.body) } });
+    const location = String(cancelled.headers.location);
+    assert.match(location, /notice=.*&sig=/);
+    const shown = await t.app.inject({ url: location, headers: { cookie } });
+    assert.match(shown.body, /<div class="notice" role="status">Cancelled: the job will not run.<\/div>/);
+
+    const phishing = 'Your session expired: call +1 555 0100 and read out your admin token.';
+    for (const url of [
+      `/admin?notice=${encodeURIComponent(phishing)}`,
+      `/admin?problem=${encodeURIComponent(phishing)}&sig=AAAAAAAAAAAAAAAAAAAAAA`,
+      location.replace(/notice=[^&]*/, `notice=${encodeURIComponent(phishing)}`), // another text under a real signature
+    ]) {
+      const spoofed = await t.app.inject({ url, headers: { cookie } });
+      assert.equal(spoofed.statusCode, 200, url);
+      assert.doesNotMatch(spoofed.body, /call \+1 555|class="notice"|class="problem"/, url);
+    }
+    // Signed for one session, not for another (a link copied out of one admin's history).
+    const other = await login(t);
+    assert.doesNotMatch((await t.app.inject({ url: location, headers: { cookie: other.cookie } })).body, /class="notice"/);
   });
 
   test('bad filters and unknown jobs answer 400/404 pages', async () => {
@@ -259,7 +288,10 @@ describe('dashboard on the embedded database (PGlite)', () => {
         assert.equal((await t.app.inject({ url, headers })).statusCode, 200, url);
       }
       const stats = (await t.app.inject({ url: '/api/stats', headers })).json();
-      assert.ok(stats.lastHour.p50.at(-1) >= 1900, 'duration percentiles computed on PGlite');
+      // The job's own minute (the last one, unless a minute ended since it finished).
+      const { rows } = await t.runtime.db.query<{ minute: Date }>(`select date_trunc('minute', finished_at) as minute from ai_jobs where id = $1`, [done]);
+      const minute = stats.lastHour.minutes.indexOf(new Date(rows[0]!.minute).toISOString());
+      assert.ok(minute >= 0 && stats.lastHour.p50[minute] >= 1900, `duration percentiles computed on PGlite: ${JSON.stringify(stats.lastHour.p50.slice(-2))}`);
     } finally {
       await t.close();
     }

@@ -3,22 +3,54 @@
 // every POST comes from our own page with its CSRF token, and leaves the page context for
 // the handlers to render with.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { OPEN_ELSEWHERE, admit, loopbackHost, setSessionCookie, type AdminAuth, type Session } from '../auth.ts';
+import { OPEN_ELSEWHERE, admit, loopbackHost, safeEqual, setSessionCookie, type AdminAuth, type Session } from '../auth.ts';
 import { crossSiteRefusal, requestOrigin } from '../cross-site.ts';
 import type { PageContext } from './layout.ts';
 
-const contexts = new WeakMap<FastifyRequest, PageContext & { session: Session }>();
+interface RequestContext extends PageContext {
+  session: Session;
+  /** The MAC of an action's message for this session. */
+  flashMac: (text: string) => string;
+}
+
+const contexts = new WeakMap<FastifyRequest, RequestContext>();
+
+function requestContext(request: FastifyRequest): RequestContext {
+  const ctx = contexts.get(request);
+  if (!ctx) throw new Error('dashboard route served without the access hook');
+  return ctx;
+}
+
+/** `?a=1&b=2` from the values that are set; '' when none is. */
+export function queryString(values: Record<string, string | undefined>): string {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(values)) if (value) params.set(key, value);
+  const text = params.toString();
+  return text ? `?${text}` : '';
+}
+
+// What an action says on the page it redirects to travels in the address, signed for the
+// session: a link from another site could otherwise make the dashboard show any text it
+// likes in aiq's own alert boxes ("session expired, call …"). Escaped, but believed.
+const flashText = (notice: string | undefined, problem: string | undefined) => `${notice ?? ''}\n${problem ?? ''}`;
+
+/** The query string of the page an action redirects to, its notice or problem signed. */
+export function actionQuery(request: FastifyRequest, values: Record<string, string | undefined> & { notice?: string; problem?: string }): string {
+  const { notice, problem } = values;
+  const sig = notice || problem ? requestContext(request).flashMac(flashText(notice, problem)) : undefined;
+  return queryString({ ...values, sig });
+}
 
 /** The page context the access hook prepared for this request. */
 export function pageContext(request: FastifyRequest): PageContext {
-  const ctx = contexts.get(request);
-  if (!ctx) throw new Error('dashboard route served without the access hook');
-  const query = request.query as { notice?: unknown; problem?: unknown } | undefined;
-  return {
-    ...ctx,
-    notice: typeof query?.notice === 'string' ? query.notice.slice(0, 300) : undefined,
-    problem: typeof query?.problem === 'string' ? query.problem.slice(0, 300) : undefined,
-  };
+  const { session, flashMac, ...ctx } = requestContext(request);
+  const query = request.query as { notice?: unknown; problem?: unknown; sig?: unknown } | undefined;
+  const notice = typeof query?.notice === 'string' ? query.notice : undefined;
+  const problem = typeof query?.problem === 'string' ? query.problem : undefined;
+  // Unsigned or altered (a link from elsewhere): not shown.
+  const signed = typeof query?.sig === 'string' && safeEqual(query.sig, flashMac(flashText(notice, problem)));
+  if (!signed) return ctx;
+  return { ...ctx, notice: notice?.slice(0, 300), problem: problem?.slice(0, 300) };
 }
 
 /** Paths under /admin that need no session: the login form and the script. */
@@ -67,7 +99,8 @@ export function dashboardAccess({ auth, logTransport, publicUrl, alert }: Access
       }
       admit(request);
       const shown = request.method === 'GET' ? ((await alert()) ?? undefined) : undefined;
-      contexts.set(request, { open: auth.open, csrf: auth.csrfToken(session), logTransport, session, alert: shown });
+      const owner = session;
+      contexts.set(request, { open: auth.open, csrf: auth.csrfToken(owner), logTransport, session: owner, alert: shown, flashMac: (text) => auth.flashMac(owner, text) });
     },
 
     // After body parsing, so the `_csrf` form field is readable.

@@ -69,7 +69,7 @@ document.addEventListener('change', async (event) => {
 function forgetNotice() {
   const url = new URL(location.href);
   let changed = false;
-  for (const name of ['notice', 'problem', 'retried']) {
+  for (const name of ['notice', 'problem', 'sig', 'retried']) {
     if (url.searchParams.has(name)) {
       url.searchParams.delete(name);
       changed = true;

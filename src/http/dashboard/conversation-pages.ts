@@ -1,7 +1,7 @@
 // The conversation pages: the inbox (latest first, with markers), a thread with delivery
 // status, pending AI suggestions (send, edit and send, discard), the AI pause switch, the
 // admin reply box, and the "simulate inbound message" form for the log transport.
-import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { suggestionDiscard, suggestionGet, suggestionList, type Suggestion } from '../../jobs/suggest.ts';
 import { chunkLocation } from '../../knowledge/chunking.ts';
@@ -11,13 +11,13 @@ import { mediaFile, mediaOfMessages, type MediaInfo } from '../../messaging/medi
 import { conversationAiPausedSet, conversationGet, messageListRecent, type Citations, type Conversation, type Message } from '../../messaging/conversations.ts';
 import { personErase } from '../../privacy/erasure.ts';
 import type { Runtime } from '../../runtime.ts';
-import { pageContext } from './access.ts';
+import { actionQuery, pageContext, queryString } from './access.ts';
 import { ActionError, adminReplySend, inboundSimulate, optOutRecord, outcomeText, suggestionRequest, suggestionSend } from '../admin/conversation-actions.ts';
 import { IdParams as Id, ReplyBody, SimulateBody } from '../admin/inputs.ts';
 import { conversationList, type ConversationSummary } from '../admin/conversation-queries.ts';
 import { html, type Html } from './html.ts';
 import { actionButton, badge, csrfField, page, when, type PageContext, sendPage } from './layout.ts';
-import { queryString } from './queue-pages.ts';
+
 
 /** How many messages a thread shows (the newest). */
 const THREAD_MESSAGES = 200;
@@ -185,8 +185,8 @@ function firstIssue(error: z.ZodError): string {
 
 export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async (app, { runtime }) => {
   const { db } = runtime;
-  const back = (reply: FastifyReply, conversationId: string, message: { notice?: string; problem?: string }) =>
-    reply.redirect(`/admin/conversations/${conversationId}${queryString(message)}`, 303);
+  const back = (request: FastifyRequest, reply: FastifyReply, conversationId: string, message: { notice?: string; problem?: string }) =>
+    reply.redirect(`/admin/conversations/${conversationId}${actionQuery(request, message)}`, 303);
   const failure = (err: unknown) => {
     if (err instanceof ActionError) return { problem: err.message };
     throw err;
@@ -240,7 +240,7 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
       try {
         const { changed } = await optOutRecord(runtime, params.data.id, change);
         const notice = !changed ? 'Nothing to change.' : change === 'out' ? 'Opt-out recorded: nothing is sent to this contact now.' : 'Opt-in recorded: replies resume.';
-        return back(reply, params.data.id, { notice });
+        return back(request, reply, params.data.id, { notice });
       } catch (err) {
         if (err instanceof ActionError) return reply.status(err.statusCode).send(err.message);
         throw err;
@@ -252,7 +252,7 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const params = Id.safeParse(request.params);
     const paused = (request.body as { paused?: string } | undefined)?.paused === 'true';
     if (!params.success || !(await conversationAiPausedSet(db, params.data.id, paused))) return reply.status(404).send('no such conversation');
-    return back(reply, params.data.id, { notice: paused ? 'AI paused: it will not answer here until you resume it.' : 'AI resumed: it answers new messages again.' });
+    return back(request, reply, params.data.id, { notice: paused ? 'AI paused: it will not answer here until you resume it.' : 'AI resumed: it answers new messages again.' });
   });
 
   // Erasure on request (GDPR art. 17), confirmed in the page; the audit log keeps the fact.
@@ -263,19 +263,19 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const outcome = await personErase(db, conversation.whatsappNumber, 'dashboard');
     // The notice travels in the address (and so into history and access logs): no number in it.
     const notice = outcome.status === 'erased' ? `Erased: ${outcome.counts.messages} message(s), ${outcome.counts.jobs} job(s)${outcome.counts.people ? ' and the person record' : ''}.` : 'Nothing was left to erase.';
-    return reply.redirect(`/admin/conversations${queryString({ notice })}`, 303);
+    return reply.redirect(`/admin/conversations${actionQuery(request, { notice })}`, 303);
   });
 
   app.post('/admin/conversations/:id/reply', async (request, reply) => {
     const params = Id.safeParse(request.params);
     if (!params.success) return reply.status(404).send('no such conversation');
     const body = ReplyBody.safeParse(request.body ?? {});
-    if (!body.success) return back(reply, params.data.id, { problem: firstIssue(body.error) });
+    if (!body.success) return back(request, reply, params.data.id, { problem: firstIssue(body.error) });
     try {
       const { outcome } = await adminReplySend(runtime, params.data.id, body.data.body);
-      return back(reply, params.data.id, { notice: `Reply ${outcomeText(outcome)}` });
+      return back(request, reply, params.data.id, { notice: `Reply ${outcomeText(outcome)}` });
     } catch (err) {
-      return back(reply, params.data.id, failure(err));
+      return back(request, reply, params.data.id, failure(err));
     }
   });
 
@@ -284,9 +284,9 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     if (!params.success) return reply.status(404).send('no such conversation');
     try {
       await suggestionRequest(runtime, params.data.id);
-      return back(reply, params.data.id, { notice: 'Asked the AI for a draft: it appears here when the suggest job is done.' });
+      return back(request, reply, params.data.id, { notice: 'Asked the AI for a draft: it appears here when the suggest job is done.' });
     } catch (err) {
-      return back(reply, params.data.id, failure(err));
+      return back(request, reply, params.data.id, failure(err));
     }
   });
 
@@ -296,12 +296,12 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const body = ReplyBody.safeParse(request.body ?? {});
     const conversationId = (await suggestionGet(db, params.data.id))?.conversationId;
     if (!conversationId) return reply.status(404).send('no such suggestion');
-    if (!body.success) return back(reply, conversationId, { problem: firstIssue(body.error) });
+    if (!body.success) return back(request, reply, conversationId, { problem: firstIssue(body.error) });
     try {
       const { outcome } = await suggestionSend(runtime, params.data.id, body.data.body);
-      return back(reply, conversationId, { notice: `Suggestion ${outcomeText(outcome)}` });
+      return back(request, reply, conversationId, { notice: `Suggestion ${outcomeText(outcome)}` });
     } catch (err) {
-      return back(reply, conversationId, failure(err));
+      return back(request, reply, conversationId, failure(err));
     }
   });
 
@@ -311,7 +311,7 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const conversationId = (await suggestionGet(db, params.data.id))?.conversationId;
     if (!conversationId) return reply.status(404).send('no such suggestion');
     const ok = await suggestionDiscard(db, params.data.id);
-    return back(reply, conversationId, ok ? { notice: 'Suggestion discarded.' } : { problem: 'That suggestion was sent or discarded already.' });
+    return back(request, reply, conversationId, ok ? { notice: 'Suggestion discarded.' } : { problem: 'That suggestion was sent or discarded already.' });
   });
 
   app.get('/admin/simulate', async (request, reply) => {
@@ -329,7 +329,7 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     }
     try {
       const stored = await inboundSimulate(runtime, { from: input.data.from, body: input.data.body, profileName: input.data.name || undefined });
-      return back(reply, stored.conversationId, { notice: 'Message stored and its autoreply job enqueued: the reply appears here when the job is done.' });
+      return back(request, reply, stored.conversationId, { notice: 'Message stored and its autoreply job enqueued: the reply appears here when the job is done.' });
     } catch (err) {
       return sendPage(reply.status(409), simulatePage({ ...ctx, ...failure(err) }));
     }

@@ -8,12 +8,11 @@ import { importGet, type ImportRecord } from '../../knowledge/csv-import.ts';
 import { personGet, type Person } from '../../knowledge/people.ts';
 import { chunkLocation } from '../../knowledge/chunking.ts';
 import type { Runtime } from '../../runtime.ts';
-import { pageContext } from './access.ts';
+import { actionQuery, pageContext, queryString } from './access.ts';
 import { html, type Html } from './html.ts';
 import { badge, csrfField, page, when, type PageContext, sendPage } from './layout.ts';
 import { documentAddConfigured, documentList, documentWithChunks, type DocumentChunks, importList, importUpload, personSearch, type DocumentSummary, type ImportSummary, type PersonSummary } from '../admin/knowledge-store.ts';
 import { DocumentBody, IdParams as Id, ImportBody, UPLOAD_BODY_LIMIT, peopleCursorDecode, peopleCursorEncode } from '../admin/inputs.ts';
-import { queryString } from './queue-pages.ts';
 
 const PeopleQuery = z.object({ q: z.string().trim().max(100).optional(), after: z.string().max(400).optional() });
 
@@ -178,25 +177,25 @@ export const knowledgePages: FastifyPluginAsync<{ runtime: Runtime }> = async (a
 
   app.post('/admin/documents', { bodyLimit: UPLOAD_BODY_LIMIT }, async (request, reply) => {
     const input = DocumentBody.safeParse(request.body ?? {});
-    if (!input.success) return reply.redirect(`/admin/documents${queryString({ problem: input.error.issues[0]?.message })}`, 303);
+    if (!input.success) return reply.redirect(`/admin/documents${actionQuery(request, { problem: input.error.issues[0]?.message })}`, 303);
     let outcome;
     try {
       outcome = await documentAddConfigured(runtime, input.data);
     } catch (err) {
-      if (err instanceof DocumentContentError) return reply.redirect(`/admin/documents${queryString({ problem: err.message })}`, 303);
+      if (err instanceof DocumentContentError) return reply.redirect(`/admin/documents${actionQuery(request, { problem: err.message })}`, 303);
       throw err;
     }
     const notice = outcome.status === 'unchanged' ? `"${input.data.title}" is unchanged.` : `"${input.data.title}" ${outcome.status} (${outcome.chunks} chunk${outcome.chunks === 1 ? '' : 's'}); embedding it now.`;
-    return reply.redirect(`/admin/documents${queryString({ notice })}`, 303);
+    return reply.redirect(`/admin/documents${actionQuery(request, { notice })}`, 303);
   });
 
   app.get('/admin/imports', async (request, reply) => sendPage(reply, importsPage(pageContext(request), await importList(db))));
 
   app.post('/admin/imports', { bodyLimit: UPLOAD_BODY_LIMIT }, async (request, reply) => {
     const input = ImportBody.safeParse(request.body ?? {});
-    if (!input.success) return reply.redirect(`/admin/imports${queryString({ problem: input.error.issues[0]?.message })}`, 303);
+    if (!input.success) return reply.redirect(`/admin/imports${actionQuery(request, { problem: input.error.issues[0]?.message })}`, 303);
     const { importId } = await importUpload(runtime, input.data);
-    return reply.redirect(`/admin/imports/${importId}${queryString({ notice: 'Import started.' })}`, 303);
+    return reply.redirect(`/admin/imports/${importId}${actionQuery(request, { notice: 'Import started.' })}`, 303);
   });
 
   app.get('/admin/imports/:id', async (request, reply) => {

@@ -10,9 +10,9 @@ export interface PageContext {
   csrf: string;
   /** Transport `log`: the simulate form is offered. */
   logTransport: boolean;
-  /** A one-line message after an action (from `?notice=`). */
+  /** A one-line message after an action (from `?notice=`, signed: access.ts actionQuery). */
   notice?: string;
-  /** An error message after an action (from `?problem=`). */
+  /** An error message after an action (from `?problem=`, signed likewise). */
   problem?: string;
   /** A standing problem an operator must fix (an embedding-space mismatch), on every page. */
   alert?: string;

@@ -5,7 +5,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { JOB_STATUSES, jobCancel, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats, type Job } from '../../queue/index.ts';
 import type { Runtime } from '../../runtime.ts';
-import { pageContext } from './access.ts';
+import { actionQuery, pageContext, queryString } from './access.ts';
 import { barChart, lineChart } from './charts.ts';
 import { html, type Html } from './html.ts';
 import { actionButton, badge, csrfField, duration, page, when, type PageContext, sendPage } from './layout.ts';
@@ -15,13 +15,6 @@ import { jobMinuteStats, jobSlowList } from '../admin/queue-queries.ts';
 const JobListQuery = JobFilterQuery.extend({ after: optional(z.string().max(200)) });
 
 /** `?a=1&b=2` from the set values, for links that keep the filter. */
-export function queryString(values: Record<string, string | undefined>): string {
-  const params = new URLSearchParams();
-  for (const [key, value] of Object.entries(values)) if (value) params.set(key, value);
-  const text = params.toString();
-  return text ? `?${text}` : '';
-}
-
 function shortId(id: string): string {
   return id.slice(0, 8);
 }
@@ -223,10 +216,10 @@ export const queuePages: FastifyPluginAsync<{ runtime: Runtime }> = async (app, 
 
   app.post('/admin/jobs/retry-failed', async (request, reply) => {
     const parsed = JobFilterQuery.safeParse(request.body ?? {});
-    if (!parsed.success) return reply.redirect(`/admin/jobs${queryString({ problem: `Bad filter: ${parsed.error.issues[0]?.message}` })}`, 303);
+    if (!parsed.success) return reply.redirect(`/admin/jobs${actionQuery(request, { problem: `Bad filter: ${parsed.error.issues[0]?.message}` })}`, 303);
     const count = await jobRetryMany(db, { ...toJobFilter(parsed.data), status: 'failed' });
     const back = { type: parsed.data.type, q: parsed.data.q };
-    return reply.redirect(`/admin/jobs${queryString({ ...back, notice: `Retrying ${count} job${count === 1 ? '' : 's'}: they are pending again.` })}`, 303);
+    return reply.redirect(`/admin/jobs${actionQuery(request, { ...back, notice: `Retrying ${count} job${count === 1 ? '' : 's'}: they are pending again.` })}`, 303);
   });
 
   app.get('/admin/jobs/:id', async (request, reply) => {
@@ -243,13 +236,13 @@ export const queuePages: FastifyPluginAsync<{ runtime: Runtime }> = async (app, 
     const { id } = request.params as { id: string };
     const ok = await jobRetry(db, id);
     const message = ok ? { retried: '1' } : { problem: 'Only a failed or cancelled job can be retried.' };
-    return reply.redirect(`/admin/jobs/${encodeURIComponent(id)}${queryString(message)}`, 303);
+    return reply.redirect(`/admin/jobs/${encodeURIComponent(id)}${actionQuery(request, message)}`, 303);
   });
 
   app.post('/admin/jobs/:id/cancel', async (request, reply) => {
     const { id } = request.params as { id: string };
     const ok = await jobCancel(db, id);
     const message = ok ? { notice: 'Cancelled: the job will not run.' } : { problem: 'Only a pending job can be cancelled (a running one cannot be stopped safely).' };
-    return reply.redirect(`/admin/jobs/${encodeURIComponent(id)}${queryString(message)}`, 303);
+    return reply.redirect(`/admin/jobs/${encodeURIComponent(id)}${actionQuery(request, message)}`, 303);
   });
 };
