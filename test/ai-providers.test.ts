@@ -24,9 +24,11 @@ const prompt = promptBuild('You are a test.', {
   history: [{ role: 'user', body: 'How many holiday days?' }],
 });
 
+// A generous time-out: the fake runs in this process, and a stall of the test process longer
+// than a short one would time out a call whose answer has come. The hang test sets its own.
 function openaiProvider(env: Record<string, string> = {}) {
   return aiProviderCreate(
-    loadConfig({ AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: fake.openaiBaseUrl, AI_REQUEST_TIMEOUT_MS: '300', EMBEDDING_DIMENSIONS: '32', ...env }),
+    loadConfig({ AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: fake.openaiBaseUrl, AI_REQUEST_TIMEOUT_MS: '10000', EMBEDDING_DIMENSIONS: '32', ...env }),
   );
 }
 

@@ -80,7 +80,7 @@ test('each problem is named in one line with a hint, without a stack trace, and 
 });
 
 test('a database without the migrations warns; stored embeddings of another model fail', async () => {
-  const name = `aiq_t_doctor_${process.pid}`;
+  const name = `aiq_t_doctor_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
   const admin = new pg.Client({ connectionString: SERVER_URL });
   await admin.connect();
   try {

@@ -101,12 +101,16 @@ for (const backend of BACKENDS) {
 test('a later message waits while the same contact\'s earlier one is still being written', async () => {
   const t = await freshServerDatabase();
   try {
+    // The first statement is held until the later messages are queued (not for a fixed time,
+    // which a slow machine could outlast, leaving nothing to test).
     let delayed = false;
+    let releaseFirst!: () => void;
+    const firstHeld = new Promise<void>((resolve) => (releaseFirst = resolve));
     const slowFirstStatement: Queryable = {
       async query(text, values) {
         if (!delayed) {
           delayed = true;
-          await new Promise((resolve) => setTimeout(resolve, 300));
+          await firstHeld;
         }
         return t.db.query(text, values);
       },
@@ -119,6 +123,8 @@ test('a later message waits while the same contact\'s earlier one is still being
     await other;
     // The first is still being written: these gather into the next batch.
     const later = [batcher.store(message(sender(950), 'second', 2)), batcher.store(message(sender(952), 'unrelated', 3))];
+    await new Promise((resolve) => setTimeout(resolve, 50)); // the free writer takes what it may
+    releaseFirst();
     await Promise.all([first, ...later]);
     const { rows } = await t.db.query<{ bodies: string[] }>(`
       select array_agg(m.body order by m.seq) as bodies

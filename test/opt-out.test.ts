@@ -161,7 +161,10 @@ test('an admin records an opt-out and an opt-in (asked by phone); both are audit
   assert.equal(JSON.parse(back.body).changed, true);
   const sent = await m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: 'Hallo' } });
   assert.equal(sent.statusCode, 201, sent.body);
-  const audit = await t.db.query<{ action: string; target: string }>(`select action, target from audit_log where action like '%/opt-%' order by id`);
+  // Recorded once each response has gone out (so not necessarily in request order): wait for the three.
+  const opts = `select action, target from audit_log where action like '%/opt-%' order by action desc`;
+  await waitFor(async () => (await t.db.query(opts)).rowCount === 3, 'three audit records');
+  const audit = await t.db.query<{ action: string; target: string }>(opts);
   assert.deepEqual(audit.rows.map((r) => r.action), ['POST /api/conversations/:id/opt-out', 'POST /api/conversations/:id/opt-out', 'POST /api/conversations/:id/opt-in']);
   assert.ok(audit.rows.every((r) => r.target === conversationId));
   const metrics = await m.app.inject({ method: 'GET', url: '/metrics' });

@@ -179,7 +179,9 @@ describe('reply delivery through the outbox', () => {
     const reply = (await replyTo(t, inbound))!;
     assert.equal(reply.error_code, 63016);
     assert.match(reply.error_message!, /outside WhatsApp's 24-hour window: a free-form reply is impossible/);
-    assert.equal((await jobFor(t, inbound)).status, 'done', 'Twilio accepted it: the job is done, the message shows the failure');
+    // The callback can come before the worker has recorded the send and completed the job.
+    const job = await untilJob(t, inbound, 'job finished', (j) => j.status !== 'pending' && j.status !== 'processing');
+    assert.equal(job.status, 'done', 'Twilio accepted it: the job is done, the message shows the failure');
   });
 
   test('connection cut after Twilio accepted: not resent; the status callback confirms it and the retry is a no-op', async () => {
@@ -300,8 +302,10 @@ describe('one reply answers a burst; the conversation’s jobs run one after the
   let m: MessagingApp;
   before(async () => {
     t = await freshServerDatabase();
-    // A slow Twilio: two jobs running at once would overlap for sure.
-    fake = await startFakeTwilio({ responseDelayMs: 300 });
+    // A slow Twilio: two jobs running at once would overlap for sure, and the other messages
+    // arrive while the first job waits (with room for a loaded machine, and for the 100 ms
+    // polling of a run behind the pooler).
+    fake = await startFakeTwilio({ responseDelayMs: 1000 });
     m = await startMessagingApp(messagingEnv(t.url, fake.url, { WORKER_CONCURRENCY: '10' }), { listen: true });
   });
   after(async () => {
@@ -312,14 +316,14 @@ describe('one reply answers a burst; the conversation’s jobs run one after the
 
   test('two messages within a second in one conversation: their jobs run one after the other', async () => {
     await m.startWorker();
-    const started = Date.now();
     const first = await receive(m, t, 'Eerste vraag');
     const second = await receive(m, t, 'En nog iets');
     const other = await receive(m, t, 'Ander gesprek', '+31687654321');
-    assert.ok(Date.now() - started < 1000, 'both arrived within a second');
     const a = await untilJob(t, first, 'first done', (j) => j.status === 'done');
     const b = await untilJob(t, second, 'second done', (j) => j.status === 'done');
     const c = await untilJob(t, other, 'other done', (j) => j.status === 'done');
+    // What makes the checks below mean something: both arrived while the first job ran.
+    assert.ok(b.createdAt.getTime() < a.finishedAt!.getTime() && c.createdAt.getTime() < a.finishedAt!.getTime(), 'the others arrived while the first job ran');
     assert.ok(b.attemptedAt!.getTime() >= a.finishedAt!.getTime(), `second started ${b.attemptedAt!.toISOString()} before the first finished ${a.finishedAt!.toISOString()}`);
     // Another conversation is not held back by this one.
     assert.ok(c.attemptedAt!.getTime() < a.finishedAt!.getTime(), 'the other conversation ran alongside');

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Queryable } from '../src/db/types.ts';
 import { importUpload } from '../src/http/admin/knowledge-store.ts';
-import { jobStats } from '../src/queue/index.ts';
+import { jobStats, type Worker } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
@@ -27,6 +27,7 @@ let t: TestDatabase;
 let twilio: FakeTwilio;
 let openai: FakeOpenAi;
 let m: MessagingApp;
+let worker: Worker;
 
 before(async () => {
   [t, twilio] = await Promise.all([freshServerDatabase(), startFakeTwilio()]);
@@ -36,7 +37,7 @@ before(async () => {
     messagingEnv(t.url, twilio.url, { ADMIN_TOKEN: 'test-admin-token-0123456789', AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: openai.openaiBaseUrl, EMBEDDING_DIMENSIONS: '32' }),
     { listen: true },
   );
-  await m.startWorker();
+  worker = await m.startWorker();
 });
 after(async () => {
   await m.close();
@@ -121,8 +122,9 @@ test('an erasure while the reply is being composed leaves nothing behind and sen
   await waitFor(() => openai.requests.some((r) => r.endpoint === 'chat' && JSON.stringify(r.body).includes('saldo verlof')), 'the chat request to be under way', 10_000, 10);
   const erased = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: carla } });
   assert.equal(erased.statusCode, 200, erased.body);
-  // The worker's chat call returns after the erasure: its reply has nowhere to go.
-  await new Promise((resolve) => setTimeout(resolve, 1500));
+  // The worker's chat call returns after the erasure: its reply has nowhere to go. The job's
+  // row went with the erasure, so wait for the worker itself to finish it.
+  await waitFor(() => worker.inFlight === 0, 'the worker to finish the job');
   await settled();
   for (const needle of ['611112222', 'saldo verlof']) assert.deepEqual(await whereFound(t.db, needle), [], `"${needle}" is gone`);
   assert.equal(twilio.messages.slice(sendsBefore).filter((x) => x.to.includes('611112222')).length, 0, 'no reply was sent');
@@ -190,11 +192,12 @@ test('every admin action lands in the audit log with actor, route, target and ou
   assert.equal(replied.statusCode, 201, replied.body);
   // Recorded once the response has gone out: wait for the third.
   await waitFor(async () => (await t.db.query('select 1 from audit_log')).rowCount >= 3, 'three audit records');
-  const rows = (await t.db.query<{ actor: string; action: string; target: string | null; result: string }>('select actor, action, target, result from audit_log order by id')).rows;
+  // Written as each response goes out, not necessarily in request order: compared by action.
+  const rows = (await t.db.query<{ actor: string; action: string; target: string | null; result: string }>('select actor, action, target, result from audit_log order by action, actor')).rows;
   assert.deepEqual(rows, [
-    { actor: 'api:token', action: 'POST /api/jobs/:id/retry', target: missing, result: 'not_found' },
     { actor: 'dashboard:none', action: 'POST /admin/login', target: null, result: 'refused' },
     { actor: 'api:token', action: 'POST /api/conversations/:id/messages', target: conversation, result: 'ok' },
+    { actor: 'api:token', action: 'POST /api/jobs/:id/retry', target: missing, result: 'not_found' },
   ]);
   assert.deepEqual(await whereFound(t.db, 'Geheim antwoord'), ['messages.body'], 'the text is in the conversation only, not in the audit log');
   await settled();

@@ -46,7 +46,9 @@ before(async () => {
     AI_PROVIDER: 'openai',
     OPENAI_API_KEY: 'sk-test',
     OPENAI_BASE_URL: llm.openaiBaseUrl,
-    AI_REQUEST_TIMEOUT_MS: '400',
+    // Short enough for the hang below, long enough that a stalled test process (the fake runs
+    // in it) does not time out a call whose answer has come.
+    AI_REQUEST_TIMEOUT_MS: '2000',
     EMBEDDING_DIMENSIONS: '128',
     RAG_TOP_K: '2',
     TWILIO_ACCOUNT_SID: FAKE_ACCOUNT_SID,
@@ -230,7 +232,7 @@ test('three 429s, a 500 and a hang at the LLM: rescheduled as they should be, th
   assert.ok(backoff > 8_000 && backoff <= 10_500, `backoff of about 10 s (${backoff} ms)`);
   assert.match(job.lastError!, /HTTP 500/);
 
-  // A hang: the request time-out (400 ms) fires, and it is retried like a 500.
+  // A hang: the request time-out (2 s) fires, and it is retried like a 500.
   llm.failNext({ kind: 'hang' }, { endpoint: 'chat' });
   await makeDue(job.id);
   job = await jobSettled(messageSid, (j) => j.errors.length === 5);

@@ -124,7 +124,9 @@ test('missed slots follow the backfill policy: none, the last one, or all in the
   assert.equal(all.length, 10_000);
   assert.deepEqual([all[0], all.at(-1)], [new Date(now.getTime() - 9_999_000), now]);
 
-  // In the database: all missed slots once, and a second tick adds none.
+  // In the database: all missed slots once, and a second tick adds none. Not in the last
+  // seconds of a minute: a new minute before the first tick would be a seventh slot due.
+  await waitFor(() => new Date().getUTCSeconds() < 50, 'a minute with time left', 15_000);
   await scheduleSet(t.db, { name: 'missed', cron: '* * * * *', type: 'missed_noop', backfill: 'all', backfillWindowSeconds: 600 });
   await t.db.query(`update ai_schedules set next_slot_at = date_trunc('minute', now()) - interval '5 minutes' where name = 'missed'`);
   const scheduler = new Scheduler({ db: t.db, logger: createLogger('silent') });

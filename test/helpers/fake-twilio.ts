@@ -138,7 +138,7 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
     this.queued.push(...faults);
   }
 
-  /** Forgets every recorded request, message and callback, and any queued fault. */
+  /** Forgets every recorded request, message and callback (and the callbacks still due), and any queued fault. */
   reset(): void {
     this.requests.length = 0;
     this.messages.length = 0;
@@ -419,7 +419,10 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
     const steps: Array<[string, number | undefined]> = failCode ? [['failed', failCode]] : [['sent', undefined], ['delivered', undefined]];
     let at = delay;
     for (const [status, code] of steps) {
-      this.later(() => void this.deliverStatus(message.sid, status, code), at);
+      // A message forgotten by reset() in between gets no callback: the test that sent it is over.
+      this.later(() => {
+        if (this.messages.includes(message)) void this.deliverStatus(message.sid, status, code);
+      }, at);
       at += delay;
     }
   }
