@@ -112,6 +112,10 @@ test('after a restore cut short between its renames, aiq refuses to start an emp
     assert.equal(migrated.code, 1, migrated.out);
     assert.match(migrated.out, /an `aiq restore` was cut short\. Put that database back \(mv .*pgdata\.before-restore-2026-01-01T00-00-00-000Z .*pgdata\)/);
     assert.equal(existsSync(join(dataDir, 'pgdata')), false, 'no empty database was created');
+    // aiq doctor says the same, where it used to say "`aiq start` creates it".
+    const doctor = await aiq(['doctor'], { DATA_DIR: dataDir, AI_PROVIDER: 'local' });
+    assert.equal(doctor.code, 1, doctor.out);
+    assert.match(doctor.out, /FAIL\s+database\s+the embedded database in .* has no pgdata but pgdata\.before-restore-2026-01-01T00-00-00-000Z: an `aiq restore` was cut short/);
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }

@@ -54,7 +54,13 @@ function databaseHint(err: unknown, config: Env): string | undefined {
 
 async function checkDatabase(config: Env, findings: Finding[]): Promise<Database | undefined> {
   if (!config.DATABASE_URL && !existsSync(join(config.DATA_DIR, 'pgdata'))) {
-    findings.push({ verdict: 'ok', check: 'database', result: `no embedded database in ${config.DATA_DIR} yet: \`aiq start\` creates it` });
+    const { cutShortRestore } = await import('../db/pglite.ts');
+    const problem = cutShortRestore(config.DATA_DIR);
+    findings.push(
+      problem
+        ? { verdict: 'FAIL', check: 'database', result: problem }
+        : { verdict: 'ok', check: 'database', result: `no embedded database in ${config.DATA_DIR} yet: \`aiq start\` creates it` },
+    );
     return undefined;
   }
   let db: Database;
