@@ -161,7 +161,7 @@ const schema = z.object({
   // OpenAI's list prices for the default models at the time of writing: check your own.
   AI_PRICES: z
     .string()
-    .default('gpt-4o-mini=0.15/0.60,gpt-4o=2.50/10.00,text-embedding-3-small=0.02,text-embedding-3-large=0.13')
+    .default('gpt-4o-mini=0.15/0.60,gpt-4o=2.50/10.00,text-embedding-3-small=0.02,text-embedding-3-large=0.13,whisper-1=0.006/min')
     .transform((text, ctx) => {
       try {
         return pricesParse(text);

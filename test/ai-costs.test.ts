@@ -30,6 +30,29 @@ after(async () => {
 test('prices parse per million tokens; a bad entry is a config error naming AI_PRICES', () => {
   assert.deepEqual(pricesParse('gpt-4o-mini=0.15/0.60, text-embedding-3-small=0.02'), { 'gpt-4o-mini': { prompt: 0.15, completion: 0.6 }, 'text-embedding-3-small': { prompt: 0.02, completion: 0 } });
   assert.throws(() => loadConfig({ AI_PRICES: 'gpt-4o-mini=cheap' }), (err: Error) => err instanceof ConfigError && /AI_PRICES.*"gpt-4o-mini=cheap" is not model=prompt\/completion/.test(err.message));
+  // A transcription model billed by the audio's length: per minute.
+  assert.deepEqual(pricesParse('whisper-1=0.006/min'), { 'whisper-1': { prompt: 0, completion: 0, perMinute: 0.006 } });
+  assert.equal(loadConfig({}).AI_PRICES['whisper-1']?.perMinute, 0.006, 'the default transcription model has its list price');
+});
+
+test('transcribed audio is priced per minute; without a price per minute it is unpriced, not free', async () => {
+  await t.db.query(`insert into ai_usage (purpose, provider, model, operation, prompt_tokens, completion_tokens, total_tokens, audio_seconds, created_at) values
+    ('autoreply', 'openai', 'whisper-1', 'transcribe', 0, 0, 0, 90, now()),
+    ('suggest', 'openai', 'whisper-1', 'transcribe', 0, 0, 0, 30, now()),
+    ('autoreply', 'openai', 'text-embedding-3-small', 'transcribe', 0, 0, 0, 60, now() - interval '2 days')`);
+  const { usageReport } = await import('../src/ai/costs.ts');
+  const report = await usageReport(t.db, pricesParse('whisper-1=0.006/min,text-embedding-3-small=0.02'), 'USD', 7);
+  const whisper = report.rows.filter((r) => r.model === 'whisper-1');
+  assert.deepEqual(whisper.map((r) => [r.purpose, r.audioSeconds, r.cost?.toFixed(4)]), [['autoreply', 90, '0.0090'], ['suggest', 30, '0.0030']]);
+  // A price per token for a row of audio seconds would count them free: unpriced instead.
+  assert.equal(report.rows.find((r) => r.model === 'text-embedding-3-small' && r.audioSeconds === 60)?.cost, null);
+  assert.ok(report.unpriced.includes('text-embedding-3-small'));
+  assert.equal(report.totalAudioSeconds, 180);
+  const page = await m.app.inject({ method: 'GET', url: '/admin/usage?days=7' });
+  assert.equal(page.statusCode, 200);
+  assert.match(page.body, /and 3 min of transcribed audio/);
+  assert.match(page.body, /<td>whisper-1<\/td><td>autoreply<\/td><td class="num">0<\/td><td class="num">0<\/td><td class="num">1\.5 min<\/td>/);
+  await t.db.query(`delete from ai_usage where operation = 'transcribe'`);
 });
 
 test('the cost report prices each model (dated versions by their family), and says which have no price', async () => {

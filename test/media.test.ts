@@ -100,6 +100,17 @@ test('a voice note is fetched with the credentials, transcribed, and its transcr
   );
   // The embedding of the question was made from the transcript: retrieval reads it too.
   assert.ok(llm.embeddingRequests().some((r) => JSON.stringify(r.body.input).includes('vakantiedagen')));
+  // What the transcription cost is recorded with the reply's: whisper-1 by the audio's length,
+  // priced per minute in the cost report (default AI_PRICES).
+  const usage = await t.db.query<{ purpose: string; model: string; subject_id: string; audio_seconds: string; total_tokens: number }>(
+    `select u.purpose, u.model, u.subject_id, u.audio_seconds::text, u.total_tokens from ai_usage u where u.operation = 'transcribe'`,
+  );
+  const voiceMessage = await t.db.query<{ message_id: string }>('select message_id from message_media where id = $1', [media[0]!.id]);
+  assert.deepEqual(usage.rows, [{ purpose: 'autoreply', model: 'whisper-1', subject_id: voiceMessage.rows[0]!.message_id, audio_seconds: '7', total_tokens: 0 }]);
+  const costs = JSON.parse((await m.app.inject({ method: 'GET', url: '/api/usage?days=7' })).body);
+  const transcribed = costs.rows.find((r: { model: string }) => r.model === 'whisper-1');
+  assert.equal(transcribed.audioSeconds, 7);
+  assert.equal(transcribed.cost.toFixed(4), '0.0007'); // 7 s at 0.006 a minute
 
   const page = await m.app.inject({ method: 'GET', url: `/admin/conversations/${conversationId}` });
   assert.match(page.body, new RegExp(`<audio controls preload="none" src="/admin/media/${media[0]!.id}"></audio><span class="meta transcript">transcript: Hoeveel vakantiedagen`));

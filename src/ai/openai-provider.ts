@@ -5,7 +5,7 @@ import OpenAI, { AzureOpenAI, toFile } from 'openai';
 import { PermanentJobError } from '../queue/index.ts';
 import { aiErrorMap } from './errors.ts';
 import { sdkFetchCreate } from './sdk-fetch.ts';
-import type { AiProvider, CallObserver, CallOptions, ChatResult, EmbedResult, Prompt, TokenUsage } from './types.ts';
+import { NO_USAGE, type AiProvider, type CallObserver, type CallOptions, type ChatResult, type EmbedResult, type Prompt, type TokenUsage } from './types.ts';
 
 export interface OpenAiProviderOptions {
   apiKey?: string;
@@ -126,7 +126,14 @@ function sdkProvider(
             const result = await call('transcribe', `${name} transcription ${transcriptionModel}`, () =>
               client.audio.transcriptions.create({ model: transcriptionModel, file }, { signal: callOptions.signal }),
             );
-            return { text: result.text.trim(), model: transcriptionModel };
+            // Billed by tokens (gpt-4o-transcribe) or by the audio's length (whisper-1).
+            const usage = result.usage;
+            return {
+              text: result.text.trim(),
+              model: transcriptionModel,
+              usage: usage?.type === 'tokens' ? { promptTokens: usage.input_tokens, completionTokens: usage.output_tokens, totalTokens: usage.total_tokens } : NO_USAGE,
+              audioSeconds: usage?.type === 'duration' ? usage.seconds : null,
+            };
           },
         }
       : {}),

@@ -72,7 +72,16 @@ export interface AiProvider {
   /** One vector per input text, in order. */
   embed(texts: string[], options?: CallOptions): Promise<EmbedResult>;
   /** Speech to text for a voice note; absent when the provider cannot (the offline one). */
-  transcribe?(audio: { bytes: Uint8Array; contentType: string }, options?: CallOptions): Promise<{ text: string; model: string }>;
+  transcribe?(audio: { bytes: Uint8Array; contentType: string }, options?: CallOptions): Promise<TranscriptionResult>;
+}
+
+export interface TranscriptionResult {
+  text: string;
+  model: string;
+  /** Tokens, for models billed by them (gpt-4o-transcribe); none otherwise. */
+  usage: TokenUsage;
+  /** The audio's length, for models billed by it (whisper-1); null when not reported. */
+  audioSeconds: number | null;
 }
 
 /** Reports each outside call (metrics); `rate_limited` for a 429. */

@@ -1,21 +1,23 @@
-// Records the tokens of every successful AI call in `ai_usage`, by wrapping a provider for
-// one piece of work (a reply, an embedding). Calls that spend nothing (the offline provider)
-// write nothing. Knows nothing of jobs: the caller names the purpose and subject.
+// Records the tokens (and, for a transcription billed by it, the audio's length) of every
+// successful AI call in `ai_usage`, by wrapping a provider for one piece of work (a reply, an
+// embedding). Calls that spend nothing (the offline provider) write nothing. Knows nothing
+// of jobs: the caller names the purpose and subject.
 import type { Queryable } from '../db/types.ts';
-import type { AiProvider, TokenUsage } from './types.ts';
+import type { AiProvider, CallOptions, TokenUsage } from './types.ts';
 
 export type UsagePurpose = 'autoreply' | 'suggest' | 'embed_record' | 'reembed';
 
 // Many calls' rows in one statement: a reply's question embedding goes with its chat call,
 // and the rows of calls that end while another write is in flight go together (UsageWriter).
 const USAGE_INSERT_SQL = `
-  insert into ai_usage (purpose, subject_id, provider, model, operation, prompt_tokens, completion_tokens, total_tokens)
-  select * from unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[], $8::int[])`;
+  insert into ai_usage (purpose, subject_id, provider, model, operation, prompt_tokens, completion_tokens, total_tokens, audio_seconds)
+  select * from unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[], $8::int[], $9::numeric[])`;
 
 interface UsageRow {
   model: string;
-  operation: 'chat' | 'embed';
+  operation: 'chat' | 'embed' | 'transcribe';
   usage: TokenUsage;
+  audioSeconds?: number | null;
 }
 
 interface UsageInsert extends UsageRow {
@@ -61,6 +63,7 @@ class UsageWriter {
       rows.map((r) => r.usage.promptTokens),
       rows.map((r) => r.usage.completionTokens),
       rows.map((r) => r.usage.totalTokens),
+      rows.map((r) => r.audioSeconds ?? null),
     ]);
   }
 
@@ -109,7 +112,7 @@ export function aiWithUsageRecorded(ai: AiProvider, db: Queryable, purpose: Usag
   let held: UsageRow[] = [];
   const writer = usageWriterOf(db);
   const write = async () => {
-    const rows = held.filter((r) => r.usage.totalTokens > 0);
+    const rows = held.filter((r) => r.usage.totalTokens > 0 || (r.audioSeconds ?? 0) > 0);
     held = [];
     if (rows.length === 0) return;
     await writer.write(rows.map((r) => ({ ...r, purpose, subjectId, provider: ai.name })));
@@ -130,6 +133,16 @@ export function aiWithUsageRecorded(ai: AiProvider, db: Queryable, purpose: Usag
       held.push({ model: result.model, operation: 'embed', usage: result.usage });
       return result;
     },
+    ...(ai.transcribe
+      ? {
+          async transcribe(audio: Parameters<NonNullable<AiProvider['transcribe']>>[0], options?: CallOptions) {
+            const result = await ai.transcribe!(audio, options);
+            held.push({ model: result.model, operation: 'transcribe', usage: result.usage, audioSeconds: result.audioSeconds });
+            await write();
+            return result;
+          },
+        }
+      : {}),
     flush: write,
   };
 }

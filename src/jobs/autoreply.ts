@@ -231,7 +231,7 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
         // The seed's done-is-noop guard: a reply already covered this message.
         if (state.answeredBy) return { skipped: 'already_answered', by: state.answeredBy };
         // Voice notes and photos first: the reply reads their transcripts (media-process.ts).
-        const thread = await mediaProcessForReply(media, state, { finalAttempt: job.attempts >= job.maxAttempts, signal });
+        const thread = await mediaProcessForReply(media, state, { finalAttempt: job.attempts >= job.maxAttempts, purpose: 'autoreply', signal });
         const composed = await composeReply(depsFor, conversation, inbound, signal, thread);
         meta = composed.meta;
         const parts = replyParts(composed.body, runtime.config.REPLY_MAX_CHARS, runtime.config.REPLY_OVERFLOW);

@@ -6,6 +6,7 @@
 // a throttled transcription) retry the job with backoff; on its last attempt, or for good
 // failures, the file is recorded with the reason and the message answered on its text.
 import type { AiProvider } from '../ai/types.ts';
+import { aiWithUsageRecorded, type UsagePurpose } from '../ai/usage.ts';
 import type { Env } from '../config.ts';
 import type { Queryable } from '../db/types.ts';
 import { mediaFetch, mediaKind, MediaTemporaryError, type MediaFetchSettings } from '../messaging/media.ts';
@@ -41,14 +42,21 @@ export function mediaDepsOf(runtime: { db: Queryable; ai: AiProvider; config: En
  * there are any, and returns the thread the reply reads: the one read with the state, or
  * undefined (read it anew, transcripts and later messages included) after processing.
  */
-export async function mediaProcessForReply(deps: MediaDeps, state: InboundReplyState, options: { finalAttempt: boolean; signal?: AbortSignal }): Promise<ConversationThread | undefined> {
+export async function mediaProcessForReply(deps: MediaDeps, state: InboundReplyState, options: MediaProcessOptions): Promise<ConversationThread | undefined> {
   if (!state.mediaPending) return state.thread;
   await mediaProcessPending(deps, state.conversation.id, options);
   return undefined;
 }
 
+interface MediaProcessOptions {
+  finalAttempt: boolean;
+  /** The job's purpose, under which a transcription's cost is recorded (ai_usage). */
+  purpose: UsagePurpose;
+  signal?: AbortSignal;
+}
+
 /** Processes every pending media of the conversation; returns how many it recorded. */
-export async function mediaProcessPending(deps: MediaDeps, conversationId: string, options: { finalAttempt: boolean; signal?: AbortSignal }): Promise<number> {
+export async function mediaProcessPending(deps: MediaDeps, conversationId: string, options: MediaProcessOptions): Promise<number> {
   let recorded = 0;
   for (const media of await mediaPending(deps.db, conversationId)) {
     let fetched;
@@ -65,11 +73,13 @@ export async function mediaProcessPending(deps: MediaDeps, conversationId: strin
     let transcript: string | null = null;
     let note: string | null = null;
     if (mediaKind(media.contentType) === 'audio') {
-      if (!deps.ai.transcribe) {
+      // Its cost is the voice note's message's, as a reply's calls are its question's.
+      const ai = aiWithUsageRecorded(deps.ai, deps.db, options.purpose, media.messageId);
+      if (!ai.transcribe) {
         note = deps.ai.name === 'local' ? 'the offline provider cannot transcribe voice notes' : 'no transcription model is configured (AZURE_OPENAI_TRANSCRIPTION_DEPLOYMENT)';
       } else {
         try {
-          transcript = (await deps.ai.transcribe({ bytes: fetched.bytes, contentType: media.contentType }, { signal: options.signal })).text || null;
+          transcript = (await ai.transcribe({ bytes: fetched.bytes, contentType: media.contentType }, { signal: options.signal })).text || null;
           if (!transcript) note = 'the transcription was empty';
         } catch (err) {
           // A refusal (400: a format the model does not take) will not pass: note it and go on.

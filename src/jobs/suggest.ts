@@ -116,7 +116,7 @@ export function suggestHandler(depsFor: (businessNumber: string | null) => Reply
       const { inbound: message, conversation } = state;
       if (message.source !== 'inbound') throw new PermanentJobError(`message ${payload.messageId} is not an inbound message`);
 
-      const thread = await mediaProcessForReply(media, state, { finalAttempt: job.attempts >= job.maxAttempts, signal });
+      const thread = await mediaProcessForReply(media, state, { finalAttempt: job.attempts >= job.maxAttempts, purpose: 'suggest', signal });
       const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'suggest', inbound: message, thread }, signal);
       // A racing duplicate job may have stored one meanwhile: keep the first. It answers what
       // its prompt held, and at least its own message (already answered, it held none).

@@ -48,15 +48,15 @@ export async function mediaOfMessages(db: Queryable, messageIds: string[]): Prom
 }
 
 /** A conversation's media not processed yet, oldest message first. */
-export async function mediaPending(db: Queryable, conversationId: string): Promise<Array<{ id: string; url: string; contentType: string }>> {
-  const result = await db.query<{ id: string; url: string; content_type: string }>(
-    `select mm.id, mm.url, mm.content_type
+export async function mediaPending(db: Queryable, conversationId: string): Promise<Array<{ id: string; messageId: string; url: string; contentType: string }>> {
+  const result = await db.query<{ id: string; message_id: string; url: string; content_type: string }>(
+    `select mm.id, mm.message_id, mm.url, mm.content_type
      from message_media mm join messages m on m.id = mm.message_id
      where mm.status = 'pending' and m.conversation_id = $1
      order by m.seq, mm.position`,
     [conversationId],
   );
-  return result.rows.map((r) => ({ id: r.id, url: r.url, contentType: r.content_type }));
+  return result.rows.map((r) => ({ id: r.id, messageId: r.message_id, url: r.url, contentType: r.content_type }));
 }
 
 /** Records what processing found; only over `pending`, so a racing attempt's result stands. */

@@ -53,6 +53,12 @@ export interface FakeOpenAiOptions {
   ignoreDimensions?: boolean;
   /** The text of a transcription (audio/transcriptions, multipart); `raw` is the request body as latin1. */
   transcript?: (raw: string) => string;
+  /**
+   * The audio's length a transcription reports. As the API does: `whisper-1` is billed by
+   * it (usage `{ type: 'duration', seconds }`), the gpt-4o transcription models by tokens
+   * (usage `{ type: 'tokens', … }`). Default 7.
+   */
+  transcriptionSeconds?: number;
   /** Keep at most this many recorded requests (a long benchmark would otherwise grow). */
   recordLimit?: number;
 }
@@ -89,9 +95,22 @@ export class FakeOpenAi {
     this.random = seededRandom(options.seed ?? 1);
     this.reply = options.reply ?? ((_body, n) => `Fake answer #${n}.`);
     this.transcript = options.transcript;
+    this.transcriptionSeconds = options.transcriptionSeconds ?? 7;
   }
 
   private readonly transcript?: (raw: string) => string;
+  private readonly transcriptionSeconds: number;
+
+  private transcriptionResponse(raw: string): Record<string, unknown> {
+    const text = this.transcript?.(raw) ?? 'transcribed voice note';
+    const model = /name="model"\r\n\r\n([^\r\n]+)/.exec(raw)?.[1] ?? 'whisper-1';
+    if (model.startsWith('gpt-')) {
+      const input = this.transcriptionSeconds * 10;
+      const output = Math.ceil(text.length / 4);
+      return { text, usage: { type: 'tokens', input_tokens: input, output_tokens: output, total_tokens: input + output, input_token_details: { audio_tokens: input, text_tokens: 0 } } };
+    }
+    return { text, usage: { type: 'duration', seconds: this.transcriptionSeconds } };
+  }
 
   /** Starts listening; `url` is then the base (`http://127.0.0.1:PORT`). */
   async listen(port = 0, host = '127.0.0.1'): Promise<this> {
@@ -183,7 +202,7 @@ export class FakeOpenAi {
       return sendJson(res, fault.status, errorBody(fault.message ?? `injected ${fault.status}`, `injected_${fault.status}`), fault.headers);
     }
     if (route.endpoint === 'chat') return sendJson(res, 200, this.chatResponse(body, route.deployment));
-    if (route.endpoint === 'transcription') return sendJson(res, 200, { text: this.transcript?.(raw) ?? 'transcribed voice note' });
+    if (route.endpoint === 'transcription') return sendJson(res, 200, this.transcriptionResponse(raw));
     return sendJson(res, 200, this.embeddingsResponse(body, route.deployment));
   }
 
