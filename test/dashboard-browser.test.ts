@@ -103,12 +103,18 @@ describe('dashboard in a browser', () => {
     await page.goto(`${base}/admin/jobs?status=failed&type=autoreply_demo`);
     const row = page.locator(`tr[data-job-id="${id}"]`);
     // The LLM is still down: the retried job fails again at once.
-    await row.getByRole('button', { name: 'Retry' }).click();
+    const [redirect] = await Promise.all([page.waitForResponse((r) => r.url().endsWith(`/admin/jobs/${id}/retry`)), row.getByRole('button', { name: 'Retry' }).click()]);
     await page.waitForURL(`${base}/admin/jobs/${id}`);
     await waitFor(async () => (await jobGet(t.runtime.db, id))!.errors.length === 2, 'the retry ran and failed');
     await page.reload();
     assert.equal(await page.locator('.notice').count(), 0, 'a reload shows the page as it is, without the old notice');
+    // The retry's own (signed) address again: the notice reads the job as it is now. The
+    // same flag in a link from elsewhere, unsigned, shows nothing.
     await page.goto(`${base}/admin/jobs/${id}?retried=1`);
+    assert.equal(await page.locator('.notice').count(), 0, 'an unsigned ?retried=1 claims nothing');
+    const location = redirect.headers()['location']!;
+    assert.match(location, /\?retried=1&sig=/);
+    await page.goto(`${base}${location}`);
     assert.equal(await page.locator('.notice').textContent(), 'Retried: it ran again and failed (the newest attempt is at the bottom of the list below).');
     assert.equal(page.url(), `${base}/admin/jobs/${id}`, 'the notice is dropped from the address once shown');
     const numbers = await page.locator('table tbody tr td:first-child').allTextContents();

@@ -140,6 +140,8 @@ describe('dashboard with ADMIN_TOKEN', () => {
       assert.equal(spoofed.statusCode, 200, url);
       assert.doesNotMatch(spoofed.body, /call \+1 555|class="notice"|class="problem"/, url);
     }
+    // Text moved from one field to the other under the same signature (a title may hold a line break).
+    assert.doesNotMatch((await t.app.inject({ url: location.replace('notice=', 'problem='), headers: { cookie } })).body, /class="notice"|class="problem"/);
     // Signed for one session, not for another (a link copied out of one admin's history).
     const other = await login(t);
     assert.doesNotMatch((await t.app.inject({ url: location, headers: { cookie: other.cookie } })).body, /class="notice"/);

@@ -157,7 +157,7 @@ describe('with an approved template', () => {
 
     // WhatsApp refuses a template parameter with a line break, a tab or five spaces in a row:
     // a reply of paragraphs goes as one line; the stored reply keeps its lines.
-    const paragraphs = 'Je aanvraag is goedgekeurd.\n\nDe dagen staan vanaf morgen in je saldo:\n- 3 dagen\t(juli)\n- 2 dagen      (augustus)';
+    const paragraphs = 'Je aanvraag is goedgekeurd.\r\n\r\nDe dagen staan vanaf morgen in je saldo:\u2028- 3 dagen\t(juli)\n- 2 dagen \u00a0 \u00a0  (augustus)';
     const multi = await s!.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: paragraphs } });
     assert.equal(JSON.parse(multi.body).outcome, 'sent', multi.body);
     const flat = s!.twilioApi.messages.filter((msg) => msg.to === `whatsapp:${phone}`)[2]!;

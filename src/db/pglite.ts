@@ -1,7 +1,7 @@
 // Embedded PGlite (Postgres in WebAssembly, with pgvector) behind the Database interface.
 // PGlite has no locking between processes, so the owner takes a lock file in the data
 // folder; a second process is refused instead of silently losing writes.
-import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
@@ -145,7 +145,7 @@ export function pgliteExists(dataDir: string): boolean {
  */
 export function cutShortRestore(dir: string): string | null {
   const pgdata = join(dir, 'pgdata');
-  if (pgliteExists(dir) || !existsSync(dir)) return null;
+  if (pgliteExists(dir) || !statSync(dir, { throwIfNoEntry: false })?.isDirectory()) return null;
   const aside = readdirSync(dir).filter((name) => name.startsWith('pgdata.before-restore-')).sort().at(-1);
   if (!aside) return null;
   return (

@@ -47,9 +47,10 @@ export function replyTemplateOf(config: { WHATSAPP_TEMPLATE_SID?: string; WHATSA
 
 // WhatsApp refuses a template parameter that holds a line break or a tab, or more than four
 // spaces in a row (Meta's error 132018): a reply of several paragraphs or a list would then
-// not go at all. As a parameter it becomes one line; the stored reply keeps its lines.
+// not go at all. As a parameter it becomes one line (every kind of line break, and runs of
+// any spaces, non-breaking ones too); the stored reply keeps its lines.
 function templateParameter(text: string): string {
-  return text.replace(/\s*[\r\n\t]\s*/g, ' ').replace(/ {5,}/g, '    ').trim();
+  return text.replace(/\s*[\r\n\t\v\f\u0085\u2028\u2029]\s*/g, ' ').replace(/\s{5,}/g, '    ').trim();
 }
 
 /** The template's variables for one reply, or the reason it cannot be filled. */

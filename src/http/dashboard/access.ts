@@ -32,24 +32,35 @@ export function queryString(values: Record<string, string | undefined>): string 
 // What an action says on the page it redirects to travels in the address, signed for the
 // session: a link from another site could otherwise make the dashboard show any text it
 // likes in aiq's own alert boxes ("session expired, call …"). Escaped, but believed.
-const flashText = (notice: string | undefined, problem: string | undefined) => `${notice ?? ''}\n${problem ?? ''}`;
+const FLASH = ['notice', 'problem', 'retried'] as const;
+type Flash = Partial<Record<(typeof FLASH)[number], string>>;
+const flashText = (flash: Flash) => JSON.stringify(FLASH.map((name) => flash[name] ?? ''));
 
-/** The query string of the page an action redirects to, its notice or problem signed. */
-export function actionQuery(request: FastifyRequest, values: Record<string, string | undefined> & { notice?: string; problem?: string }): string {
-  const { notice, problem } = values;
-  const sig = notice || problem ? requestContext(request).flashMac(flashText(notice, problem)) : undefined;
+/** The query string of the page an action redirects to, its notice, problem or retry flag signed. */
+export function actionQuery(request: FastifyRequest, values: Record<string, string | undefined> & Flash): string {
+  const sig = FLASH.some((name) => values[name]) ? requestContext(request).flashMac(flashText(values)) : undefined;
   return queryString({ ...values, sig });
+}
+
+/** What this request's address says an action did, when aiq signed it for this session; else nothing. */
+function signedFlash(request: FastifyRequest, flashMac: (text: string) => string): Flash {
+  const query = (request.query ?? {}) as Record<string, unknown>;
+  const flash: Flash = {};
+  for (const name of FLASH) if (typeof query[name] === 'string') flash[name] = query[name];
+  if (Object.keys(flash).length === 0) return {};
+  // Unsigned or altered (a link from elsewhere): not shown.
+  return typeof query.sig === 'string' && safeEqual(query.sig, flashMac(flashText(flash))) ? flash : {};
+}
+
+/** Whether the page was reached by a job retry's own redirect (`?retried=1`, signed). */
+export function actionRetried(request: FastifyRequest): boolean {
+  return signedFlash(request, requestContext(request).flashMac).retried === '1';
 }
 
 /** The page context the access hook prepared for this request. */
 export function pageContext(request: FastifyRequest): PageContext {
   const { session, flashMac, ...ctx } = requestContext(request);
-  const query = request.query as { notice?: unknown; problem?: unknown; sig?: unknown } | undefined;
-  const notice = typeof query?.notice === 'string' ? query.notice : undefined;
-  const problem = typeof query?.problem === 'string' ? query.problem : undefined;
-  // Unsigned or altered (a link from elsewhere): not shown.
-  const signed = typeof query?.sig === 'string' && safeEqual(query.sig, flashMac(flashText(notice, problem)));
-  if (!signed) return ctx;
+  const { notice, problem } = signedFlash(request, flashMac);
   return { ...ctx, notice: notice?.slice(0, 300), problem: problem?.slice(0, 300) };
 }
 

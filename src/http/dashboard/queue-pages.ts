@@ -5,7 +5,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { JOB_STATUSES, jobCancel, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats, type Job } from '../../queue/index.ts';
 import type { Runtime } from '../../runtime.ts';
-import { actionQuery, pageContext, queryString } from './access.ts';
+import { actionQuery, actionRetried, pageContext, queryString } from './access.ts';
 import { barChart, lineChart } from './charts.ts';
 import { html, type Html } from './html.ts';
 import { actionButton, badge, csrfField, duration, page, when, type PageContext, sendPage } from './layout.ts';
@@ -228,7 +228,7 @@ export const queuePages: FastifyPluginAsync<{ runtime: Runtime }> = async (app, 
     const job = params.success ? await jobGet(db, params.data.id) : null;
     if (!job) return sendPage(reply.status(404), page({ ...ctx, problem: 'No such job (it may have been cleaned up by retention).' }, 'jobs', 'Job not found', html`<p><a href="/admin/jobs">« jobs</a></p>`));
     // The retry's outcome as the job stands now, not as it stood at the click.
-    const retried = (request.query as { retried?: string } | undefined)?.retried === '1';
+    const retried = actionRetried(request);
     return sendPage(reply, jobDetailPage(retried ? { ...ctx, notice: retryNotice(job) } : ctx, job));
   });
 
