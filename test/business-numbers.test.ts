@@ -148,4 +148,32 @@ test('a wrong profiles file stops the start with a reason that names PROFILES_FI
   assert.throws(bad({ profiles: [{ number: HR, name: 'A' }, { number: HR, name: 'B' }] }), /\+3197010000001 has two profiles/);
   assert.throws(bad({ profiles: [{ number: HR, name: 'A', colour: 'blue' }] }), /Unrecognized key/);
   assert.throws(() => new Profiles(loadConfig({ PROFILES_FILE: join(dir, 'missing.json') })), /PROFILES_FILE: .*missing\.json: ENOENT/);
+  // Variables for a template the profile does not name would fill the default one silently.
+  assert.throws(bad({ profiles: [{ number: HR, name: 'HR', templateVariables: '1=name,2=reply' }] }), /\+3197010000001 has templateVariables but no templateSid/);
+});
+
+test("a profile for the default sender's own number is that number's profile, not ignored", () => {
+  const file = join(dir, 'reception.json');
+  const from = FROM_NUMBER.slice('whatsapp:'.length);
+  writeFileSync(file, JSON.stringify({ profiles: [{ number: from, name: 'Reception', systemPromptFile: 'hr.txt', documentTags: ['Public'] }, { number: IT, name: 'IT desk' }] }));
+  const profiles = new Profiles({ PROFILES_FILE: file, TWILIO_WHATSAPP_FROM: FROM_NUMBER, WHATSAPP_TEMPLATE_VARIABLES: '1=reply' });
+  // Its conversations are stored without a number, as the default sender's always were.
+  const number = profiles.conversationNumber(FROM_NUMBER);
+  assert.equal(number, null);
+  const profile = profiles.of(number);
+  assert.deepEqual([profile.name, profile.documentTags, profile.systemPromptFile], ['Reception', ['public'], join(dir, 'hr.txt')]);
+  assert.deepEqual(profiles.all().map((p) => p.name), ['Reception', 'IT desk'], 'listed once, as the default');
+  assert.equal(profiles.of(IT).name, 'IT desk');
+  // A number the file does not name is answered with the default profile; the webhook warns (once).
+  assert.deepEqual([profiles.unnamed('+3197010000099'), profiles.unnamed(IT), profiles.unnamed(null)], [true, false, false]);
+  assert.equal(new Profiles({ TWILIO_WHATSAPP_FROM: FROM_NUMBER, WHATSAPP_TEMPLATE_VARIABLES: '1=reply' }).unnamed('+3197010000099'), false, 'without a profiles file every number is the default');
+});
+
+test("a profile's unreadable prompt file stops the start naming the profile, not SYSTEM_PROMPT_FILE", async () => {
+  const file = join(dir, 'missing-prompt.json');
+  writeFileSync(file, JSON.stringify({ profiles: [{ number: HR, name: 'HR desk', systemPromptFile: 'nowhere.txt' }] }));
+  await assert.rejects(
+    startMessagingApp(messagingEnv(t.url, twilioApi.url, { PROFILES_FILE: file })).then((app) => app.startWorker().finally(() => app.close())),
+    /PROFILES_FILE: .*missing-prompt\.json: \+3197010000001 \(HR desk\) systemPromptFile: cannot read .*nowhere\.txt/,
+  );
 });

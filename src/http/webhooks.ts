@@ -59,6 +59,8 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
   let secret: string | undefined;
   const bodyLimit = config.WEBHOOK_BODY_LIMIT_BYTES;
   const optKeywords = optKeywordsOf(config);
+  // Numbers warned about, once each per process (a busy unknown sender would flood the log).
+  const unnamedWarned = new Set<string>();
   // Concurrent webhooks share a commit (group commit); each answer still waits for its own.
   // The commit also wakes the workers (autoreply.ts, WAKE_WORKERS).
   const inbound = new InboundBatcher(db);
@@ -94,6 +96,7 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
     }
 
     const optChange = optChangeOf(input.Body, optKeywords);
+    const businessNumber = runtime.profiles.conversationNumber(input.To);
     const stored = await inbound.store({
       whatsappNumber: input.From.slice('whatsapp:'.length),
       profileName: input.ProfileName,
@@ -102,8 +105,12 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
       mediaContentTypes,
       twilioSid: input.MessageSid,
       optChange,
-      businessNumber: runtime.profiles.conversationNumber(input.To),
+      businessNumber,
     });
+    if (stored && runtime.profiles.unnamed(businessNumber) && !unnamedWarned.has(businessNumber!)) {
+      unnamedWarned.add(businessNumber!);
+      request.log.warn({ businessNumber }, 'a message to a business number PROFILES_FILE does not name: answered with the default profile (its prompt, every document); add the number to the file if it is yours');
+    }
     if (stored) {
       if (optChange) {
         runtime.metrics.observeOptChange(optChange, 'contact');

@@ -12,6 +12,7 @@ import { mediaFile, mediaOfMessages, mediaText, type MediaInfo } from '../messag
 import { type Citations, conversationThread, type ConversationThread, type Message } from '../messaging/conversations.ts';
 import type { PersonTextField } from '../knowledge/people.ts';
 import type { Runtime } from '../runtime.ts';
+import type { AssistantProfile } from '../messaging/profiles.ts';
 
 export interface ReplyDeps {
   db: Queryable;
@@ -63,6 +64,17 @@ export function sourceLine(citations: Citations): string | null {
   return places.length > 0 && !citations.noAnswer ? `📄 ${places.join('; ')}` : null;
 }
 
+/** A profile's system prompt; an unreadable one named as the profile's, not as SYSTEM_PROMPT_FILE. */
+function profilePromptLoad(runtime: Runtime, profile: AssistantProfile): string {
+  try {
+    return systemPromptLoad(profile.systemPromptFile);
+  } catch (err) {
+    if (profile.systemPromptFile === runtime.config.SYSTEM_PROMPT_FILE) throw err;
+    const number = profile.number ?? runtime.profiles.defaultNumber ?? 'the default sender';
+    throw new Error(`PROFILES_FILE: ${runtime.config.PROFILES_FILE}: ${number} (${profile.name}) systemPromptFile: ${(err as Error).message.replace(/^SYSTEM_PROMPT_FILE: /, '')}`);
+  }
+}
+
 /**
  * What autoreply and suggest need to draft a reply, per assistant profile (the business
  * number a conversation is on). Reads every profile's system prompt file once, now, so a
@@ -76,7 +88,7 @@ export function replyDepsOf(runtime: Runtime): (businessNumber: string | null) =
       {
         db: runtime.db,
         ai: runtime.ai,
-        systemPrompt: systemPromptLoad(profile.systemPromptFile),
+        systemPrompt: profilePromptLoad(runtime, profile),
         retrieval: { ...retrievalSettingsOf(config, runtime.ai), documentTags: profile.documentTags },
         citeSources: config.REPLY_CITE_SOURCES,
         vision: config.AI_VISION,

@@ -54,16 +54,23 @@ export interface ProfileSettings {
 
 /** The configured profiles and the default one; throws naming PROFILES_FILE when it is wrong. */
 export class Profiles {
+  /** The default sender's profile: the plain settings, or the file's profile for that number. */
   readonly default: AssistantProfile;
   private readonly byNumber: Map<string, AssistantProfile>;
+  private readonly fromFile: boolean;
   /** The sender replies leave from when the conversation names no number (E.164). */
   readonly defaultNumber: string | null;
 
   constructor(config: ProfileSettings) {
-    this.default = { number: null, name: 'Default', systemPromptFile: config.SYSTEM_PROMPT_FILE, documentTags: null, template: replyTemplateOf(config) };
+    const plain: AssistantProfile = { number: null, name: 'Default', systemPromptFile: config.SYSTEM_PROMPT_FILE, documentTags: null, template: replyTemplateOf(config) };
+    let ownDefault: AssistantProfile | undefined;
     this.defaultNumber = config.TWILIO_WHATSAPP_FROM ? config.TWILIO_WHATSAPP_FROM.replace(/^whatsapp:/, '') : null;
     this.byNumber = new Map();
-    if (!config.PROFILES_FILE) return;
+    this.fromFile = Boolean(config.PROFILES_FILE);
+    if (!config.PROFILES_FILE) {
+      this.default = plain;
+      return;
+    }
     const file = resolve(config.PROFILES_FILE);
     let parsed: z.infer<typeof fileSchema>;
     try {
@@ -72,15 +79,20 @@ export class Profiles {
       const reason = err instanceof z.ZodError ? err.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') : (err as Error).message;
       throw new Error(`PROFILES_FILE: ${config.PROFILES_FILE}: ${reason}`);
     }
+    const seen = new Set<string>();
     for (const p of parsed.profiles) {
-      if (this.byNumber.has(p.number)) throw new Error(`PROFILES_FILE: ${config.PROFILES_FILE}: ${p.number} has two profiles`);
+      if (seen.has(p.number)) throw new Error(`PROFILES_FILE: ${config.PROFILES_FILE}: ${p.number} has two profiles`);
+      seen.add(p.number);
+      if (p.templateVariables !== undefined && !p.templateSid) {
+        throw new Error(`PROFILES_FILE: ${config.PROFILES_FILE}: ${p.number} has templateVariables but no templateSid (they fill that template; the default template keeps WHATSAPP_TEMPLATE_VARIABLES)`);
+      }
       let variables;
       try {
         variables = templateVariablesParse(p.templateVariables ?? '1=reply');
       } catch (err) {
         throw new Error(`PROFILES_FILE: ${config.PROFILES_FILE}: ${p.number} templateVariables: ${(err as Error).message}`);
       }
-      this.byNumber.set(p.number, {
+      const profile: AssistantProfile = {
         number: p.number,
         name: p.name,
         // A prompt file is named relative to the profiles file.
@@ -88,9 +100,23 @@ export class Profiles {
         // Stored as documents' tags are (lower case, sorted), or "HR" would match no document.
         documentTags: p.documentTags ? documentTagsOf(p.documentTags) : null,
         // Content SIDs are the account's: without its own, a number uses the default template.
-        template: p.templateSid ? { contentSid: p.templateSid, variables } : this.default.template,
-      });
+        template: p.templateSid ? { contentSid: p.templateSid, variables } : plain.template,
+      };
+      // The default sender's conversations are stored without a number (conversationNumber),
+      // so a lookup by number would never find its profile: it stands in for the default.
+      if (p.number === (this.defaultNumber ?? SANDBOX_NUMBER)) ownDefault = { ...profile, number: null };
+      else this.byNumber.set(p.number, profile);
     }
+    this.default = ownDefault ?? plain;
+  }
+
+  /**
+   * Whether a conversation's number is one PROFILES_FILE exists to describe but does not
+   * name (another sender pointed at the webhook, or a typo in the file): it is answered with
+   * the default profile, every document included, which the operator should know.
+   */
+  unnamed(businessNumber: string | null): boolean {
+    return this.fromFile && businessNumber !== null && !this.byNumber.has(businessNumber);
   }
 
   /** Every profile, the default first. */

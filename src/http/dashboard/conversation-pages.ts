@@ -38,7 +38,9 @@ function contactName(c: { profileName: string | null; whatsappNumber: string }):
 
 /** The business numbers to filter by: the default sender and every profile's number. */
 function numberChoices(profiles: Profiles): Array<{ value: string; label: string }> {
-  return profiles.all().map((p) => (p.number ? { value: p.number, label: `${p.number} (${p.name})` } : { value: 'default', label: `${profiles.defaultNumber ?? 'default sender'} (default)` }));
+  return profiles.all().map((p) =>
+    p.number ? { value: p.number, label: `${p.number} (${p.name})` } : { value: 'default', label: `${profiles.defaultNumber ?? 'default sender'} (${p.name === 'Default' ? 'default' : `${p.name}, default`})` },
+  );
 }
 
 function listPage(ctx: PageContext, query: z.infer<typeof ListQuery>, rows: ConversationSummary[], nextCursor: string | null, profiles: Profiles): Html {
