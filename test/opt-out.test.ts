@@ -147,6 +147,28 @@ test('a reply Twilio refused for now is not resent after STOP: its retry ends sk
   assert.match(reply.rows[0]!.error_message, /not sent: the contact opted out/);
 });
 
+test('a STOP confirmation Twilio refused for now is not sent after a START: its retry withholds it, the START is confirmed', async () => {
+  const phone = '+31699998888';
+  twilioApi.fault({ kind: 'http', status: 503, code: 20503 });
+  const stop = inboundParams('STOP', phone);
+  assert.equal((await injectSigned(m.app, WHATSAPP, stop)).statusCode, 200);
+  const confirmation = `select r.status, r.error_message from messages r join messages q on q.id = r.reply_to_message_id where q.twilio_sid = $1`;
+  await waitFor(async () => (await t.db.query<{ status: string }>(confirmation, [stop.MessageSid])).rows[0]?.status === 'send_failed', 'the refused confirmation');
+  // The START's job runs after the STOP's retry (one conversation, one ordering key).
+  assert.equal((await receive('START', phone))['optChange'], 'in');
+  const sent = sentTo(phone);
+  assert.equal(sent.length, 1, `only the START's confirmation went out: ${JSON.stringify(sent)}`);
+  assert.match(sent[0]!, /weer aangemeld/);
+  const job = await t.db.query<{ status: string; result: unknown }>(
+    `select j.status, j.result from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1`,
+    [stop.MessageSid],
+  );
+  assert.deepEqual(job.rows[0], { status: 'done', result: { skipped: 'changed again since', resumed: true } });
+  const stale = (await t.db.query<{ status: string; error_message: string }>(confirmation, [stop.MessageSid])).rows[0]!;
+  assert.equal(stale.status, 'failed');
+  assert.match(stale.error_message, /not sent: the contact opted in again before this confirmation went out/);
+});
+
 test('an admin records an opt-out and an opt-in (asked by phone); both are audited and counted', async () => {
   const phone = '+31611112222';
   await receive('Hoi', phone);

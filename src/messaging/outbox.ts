@@ -28,7 +28,7 @@ export type ReplyOutcome =
 /** A reply was not written, or not sent, and must not be: `reason` says why, as a job result's `skipped`. */
 export class ReplyWithheldError extends Error {
   constructor(
-    readonly reason: 'opted_out' | keyof typeof TAKEOVER_TEXT,
+    readonly reason: 'opted_out' | 'changed again since' | keyof typeof TAKEOVER_TEXT,
     message: string,
   ) {
     super(message);
@@ -39,6 +39,13 @@ export class ReplyWithheldError extends Error {
 export class OptedOutError extends ReplyWithheldError {
   constructor(message: string) {
     super('opted_out', message);
+  }
+}
+
+/** The confirmation of a STOP (START) was not written, or not sent: the contact opted in (out) again first. */
+export class OptChangedAgainError extends ReplyWithheldError {
+  constructor(message: string) {
+    super('changed again since', message);
   }
 }
 
@@ -96,6 +103,12 @@ const CONTACT_NOT_OPTED_OUT = (conversationId: string) => `
     select 1 from conversations c join contacts k on k.id = c.contact_id
     where c.id = ${conversationId} and k.opted_out_at is not null)`;
 
+// What the contact's opt-out allows a reply: the confirmation of an opt-out goes only while
+// the contact is still out (a START since makes it stale); anything else only while they
+// are not. `confirmsOptOut` is a boolean parameter.
+const OPT_OUT_ALLOWS = (confirmsOptOut: string, conversationId: string) => `
+  (case when ${confirmsOptOut}::boolean then not ${CONTACT_NOT_OPTED_OUT(conversationId)} else ${CONTACT_NOT_OPTED_OUT(conversationId)} end)`;
+
 // The test every statement that writes or starts a send of the AI's answer to the inbound
 // message at position `seq` makes in SQL: no human has taken the conversation over, i.e. it
 // is not paused for a human and no admin reply (sent, or on its way) answered that message.
@@ -137,9 +150,10 @@ const ADMIN_REPLY_INSERT_SQL = `
 // statement cost a round trip and a commit per reply and closed no window, since the send
 // starts right after either commit and a crash in between leaves `pending` both ways. The
 // later parts wait in `unsent` for their turn. Nothing is written for a contact who opted
-// out meanwhile (a STOP while the reply was composed), unless $7 says this is the one
-// confirmation of that opt-out; nor when a human took over meanwhile, unless $8 says this
-// confirms an opt-out or opt-in (not the AI's answer, so it goes regardless).
+// out meanwhile (a STOP while the reply was composed), and when $7 says this is the
+// confirmation of an opt-out, nothing unless the contact is still out (OPT_OUT_ALLOWS); nor
+// when a human took over meanwhile, unless $8 says this confirms an opt-out or opt-in (not
+// the AI's answer, so a takeover does not stop it).
 const REPLY_PARTS_INSERT_SQL = `
   with reply as (
     insert into messages (conversation_id, source, body, status, send_started_at,
@@ -149,7 +163,7 @@ const REPLY_PARTS_INSERT_SQL = `
            case when p.part = 1 then now() end,
            $2, $3, p.part::int, $5, case when p.part = 1 then $6::jsonb end
     from unnest($4::text[]) with ordinality as p(body, part)
-    where ($7::boolean or ${CONTACT_NOT_OPTED_OUT('$1')})
+    where ${OPT_OUT_ALLOWS('$7', '$1')}
       and ($8::boolean or ${NO_HUMAN_TOOK_OVER('$1', '(select i.seq from messages i where i.id = $2)')})
     on conflict (reply_to_message_id, part) where source = 'ai' do nothing
     returning *
@@ -167,10 +181,11 @@ const REPLY_PARTS_INSERT_SQL = `
 // takes it only while its contact has not opted out and, for the AI's answer, no human has
 // taken over, as the insert above writes it only then: a STOP, a pause or an admin's reply
 // between a reply's write and a later send stops that send too. `confirmsOptOut` says the
-// reply is the one confirmation of the opt-out, which goes out regardless; `confirms` that
-// it confirms an opt change, which a human's takeover does not stop.
+// reply is the confirmation of an opt-out, which goes out only while the contact is still
+// out (a START since would make it stale); `confirms` that it confirms an opt change, which
+// a human's takeover does not stop.
 const MAY_SEND = (confirmsOptOut: string, confirms: string) => `(
-  (${confirmsOptOut}::boolean or ${CONTACT_NOT_OPTED_OUT('messages.conversation_id')})
+  ${OPT_OUT_ALLOWS(confirmsOptOut, 'messages.conversation_id')}
   and (${confirms}::boolean or messages.source <> 'ai'
        or ${NO_HUMAN_TOOK_OVER('messages.conversation_id', '(select i.seq from messages i where i.id = messages.reply_to_message_id)')}))`;
 
@@ -261,8 +276,10 @@ export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string)
   // A racing attempt wrote them first: go on with what it wrote.
   const parts = await replyPartsForInbound(deps.db, input.replyToMessageId);
   if (parts.length === 0) {
-    const { optedOutAt, takeover } = await withheldStateOf(deps.db, input.conversationId, input.replyToMessageId);
-    if (optedOutAt) throw new OptedOutError(`the contact opted out before the reply to ${input.replyToMessageId} was written`);
+    const { optedOutAt, takeover } = await withheldStateOf(deps.db, input.conversationId, input.confirms ? null : input.replyToMessageId);
+    if (input.confirms) {
+      if ((optedOutAt !== null) !== (input.confirms === 'out')) throw new OptChangedAgainError(`not written: the contact opted ${input.confirms === 'out' ? 'in' : 'out'} again before the confirmation of ${input.replyToMessageId} was`);
+    } else if (optedOutAt) throw new OptedOutError(`the contact opted out before the reply to ${input.replyToMessageId} was written`);
     if (takeover) throw new HumanTookOverError(takeover, `not written: ${TAKEOVER_TEXT[takeover]} before the reply to ${input.replyToMessageId} was`);
     throw new Error(`reply to ${input.replyToMessageId} neither written nor found`);
   }
@@ -332,10 +349,16 @@ const REPLY_WITHHOLD_SQL = `
  * and throws HumanTookOverError.
  */
 async function refuseIfWithheld(deps: OutboxDeps, reply: Message, options: ResumeOptions): Promise<void> {
-  if (options.confirms === 'out') return;
   // A human's takeover stops the AI's answer only, not an admin's message or a confirmation.
   const answers = reply.source === 'ai' && !options.confirms ? reply.replyToMessageId : null;
   const { optedOutAt, takeover } = await withheldStateOf(deps.db, reply.conversationId, answers);
+  if (options.confirms) {
+    // A confirmation goes only while the contact's state is what it confirms.
+    if ((optedOutAt !== null) === (options.confirms === 'out')) return;
+    const reason = `not sent: the contact opted ${options.confirms === 'out' ? 'in' : 'out'} again before this confirmation went out`;
+    await deps.db.query(REPLY_WITHHOLD_SQL, [reply.id, reason]);
+    throw new OptChangedAgainError(`reply ${reply.id} ${reason}`);
+  }
   if (optedOutAt) {
     const reason = `not sent: the contact opted out at ${optedOutAt.toISOString()}, before this reply went out`;
     await deps.db.query(REPLY_WITHHOLD_SQL, [reply.id, reason]);
