@@ -11,7 +11,11 @@ import { templateVariablesParse } from './messaging/window.ts';
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+// A blank number (`KEY=`, as .env.example writes unset settings) is unset, as a blank text
+// is: z.coerce alone would read it as 0 (no retention, no backoff, a random port).
+const blankIsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
+const num = (min: number, max: number, fallback: number) => z.preprocess(blankIsUnset, z.coerce.number().min(min).max(max).default(fallback));
+const int = (min: number, max: number, fallback: number) => z.preprocess(blankIsUnset, z.coerce.number().int().min(min).max(max).default(fallback));
 const optionalText = z
   .string()
   .optional()
@@ -41,39 +45,39 @@ const schema = z.object({
   // A connection that bypasses a transaction-mode pooler, for LISTEN and migrations.
   DATABASE_DIRECT_URL: optionalText.pipe(postgresUrl.optional()),
   DATA_DIR: z.string().min(1).default('./data'),
-  DATABASE_POOL_SIZE: int(1, 200).default(10),
+  DATABASE_POOL_SIZE: int(1, 200, 10),
   // Named prepared statements (src/db/prepared.ts): auto = when no pooler or proxy sits between.
   DATABASE_PREPARED_STATEMENTS: z.enum(['auto', 'on', 'off']).default('auto'),
 
   HOST: z.string().min(1).default('127.0.0.1'),
-  PORT: int(0, 65535).default(3000),
+  PORT: int(0, 65535, 3000),
   PUBLIC_URL: optionalUrl,
   ADMIN_TOKEN: optionalText.pipe(z.string().min(12, 'must be at least 12 characters').optional()),
-  WEBHOOK_BODY_LIMIT_BYTES: int(1024, 10 * 1024 * 1024).default(64 * 1024),
+  WEBHOOK_BODY_LIMIT_BYTES: int(1024, 10 * 1024 * 1024, 64 * 1024),
   // Off by default: X-Forwarded-* is believed only from the proxies named here (see trustProxyOf).
   TRUST_PROXY: optionalText,
   METRICS_TOKEN: optionalText.pipe(z.string().min(12, 'must be at least 12 characters').optional()),
-  AUTH_FAILURE_LIMIT: int(1, 10_000).default(10),
-  AUTH_FAILURE_WINDOW_SECONDS: int(1, 86_400).default(900),
+  AUTH_FAILURE_LIMIT: int(1, 10_000, 10),
+  AUTH_FAILURE_WINDOW_SECONDS: int(1, 86_400, 900),
 
-  WORKER_CONCURRENCY: int(1, 1000).default(10),
-  WORKER_POLL_INTERVAL_MS: int(50, 600_000).default(2000),
-  JOB_LEASE_SECONDS: int(2, 86_400).default(60),
-  JOB_TIMEOUT_MS: int(100, 86_400_000).default(120_000),
-  SLOW_JOB_THRESHOLD_MS: int(1, 86_400_000).default(8000),
-  SHUTDOWN_GRACE_MS: int(0, 600_000).default(10_000),
-  BACKOFF_BASE_SECONDS: z.coerce.number().min(0).max(3600).default(5),
-  BACKOFF_CAP_SECONDS: z.coerce.number().min(0).max(86_400).default(300),
-  JOB_RETENTION_DAYS: z.coerce.number().min(0).max(3650).default(14),
+  WORKER_CONCURRENCY: int(1, 1000, 10),
+  WORKER_POLL_INTERVAL_MS: int(50, 600_000, 2000),
+  JOB_LEASE_SECONDS: int(2, 86_400, 60),
+  JOB_TIMEOUT_MS: int(100, 86_400_000, 120_000),
+  SLOW_JOB_THRESHOLD_MS: int(1, 86_400_000, 8000),
+  SHUTDOWN_GRACE_MS: int(0, 600_000, 10_000),
+  BACKOFF_BASE_SECONDS: num(0, 3600, 5),
+  BACKOFF_CAP_SECONDS: num(0, 86_400, 300),
+  JOB_RETENTION_DAYS: num(0, 3650, 14),
 
   TWILIO_ACCOUNT_SID: optionalText.pipe(z.string().regex(/^AC\w{32}$/, 'must be AC followed by 32 characters').optional()),
   TWILIO_AUTH_TOKEN: optionalText,
   TWILIO_WHATSAPP_FROM: optionalText.pipe(z.string().regex(/^whatsapp:\+\d{6,15}$/, 'must look like whatsapp:+14155238886').optional()),
   TWILIO_API_BASE_URL: optionalUrl,
   TWILIO_SKIP_SIGNATURE: bool.default(false),
-  REPLY_CONFIRM_TIMEOUT_SECONDS: int(1, 86_400).default(300),
+  REPLY_CONFIRM_TIMEOUT_SECONDS: int(1, 86_400, 300),
   // Twilio refuses WhatsApp bodies over 1,600 characters (error 21617).
-  REPLY_MAX_CHARS: int(100, 1600).default(1600),
+  REPLY_MAX_CHARS: int(100, 1600, 1600),
   REPLY_OVERFLOW: z.enum(['split', 'truncate']).default('split'),
   // Opt-out (README, WhatsApp): a message that is just one of these words opts the contact
   // out or back in; the replies confirm it once (empty: no confirmation).
@@ -91,7 +95,7 @@ const schema = z.object({
   // Inbound media (README, WhatsApp): larger files are recorded, not fetched. Twilio answers
   // a media URL with a redirect to its media store; these hosts may be followed (without
   // credentials), any other is refused.
-  MEDIA_MAX_BYTES: int(1024, 100 * 1024 * 1024).default(16 * 1024 * 1024),
+  MEDIA_MAX_BYTES: int(1024, 100 * 1024 * 1024, 16 * 1024 * 1024),
   MEDIA_REDIRECT_HOSTS: z.string().default('media.twiliocdn.com,s3-external-1.amazonaws.com'),
   TRANSCRIPTION_MODEL: z.string().min(1).default('whisper-1'),
   // The chat model accepts images (gpt-4o, gpt-4o-mini do): photos go to it as image input.
@@ -110,17 +114,17 @@ const schema = z.object({
   AZURE_OPENAI_API_VERSION: z.string().min(1).default('2024-10-21'),
   AZURE_OPENAI_CHAT_DEPLOYMENT: optionalText,
   AZURE_OPENAI_EMBEDDING_DEPLOYMENT: optionalText,
-  EMBEDDING_DIMENSIONS: int(8, 4096).default(256),
-  AI_REQUEST_TIMEOUT_MS: int(100, 600_000).default(30_000),
-  AI_MAX_OUTPUT_TOKENS: int(16, 32_000).default(800),
-  AI_THROTTLE_WINDOW_SECONDS: int(1, 86_400).default(900),
+  EMBEDDING_DIMENSIONS: int(8, 4096, 256),
+  AI_REQUEST_TIMEOUT_MS: int(100, 600_000, 30_000),
+  AI_MAX_OUTPUT_TOKENS: int(16, 32_000, 800),
+  AI_THROTTLE_WINDOW_SECONDS: int(1, 86_400, 900),
   SYSTEM_PROMPT_FILE: optionalText,
-  RAG_TOP_K: int(0, 50).default(4),
+  RAG_TOP_K: int(0, 50, 4),
   // Retrieval (README, Knowledge and retrieval): full-text and vector search fused by
   // reciprocal rank fusion; the defaults are what `npm run eval` measured best.
   RAG_MODE: z.enum(['hybrid', 'vector', 'lexical']).default('hybrid'),
-  RAG_RRF_K: int(1, 1000).default(60),
-  RAG_VECTOR_WEIGHT: z.coerce.number().min(0).max(10).default(1),
+  RAG_RRF_K: int(1, 1000, 60),
+  RAG_VECTOR_WEIGHT: num(0, 10, 1),
   // Unset: 2 with the offline embeddings (weaker than full-text search: npm run eval), else 1.
   RAG_LEXICAL_WEIGHT: optionalText.pipe(z.coerce.number<string>().min(0).max(10).optional()),
   RAG_TEXT_SEARCH_CONFIG: z.string().trim().regex(/^[a-z_][a-z0-9_]*$/, 'must be a text-search configuration name such as dutch, english or simple').default('dutch'),
@@ -131,30 +135,30 @@ const schema = z.object({
   // below 1 so that on a tie the question's own words win.
   RAG_BUILTIN_SYNONYMS: bool.default(true),
   RAG_SYNONYMS_FILE: optionalText,
-  RAG_SYNONYM_WEIGHT: z.coerce.number().min(0).max(1).default(0.85),
+  RAG_SYNONYM_WEIGHT: num(0, 1, 0.85),
   // Below this relevance the assistant says it does not know and offers a colleague instead
   // of answering from weak context; unset: the value the evaluation chose for the provider.
   RAG_MIN_RELEVANCE: optionalText.pipe(z.coerce.number<string>().min(0).max(1).optional()),
   // A short "Source: …" line under WhatsApp replies, naming the sections the answer drew on.
   REPLY_CITE_SOURCES: bool.default(false),
-  CHUNK_MAX_CHARS: int(200, 8000).default(1200),
-  CHUNK_OVERLAP_CHARS: int(0, 2000).default(200),
+  CHUNK_MAX_CHARS: int(200, 8000, 1200),
+  CHUNK_OVERLAP_CHARS: int(0, 2000, 200),
   // Data minimisation: the parts of the sender's record that reach the model (and offline answers).
   PROMPT_PERSON_FIELDS: z
     .string()
     .default('name,department,role,attributes')
     .transform((v) => v.split(',').map((f) => f.trim()).filter(Boolean))
     .pipe(z.array(z.enum(['name', 'phone', 'email', 'department', 'role', 'attributes']))),
-  HISTORY_MESSAGES: int(1, 200).default(20),
+  HISTORY_MESSAGES: int(1, 200, 20),
 
   // Retention: days each kind of data is kept (0 keeps it forever; done and cancelled jobs
   // follow JOB_RETENTION_DAYS), purged by the recurring
   // `retention_purge` job at RETENTION_CRON in RETENTION_TIME_ZONE (README, Personal data).
-  RETENTION_MESSAGES_DAYS: int(0, 36_500).default(365),
-  RETENTION_JOBS_FAILED_DAYS: int(0, 36_500).default(90),
-  RETENTION_USAGE_DAYS: int(0, 36_500).default(730),
-  RETENTION_IMPORTS_DAYS: int(0, 36_500).default(90),
-  RETENTION_AUDIT_DAYS: int(0, 36_500).default(730),
+  RETENTION_MESSAGES_DAYS: int(0, 36_500, 365),
+  RETENTION_JOBS_FAILED_DAYS: int(0, 36_500, 90),
+  RETENTION_USAGE_DAYS: int(0, 36_500, 730),
+  RETENTION_IMPORTS_DAYS: int(0, 36_500, 90),
+  RETENTION_AUDIT_DAYS: int(0, 36_500, 730),
   RETENTION_CRON: z.string().trim().min(1).default('30 3 * * *'),
 
   // Prices per million tokens (prompt/completion) for the cost report; the defaults are
@@ -180,7 +184,7 @@ const schema = z.object({
   ),
   PEOPLE_SYNC_TOKEN: optionalText,
   PEOPLE_SYNC_CRON: z.string().trim().min(1).default('0 * * * *'),
-  PEOPLE_SYNC_MAX_BYTES: int(1024, 1024 * 1024 * 1024).default(20 * 1024 * 1024),
+  PEOPLE_SYNC_MAX_BYTES: int(1024, 1024 * 1024 * 1024, 20 * 1024 * 1024),
   RETENTION_TIME_ZONE: z.string().trim().min(1).default('UTC'),
 });
 

@@ -55,3 +55,11 @@ test('.env.example names every variable, and each value it shows, set or comment
   const settled = (env: NodeJS.ProcessEnv) => JSON.parse(JSON.stringify(loadConfig(env))); // unset and undefined alike
   assert.deepEqual(settled(shown), settled({}));
 });
+
+test('a blank number (KEY=) is its default, not 0: retention, backoff, grace and port stay as documented', () => {
+  const blank = { RETENTION_MESSAGES_DAYS: '', RETENTION_JOBS_FAILED_DAYS: ' ', JOB_RETENTION_DAYS: '', BACKOFF_BASE_SECONDS: '', BACKOFF_CAP_SECONDS: '', SHUTDOWN_GRACE_MS: '', PORT: '' };
+  const config = loadConfig(blank);
+  const defaults = loadConfig({});
+  for (const name of Object.keys(blank) as Array<keyof typeof blank>) assert.equal(config[name], defaults[name], name);
+  assert.equal(loadConfig({ JOB_RETENTION_DAYS: '0' }).JOB_RETENTION_DAYS, 0, 'an explicit 0 is still 0');
+});
