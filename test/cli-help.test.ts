@@ -58,3 +58,21 @@ test('options parse as declared; an unknown option prints the command usage and 
   assert.match(wrong.stderr, /aiq jobs: Unknown option '--colour'/);
   assert.match(wrong.stderr, /^usage: aiq jobs \[--status S\]/m);
 });
+
+test('a word too many is refused with the usage (exit 2), before anything runs: aiq cleanup 30 deleted with the default age', async () => {
+  for (const [args, message] of [
+    [['cleanup', '30'], /aiq cleanup takes no arguments, got "30"/],
+    [['retry', '--failed', 'autoreply'], /retry takes a job id or --failed, not both/], // meant --type autoreply
+    [['retry', 'id1', 'id2'], /unexpected argument "id2": aiq retry takes \[<id>\]/],
+    [['cancel', 'id1', 'id2'], /unexpected argument "id2": aiq cancel takes <id>/],
+    [['retry', 'some-id', '--failed'], /retry takes a job id or --failed, not both/],
+    [['retry', 'some-id', '--type', 'autoreply'], /--type goes with --failed/],
+  ] as const) {
+    const { code, stderr } = await aiq([...args]);
+    assert.equal(code, 2, `${args.join(' ')}: ${stderr}`);
+    assert.match(stderr, message, args.join(' '));
+  }
+  // Quoted text may come unquoted: its words are joined.
+  const search = await aiq(['search', 'how', 'many', 'holidays', '--help']);
+  assert.equal(search.code, 0);
+});

@@ -88,8 +88,24 @@ export function parseCommandLine(command: Command, args: string[]): CommandInput
   const options = Object.fromEntries(Object.entries(command.options ?? {}).map(([name, spec]) => [name, { type: spec.type, multiple: spec.multiple ?? false }]));
   try {
     const parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
+    const most = positionalsAllowed(command);
+    const extra = parsed.positionals[most];
+    // A word too many is a mistake to stop at, not to ignore: `aiq cleanup 30` (meant
+    // --days 30) deleted with the default age, `aiq retry --failed autoreply` (meant --type)
+    // retried every failed job.
+    if (extra !== undefined) {
+      throw new CommandLineError(most === 0 ? `aiq ${command.name} takes no arguments, got "${extra}"` : `unexpected argument "${extra}": aiq ${command.name} takes ${command.args}`);
+    }
     return { values: parsed.values as CommandInput['values'], positionals: parsed.positionals };
   } catch (err) {
+    if (err instanceof CommandLineError) throw err;
     throw new CommandLineError((err as Error).message);
   }
+}
+
+/** How many words a command takes: one per `<…>` in its usage; any number for quoted text ("<question>", words joined). */
+function positionalsAllowed(command: Command): number {
+  if (!command.args) return 0;
+  if (command.args.startsWith('"')) return Infinity;
+  return (command.args.match(/<[^>]+>/g) ?? []).length;
 }

@@ -102,6 +102,8 @@ export const queueCommands: Command[] = [
     async run({ values, positionals }, config) {
       const [id] = positionals;
       if (!id && !values.failed) throw new UsageError('retry needs a job id, or --failed to retry every failed job');
+      if (id && values.failed) throw new UsageError('retry takes a job id or --failed, not both');
+      if (values.type && !values.failed) throw new UsageError('--type goes with --failed');
       return withRuntime(config, async (rt) => {
         if (values.failed) {
           const count = await jobRetryMany(rt.db, { status: 'failed', type: values.type as string | undefined });
