@@ -147,6 +147,23 @@ describe('dashboard with ADMIN_TOKEN', () => {
     assert.doesNotMatch((await t.app.inject({ url: location, headers: { cookie: other.cookie } })).body, /class="notice"/);
   });
 
+  test("re-uploading a document from the dashboard with the Tags field left blank keeps its tags", async () => {
+    const { cookie } = await login(t);
+    const form = await t.app.inject({ url: '/admin/documents', headers: { cookie } });
+    const save = (body: string, tags: string) =>
+      t.app.inject({ method: 'POST', url: '/admin/documents', headers: { cookie, origin: 'http://localhost' }, payload: { _csrf: csrfOf(form.body), title: 'HR handboek', body, tags } });
+    assert.equal((await save('Vakantiedagen: 25 per jaar.', 'hr')).statusCode, 303);
+    assert.equal((await save('Vakantiedagen: 26 per jaar.', '')).statusCode, 303);
+    const tagsOf = async () => (await t.runtime.db.query<{ tags: string[] }>(`select tags from documents where title = 'HR handboek'`)).rows[0]!.tags;
+    assert.deepEqual(await tagsOf(), ['hr'], 'a blank field is not "no tags"');
+    assert.equal((await save('Vakantiedagen: 26 per jaar.', 'hr, it')).statusCode, 303);
+    assert.deepEqual(await tagsOf(), ['hr', 'it']);
+    // The API's empty list still clears them.
+    const cleared = await t.app.inject({ method: 'POST', url: '/api/documents', headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` }, payload: { title: 'HR handboek', body: 'Vakantiedagen: 26 per jaar.', tags: [] } });
+    assert.ok(cleared.statusCode < 300, cleared.body);
+    assert.deepEqual(await tagsOf(), []);
+  });
+
   test('bad filters and unknown jobs answer 400/404 pages', async () => {
     const { cookie } = await login(t);
     assert.equal((await t.app.inject({ url: '/admin/jobs?status=zzz', headers: { cookie } })).statusCode, 400);

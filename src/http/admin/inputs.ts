@@ -39,9 +39,17 @@ export const DocumentBody = z.object({
   title: z.string().trim().min(1, 'give the document a title').max(300),
   body: z.string().refine((v) => v.trim() !== '', 'the document is empty: paste text or choose a file'),
   source: z.string().trim().max(300).optional(),
-  // An array from the API, comma-separated text from the dashboard's form.
+  // An array from the API, comma-separated text from the dashboard's form. A blank form
+  // field keeps a replaced document's tags (re-uploading a handbook must not take it away
+  // from the desk whose profile uses its tag); the API's [] clears them.
   tags: z
-    .union([z.array(z.string().trim().min(1).max(50)).max(20), z.string().max(1000).transform((text) => text.split(',').map((t) => t.trim()).filter(Boolean))])
+    .union([
+      z.array(z.string().trim().min(1).max(50)).max(20),
+      z.string().max(1000).transform((text) => {
+        const tags = text.split(',').map((t) => t.trim()).filter(Boolean);
+        return tags.length > 0 ? tags : undefined;
+      }),
+    ])
     .optional(),
 });
 

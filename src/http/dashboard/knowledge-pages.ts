@@ -65,7 +65,7 @@ function documentsPage(ctx: PageContext, documents: DocumentSummary[]): Html {
 <div class="filters"><label>Title<input name="title" required maxlength="300"></label>
 <label>Upload a text file (.txt, .md)<input type="file" accept=".txt,.md,.markdown,.csv,text/*" data-into="body" data-title-into="title" data-name-into="source"></label></div>
 <input type="hidden" name="source">
-<label>Tags (comma-separated; an assistant profile with documentTags uses only documents with one of them)<input name="tags" maxlength="1000" placeholder="e.g. hr"></label>
+<label>Tags (comma-separated; an assistant profile with documentTags uses only documents with one of them; blank keeps a replaced document's tags)<input name="tags" maxlength="1000" placeholder="e.g. hr"></label>
 <label>Text (or paste it here)<textarea name="body" rows="8"></textarea></label>
 <p><button class="primary" type="submit">Save document</button> <span class="muted">Saving a title that exists replaces that document.</span></p></form></div>
 <div id="live" data-refresh-ms="${waiting ? 3000 : 0}">
