@@ -30,6 +30,8 @@ const MIXED = [
   'Frank,+31612345600,frank@example.com,IT,Dev,Here,extra', // 9 one column too many
   ',+31612345601,nobody@example.com,HR,,', // 10 empty name
   'Gert Short,+31612345602', // 11 ok: trailing empty columns left out
+  ',,,,,', // 12 a spreadsheet's blank row: skipped
+  ' , ,,,,', // 13 and with spaces
 ].join('\r\n');
 
 async function runImport(db: Database, path: string) {
@@ -47,6 +49,12 @@ test('phones are normalised to E.164 or refused', () => {
   assert.equal(phoneToE164('+31 6 1234 5678'), '+31612345678');
   assert.equal(phoneToE164('0031 (0)6-1234-5678'), '+31612345678');
   assert.equal(phoneToE164('whatsapp:+14155238886'), '+14155238886');
+  // The national trunk 0 written after the country code would match no WhatsApp sender.
+  assert.equal(phoneToE164('+31 06 12345678'), '+31612345678');
+  assert.equal(phoneToE164('+44 07700 900123'), '+447700900123');
+  assert.equal(phoneToE164('+32 0470 12 34 56'), '+32470123456');
+  assert.equal(phoneToE164('+49 0151 23456789'), '+4915123456789');
+  assert.equal(phoneToE164('+39 06 1234 5678'), '+390612345678', 'Italian numbers begin with their 0');
   assert.equal(phoneToE164('(+1) 415.523.8886'), null); // a bracketed "+" is not a number
   assert.equal(phoneToE164('0612345678'), null);
   assert.equal(phoneToE164('+0612345678'), null);

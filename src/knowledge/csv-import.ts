@@ -313,6 +313,9 @@ async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: numb
     info: true,
     delimiter,
     skip_empty_lines: true,
+    // A spreadsheet's blank rows come as ",,,,," (";;;;;"): skipped like empty lines, not
+    // reported as rows without a name.
+    skip_records_with_empty_values: true,
     relax_column_count: true,
     relax_quotes: true,
     trim: true,

@@ -32,7 +32,25 @@ export function phoneToE164(raw: string): string | null {
   if (!/^[+\d][\d\s().\-/]*$/.test(text)) return null;
   let digits = text.replace(/[^\d+]/g, '');
   if (digits.startsWith('00')) digits = `+${digits.slice(2)}`;
-  return /^\+[1-9]\d{6,14}$/.test(digits) ? digits : null;
+  if (!/^\+[1-9]\d{6,14}$/.test(digits)) return null;
+  return withoutTrunkZero(digits);
+}
+
+// Country codes of two digits (ITU E.164); 1 and 7 have one; every other has three.
+const TWO_DIGIT_CODES = new Set('20 27 30 31 32 33 34 36 39 40 41 43 44 45 46 47 48 49 51 52 53 54 55 56 57 58 60 61 62 63 64 65 66 81 82 84 86 90 91 92 93 94 95 98'.split(' '));
+// Where a national number itself begins with 0 (Italy's landlines, Côte d'Ivoire, …).
+const ZERO_KEPT = new Set(['39', '225', '241', '242', '378', '379']);
+
+/**
+ * "+31 06 12345678" (the national trunk 0 written after the country code) is +31612345678:
+ * as written it matches no WhatsApp sender, so the person's record would never be found.
+ */
+function withoutTrunkZero(e164: string): string {
+  const digits = e164.slice(1);
+  const codeLength = digits[0] === '1' || digits[0] === '7' ? 1 : TWO_DIGIT_CODES.has(digits.slice(0, 2)) ? 2 : 3;
+  const code = digits.slice(0, codeLength);
+  if (digits[codeLength] !== '0' || ZERO_KEPT.has(code)) return e164;
+  return `+${code}${digits.slice(codeLength + 1)}`;
 }
 
 /** sha256 over the fields that make up the record, keys sorted: equal content, equal hash. */
