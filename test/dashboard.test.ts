@@ -164,6 +164,28 @@ describe('dashboard with ADMIN_TOKEN', () => {
     assert.deepEqual(await tagsOf(), []);
   });
 
+  test('a document is removed from its page (confirmed, audited) or with DELETE /api/documents/:id', async () => {
+    const { cookie } = await login(t);
+    const api = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+    const add = async (title: string) => (await t.app.inject({ method: 'POST', url: '/api/documents', headers: api, payload: { title, body: `${title}: dit beleid geldt niet meer.` } })).json().id as string;
+    const first = await add('Oud beleid A');
+    const page = await t.app.inject({ url: `/admin/documents/${first}`, headers: { cookie } });
+    assert.match(page.body, /data-confirm="Remove &quot;Oud beleid A&quot;\? Replies stop using it at once; this cannot be undone\."/);
+    const removed = await t.app.inject({ method: 'POST', url: `/admin/documents/${first}/remove`, headers: { cookie, origin: 'http://localhost' }, payload: { _csrf: csrfOf(page.body) } });
+    assert.equal(removed.statusCode, 303);
+    assert.match((await t.app.inject({ url: String(removed.headers.location), headers: { cookie } })).body, /&quot;Oud beleid A&quot; removed: replies no longer use it\./);
+    assert.equal((await t.app.inject({ url: `/admin/documents/${first}`, headers: { cookie } })).statusCode, 404);
+
+    const second = await add('Oud beleid B');
+    const deleted = await t.app.inject({ method: 'DELETE', url: `/api/documents/${second}`, headers: api });
+    assert.deepEqual(deleted.json(), { id: second, title: 'Oud beleid B', removed: true });
+    assert.equal((await t.app.inject({ method: 'DELETE', url: `/api/documents/${second}`, headers: api })).statusCode, 404);
+    assert.equal((await t.app.inject({ method: 'DELETE', url: `/api/documents/${second}` })).statusCode, 401, 'needs the token');
+    const chunks = await t.runtime.db.query('select 1 from document_chunks where document_id = any($1::uuid[])', [[first, second]]);
+    assert.equal(chunks.rowCount, 0);
+    await waitFor(async () => (await t.runtime.db.query(`select 1 from audit_log where action in ('POST /admin/documents/:id/remove', 'DELETE /api/documents/:id')`)).rowCount === 3, 'the removals audited');
+  });
+
   test('bad filters and unknown jobs answer 400/404 pages', async () => {
     const { cookie } = await login(t);
     assert.equal((await t.app.inject({ url: '/admin/jobs?status=zzz', headers: { cookie } })).statusCode, 400);

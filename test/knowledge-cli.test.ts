@@ -123,3 +123,20 @@ test('add-document chunks and queues the embedding; reembed embeds what is stale
   assert.match(refusedSpace.out, /embedding space mismatch.*aiq reembed --switch/s);
   assert.match((await aiq(['reembed', '--switch', '--yes'], { EMBEDDING_DIMENSIONS: '64' })).out, /\(64 dimensions\): 1 embedded/);
 });
+
+test('remove-document: a retired document and its chunks are gone, nothing left to retrieve', async () => {
+  const file = join(dir, 'oud-beleid.md');
+  writeFileSync(file, '# Thuiswerken\n\nThuiswerken mag twee dagen per week, met een vergoeding van twee euro per dag.\n');
+  assert.equal((await aiq(['add-document', file, '--title', 'Thuiswerkbeleid 2025'])).code, 0);
+  const answerable = `select 1 from document_chunks where content like '%twee euro per dag%'`;
+  assert.equal((await t.db.query(answerable)).rowCount, 1, 'its chunk is there to be retrieved');
+  const removed = await aiq(['remove-document', 'Thuiswerkbeleid', '2025']);
+  assert.equal(removed.code, 0, removed.out);
+  assert.match(removed.out, /"Thuiswerkbeleid 2025" removed, with its chunks/);
+  const chunks = await t.db.query(`select 1 from document_chunks c join documents d on d.id = c.document_id where d.title = 'Thuiswerkbeleid 2025'`);
+  assert.equal(chunks.rowCount, 0);
+  assert.equal((await t.db.query(answerable)).rowCount, 0, 'no chunk left behind to retrieve');
+  const again = await aiq(['remove-document', 'Thuiswerkbeleid 2025']);
+  assert.equal(again.code, 1);
+  assert.match(again.out, /no document is titled "Thuiswerkbeleid 2025"/);
+});

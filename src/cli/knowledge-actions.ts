@@ -2,6 +2,7 @@
 // declares them): the app's knowledge modules are not loaded for `aiq --help` or `aiq stats`.
 import { readFileSync, statSync, openSync, readSync, closeSync } from 'node:fs';
 import { textDecode } from '../knowledge/text-encoding.ts';
+import { documentRemove } from '../knowledge/documents.ts';
 import { basename, extname, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import type { Env } from '../config.ts';
@@ -180,6 +181,18 @@ export async function addDocument({ values, positionals }: CommandInput, config:
   }
   const what = saved.status === 'unchanged' ? 'unchanged (same content): nothing to do' : `${saved.status}: ${saved.chunks} chunks, embedding queued for the worker`;
   console.log(`"${title}" ${what} (${saved.id})`);
+}
+
+export async function removeDocument({ positionals }: CommandInput, config: Env): Promise<number> {
+  const title = positionals.join(' ').trim();
+  if (!title) throw new UsageError('remove-document needs the title, e.g. aiq remove-document "Employee handbook 2025"');
+  const removed = await withRuntime(config, (rt) => documentRemove(rt.db, { title }));
+  if (!removed) {
+    console.error(`aiq: no document is titled "${title}" (titles are exact; GET /api/documents or the dashboard lists them)`);
+    return 1;
+  }
+  console.log(`"${removed.title}" removed, with its chunks (${removed.id})`);
+  return 0;
 }
 
 export async function importPeople({ values, positionals }: CommandInput, config: Env): Promise<number | void> {

@@ -22,6 +22,14 @@ export const knowledgeCommands: Command[] = [
     run: async (input, config) => (await import('./knowledge-actions.ts')).addDocument(input, config),
   },
   {
+    name: 'remove-document',
+    args: '"<title>"',
+    group: 'Knowledge',
+    summary: 'remove a knowledge document and its chunks: replies stop using it at once',
+    example: 'aiq remove-document "Employee handbook 2025"',
+    run: async (input, config) => (await import('./knowledge-actions.ts')).removeDocument(input, config),
+  },
+  {
     name: 'import-people',
     args: '<file.csv>',
     group: 'Knowledge',

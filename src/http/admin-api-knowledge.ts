@@ -3,6 +3,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { DocumentContentError } from '../knowledge/chunking.ts';
+import { documentRemove } from '../knowledge/documents.ts';
 import { importGet } from '../knowledge/csv-import.ts';
 import { personGet } from '../knowledge/people.ts';
 import type { Runtime } from '../runtime.ts';
@@ -56,6 +57,13 @@ export const knowledgeApi: FastifyPluginAsync<{ runtime: Runtime }> = async (app
       if (err instanceof DocumentContentError) return reply.status(400).send({ error: err.message });
       throw err;
     }
+  });
+
+  app.delete('/api/documents/:id', async (request, reply) => {
+    const params = parseOr400(IdParams, request.params, reply);
+    if (!params) return reply;
+    const removed = await documentRemove(db, { id: params.id });
+    return removed ? { ...removed, removed: true } : reply.status(404).send({ error: 'no document with this id' });
   });
 
   app.get('/api/imports', async (request, reply) => {

@@ -94,6 +94,19 @@ async function chunksReplace(tx: Queryable, documentId: string, title: string, c
 }
 
 /** Documents cut with another rule or other settings than `settings` (or before 0011), a page at a time. */
+/**
+ * Removes a document and its chunks (and their vectors): a retired policy must stop being
+ * answerable. An embedding job still queued for it finds it gone and ends. Returns its
+ * title, or null when there is no such document.
+ */
+export async function documentRemove(db: Queryable, by: { id: string } | { title: string }): Promise<{ id: string; title: string } | null> {
+  const { rows } = await db.query<{ id: string; title: string }>(
+    'id' in by ? 'delete from documents where id = $1 returning id, title' : 'delete from documents where title = $1 returning id, title',
+    ['id' in by ? by.id : by.title],
+  );
+  return rows[0] ?? null;
+}
+
 export async function documentsChunkedOtherwise(db: Queryable, settings: ChunkSettings, limit = 100): Promise<string[]> {
   const result = await db.query<{ id: string }>('select id from documents where chunking is distinct from $1 order by id limit $2', [chunkingSignature(settings), limit]);
   return result.rows.map((r) => r.id);

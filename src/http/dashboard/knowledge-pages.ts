@@ -7,10 +7,11 @@ import { DocumentContentError } from '../../knowledge/chunking.ts';
 import { importGet, type ImportRecord } from '../../knowledge/csv-import.ts';
 import { personGet, type Person } from '../../knowledge/people.ts';
 import { chunkLocation } from '../../knowledge/chunking.ts';
+import { documentRemove } from '../../knowledge/documents.ts';
 import type { Runtime } from '../../runtime.ts';
 import { actionQuery, pageContext, queryString } from './access.ts';
 import { html, type Html } from './html.ts';
-import { badge, csrfField, page, when, type PageContext, sendPage } from './layout.ts';
+import { actionButton, badge, csrfField, page, when, type PageContext, sendPage } from './layout.ts';
 import { documentAddConfigured, documentList, documentWithChunks, type DocumentChunks, importList, importUpload, personSearch, type DocumentSummary, type ImportSummary, type PersonSummary } from '../admin/knowledge-store.ts';
 import { DocumentBody, IdParams as Id, ImportBody, UPLOAD_BODY_LIMIT, peopleCursorDecode, peopleCursorEncode } from '../admin/inputs.ts';
 
@@ -86,6 +87,7 @@ function documentPage(ctx: PageContext, doc: DocumentChunks): Html {
     doc.title,
     html`<p><a href="/admin/documents">« documents</a></p><h1>${doc.title}</h1>
 <p class="muted">${doc.source ?? 'no source'} · ${doc.chunks.length} chunk${doc.chunks.length === 1 ? '' : 's'} · ${embeddedBadge(doc.embedded)} · updated ${when(doc.updatedAt)}</p>
+<p>${actionButton(ctx, `/admin/documents/${doc.id}/remove`, 'Remove this document…', { confirm: `Remove "${doc.title}"? Replies stop using it at once; this cannot be undone.` })}</p>
 ${doc.chunks.map((c) => html`<div class="card chunk" id="chunk-${c.id}"><div class="muted">${chunkLocation(doc.title, c.headingPath)}</div><p class="pre">${c.content}</p></div>`)}`,
   );
 }
@@ -187,6 +189,13 @@ export const knowledgePages: FastifyPluginAsync<{ runtime: Runtime }> = async (a
     }
     const notice = outcome.status === 'unchanged' ? `"${input.data.title}" is unchanged.` : `"${input.data.title}" ${outcome.status} (${outcome.chunks} chunk${outcome.chunks === 1 ? '' : 's'}); embedding it now.`;
     return reply.redirect(`/admin/documents${actionQuery(request, { notice })}`, 303);
+  });
+
+  app.post('/admin/documents/:id/remove', async (request, reply) => {
+    const params = Id.safeParse(request.params);
+    const removed = params.success ? await documentRemove(db, { id: params.data.id }) : null;
+    if (!removed) return reply.redirect(`/admin/documents${actionQuery(request, { problem: 'No such document: it was removed already.' })}`, 303);
+    return reply.redirect(`/admin/documents${actionQuery(request, { notice: `"${removed.title}" removed: replies no longer use it.` })}`, 303);
   });
 
   app.get('/admin/imports', async (request, reply) => sendPage(reply, importsPage(pageContext(request), await importList(db))));
