@@ -7,6 +7,7 @@ import { parse as parseConnectionString } from 'pg-connection-string';
 import { z } from 'zod';
 import { pricesParse } from './ai/costs.ts';
 import { templateVariablesParse } from './messaging/window.ts';
+import { cronOf } from './queue/schedules.ts';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
@@ -222,6 +223,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Env {
     trustProxyOf(config);
   } catch (err) {
     problems.push(`TRUST_PROXY: ${(err as Error).message} (got "${config.TRUST_PROXY}")`);
+  }
+  // The schedules' settings are checked here too, not first by the worker that installs
+  // them: `aiq doctor` and `aiq serve` would otherwise accept what the worker refuses.
+  for (const [names, cron, zone] of [
+    ['RETENTION_CRON / RETENTION_TIME_ZONE', config.RETENTION_CRON, config.RETENTION_TIME_ZONE],
+    ['PEOPLE_SYNC_CRON', config.PEOPLE_SYNC_CRON, 'UTC'],
+  ] as const) {
+    try {
+      cronOf(cron, zone);
+    } catch (err) {
+      problems.push(`${names}: ${(err as Error).message}`);
+    }
   }
   if (config.TWILIO_SKIP_SIGNATURE && config.NODE_ENV === 'production') {
     problems.push('TWILIO_SKIP_SIGNATURE: refused when NODE_ENV=production (webhooks must be verified)');

@@ -63,3 +63,10 @@ test('a blank number (KEY=) is its default, not 0: retention, backoff, grace and
   for (const name of Object.keys(blank) as Array<keyof typeof blank>) assert.equal(config[name], defaults[name], name);
   assert.equal(loadConfig({ JOB_RETENTION_DAYS: '0' }).JOB_RETENTION_DAYS, 0, 'an explicit 0 is still 0');
 });
+
+test('a bad schedule setting stops every command at start (doctor too), naming the variable', () => {
+  assert.throws(() => loadConfig({ RETENTION_TIME_ZONE: 'Europe/Amsterdm' }), /RETENTION_CRON \/ RETENTION_TIME_ZONE: time zone "Europe\/Amsterdm" is not an IANA zone/);
+  assert.throws(() => loadConfig({ RETENTION_CRON: '61 * * * *' }), /RETENTION_CRON \/ RETENTION_TIME_ZONE: cron "61 \* \* \* \*"/);
+  assert.throws(() => loadConfig({ PEOPLE_SYNC_CRON: 'bogus' }), /PEOPLE_SYNC_CRON: cron "bogus"/);
+  assert.equal(loadConfig({ RETENTION_TIME_ZONE: 'Europe/Amsterdam' }).RETENTION_TIME_ZONE, 'Europe/Amsterdam');
+});
