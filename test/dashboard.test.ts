@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createLogger } from '../src/logger.ts';
+import { PromMetrics } from '../src/http/metrics.ts';
 import { jobEnqueue, jobGet, Worker } from '../src/queue/index.ts';
 import { startAdminApp, startEmbeddedAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
 import { waitFor } from './helpers/processes.ts';
@@ -305,6 +306,22 @@ describe('/metrics', () => {
     ]) {
       assert.ok(text.includes(line), `metrics contain ${line}`);
     }
+  });
+
+  test('with the database gone a scrape says so and keeps no stale job counts', async () => {
+    let gone = false;
+    const db = {
+      query: (text: string, values?: unknown[]) => (gone ? Promise.reject(new Error('connection refused')) : t.runtime.db.query(text, values)),
+      exec: (sql: string) => t.runtime.db.exec(sql),
+    } as typeof t.runtime.db;
+    await jobEnqueue(t.runtime.db, { type: 'waiting_job', payload: {}, runAt: new Date(Date.now() + 3_600_000) });
+    const metrics = new PromMetrics(db, 'local');
+    assert.match((await metrics.scrape()).body, /aiq_jobs\{status="pending",type="waiting_job"\} 1/);
+    gone = true;
+    const body = (await metrics.scrape()).body;
+    assert.match(body, /aiq_jobs_scrape_ok 0/);
+    assert.doesNotMatch(body, /aiq_jobs\{/, 'no job counts from before');
+    assert.match(body, /aiq_jobs_oldest_due_age_seconds nan/i); // prom-client writes "Nan", which Prometheus reads as NaN
   });
 });
 

@@ -147,6 +147,11 @@ export class PromMetrics implements AppMetrics {
       this.optedOut.set(optedOut.rows[0]?.n ?? 0);
       this.scrapeOk.set(1);
     } catch {
+      // Nothing read is nothing known: the last counts would keep a backlog alert quiet
+      // while the database is gone. The job series disappear, the single values are NaN.
+      this.jobs.reset();
+      this.oldestDue.set(Number.NaN);
+      this.optedOut.set(Number.NaN);
       this.scrapeOk.set(0);
     }
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
