@@ -11,7 +11,7 @@ import type { Database } from '../src/db/types.ts';
 import { embedRecord } from '../src/jobs/embed-record.ts';
 import { inboundStoreAndEnqueue } from '../src/jobs/autoreply.ts';
 import { documentSave } from '../src/knowledge/documents.ts';
-import { vectorSpaceOpen } from '../src/knowledge/vectors.ts';
+import { vectorSpaceOpen, vectorSpaceSwitch, vectorStaleCount } from '../src/knowledge/vectors.ts';
 import { jobEnqueue } from '../src/queue/index.ts';
 import { startAdminApp } from './helpers/admin-app.ts';
 import { freshServerDatabase, SERVER_URL, type TestDatabase } from './helpers/db.ts';
@@ -143,4 +143,35 @@ describe('the embedding space is changed only when asked', () => {
     const length = await t.db.query<{ n: number }>('select array_length(embedding, 1) as n from document_chunks');
     assert.equal(length.rows[0]!.n, 384);
   });
+});
+
+test('an embedding made before a switch to another model is not stored in the new space (it stays stale for reembed)', async () => {
+  const t = await freshServerDatabase();
+  try {
+    const old = localProviderCreate({ dimensions: 256 });
+    await vectorSpaceOpen(t.db, { provider: old.name, model: old.embeddingModel, dimensions: 256 });
+    const saved = await t.db.transaction((tx) => documentSave(tx, { title: 'Leave', body: 'Every employee has 25 days of paid holiday per year.' }));
+    // A worker still set up for the old model, its embeddings call taking a while.
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let entered!: () => void;
+    const inside = new Promise<void>((resolve) => (entered = resolve));
+    const slowOld = Object.create(old) as typeof old;
+    slowOld.embed = async (texts, options) => {
+      entered();
+      await gate;
+      return old.embed(texts, options);
+    };
+    const job = embedRecord(t.db, slowOld, { table: 'documents', id: saved.id });
+    await inside;
+    // Meanwhile the operator runs `aiq reembed --switch` for another model of the same size.
+    assert.equal((await vectorSpaceSwitch(t.db, { provider: 'openai', model: 'text-embedding-3-small', dimensions: 256 })).switched, true);
+    release();
+    assert.equal((await job).status, 'superseded');
+    assert.equal(await vectorStaleCount(t.db), 1, 'still to be embedded in the new space');
+    const vectors = await t.db.query<{ n: number }>('select count(embedding)::int as n from document_chunks');
+    assert.equal(vectors.rows[0]!.n, 0, "no old model's vector in the new space");
+  } finally {
+    await t.close();
+  }
 });

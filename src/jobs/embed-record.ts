@@ -102,7 +102,8 @@ export async function embedRecord(
 ): Promise<EmbedOutcome> {
   const { table, id } = payload;
   if (table === 'people') return { table, id, status: 'skipped', usage: NO_USAGE };
-  await vectorSpaceCheck(db, embeddingSpaceOf(provider));
+  const space = embeddingSpaceOf(provider);
+  await vectorSpaceCheck(db, space);
   const ai = aiWithUsageRecorded(provider, db, options.purpose ?? 'embed_record', id);
   const doc = await documentGetForEmbedding(db, id);
   if (!doc) return { table, id, status: 'missing', usage: NO_USAGE };
@@ -122,7 +123,7 @@ export async function embedRecord(
     // Every batch's tokens in one statement, also when a later batch failed.
     await ai.flush();
   }
-  const stored = await documentEmbeddingSet(db, id, doc.contentHash, vectors);
+  const stored = await documentEmbeddingSet(db, id, doc.contentHash, vectors, space);
   return { table, id, status: stored ? 'embedded' : 'superseded', model, usage };
 }
 

@@ -179,16 +179,25 @@ function columnsDdl(storage: VectorStorage, dimensions: number): string {
 }
 
 /**
- * Stores the chunks' embeddings and marks the document embedded at `hash`, in one transaction;
- * false (nothing stored) when the document changed or was cut again meanwhile.
+ * Stores the chunks' embeddings, made in `space`, and marks the document embedded at `hash`,
+ * in one transaction; false (nothing stored) when the document changed or was cut again
+ * meanwhile, or the knowledge base was switched to another space since they were made.
  */
 export async function documentEmbeddingSet(
   db: Database,
   documentId: string,
   hash: string,
   chunks: Array<{ id: string; vector: number[] }>,
+  space: VectorSpace,
 ): Promise<boolean> {
   return db.transaction(async (tx) => {
+    // A switch (`aiq reembed --switch`) that committed while these vectors were being made
+    // would take them into the new space and mark the document done: the old model's vectors,
+    // never redone. The switch holds this lock exclusively; stores share it, and then see
+    // the space as it is.
+    await tx.query('select pg_advisory_xact_lock_shared($1)', [VECTOR_LOCK_KEY]);
+    const stored = await vectorSettingsGet(tx);
+    if (!stored || !sameSpace(stored, space)) return false;
     // Lock the document first: a concurrent re-chunk cannot swap the chunks under us.
     const current = await tx.query('select 1 from documents where id = $1 and content_hash = $2 for update', [documentId, hash]);
     if (current.rowCount === 0) return false;
