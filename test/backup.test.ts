@@ -130,6 +130,13 @@ test('aiq backup of a DATA_DIR that holds no database (a typo) is refused and cr
     assert.match(refused.out, /no embedded database in .*dta \(DATA_DIR\): nothing backed up/);
     assert.equal(existsSync(join(root, 'dta')), false, 'no database was created to back up');
     assert.equal(existsSync(file), false);
+    // Nor do the commands that only look: they used to create an empty database and report on it.
+    for (const args of [['stats'], ['jobs'], ['migrate', '--status']]) {
+      const looked = await aiq(args, { DATA_DIR: join(root, 'dta') });
+      assert.equal(looked.code, 2, `${args.join(' ')}: ${looked.out}`);
+      assert.match(looked.out, /no embedded database in .*dta \(DATA_DIR\): nothing to read/);
+      assert.equal(existsSync(join(root, 'dta')), false, `${args.join(' ')} created nothing`);
+    }
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

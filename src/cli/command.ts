@@ -1,5 +1,6 @@
 // What a CLI command is (its options declared once, for parsing and for its help), and the
 // small helpers the commands share.
+import { resolve } from 'node:path';
 import type { Env } from '../config.ts';
 import type { Database } from '../db/types.ts';
 import type { Runtime } from '../runtime.ts';
@@ -58,6 +59,7 @@ export async function withRuntime<T>(config: Env, work: (runtime: Runtime) => Pr
  * servers' changes nothing. A schema that is not current is reported, not upgraded.
  */
 export async function withDatabaseReadOnly<T>(config: Env, work: (db: Database) => Promise<T>): Promise<T> {
+  await refuseMissingEmbedded(config);
   const [{ openDatabase }, { pendingMigrations }] = await Promise.all([import('../db/open.ts'), import('../db/migrate.ts')]);
   const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolSize: 2, applicationName: 'aiq-cli', joinRunning: true });
   try {
@@ -66,6 +68,18 @@ export async function withDatabaseReadOnly<T>(config: Env, work: (db: Database) 
     return await work(db);
   } finally {
     await db.close();
+  }
+}
+
+/**
+ * A command that only looks must not create what it looks at: opening an embedded database
+ * where none is (a mistyped DATA_DIR) creates an empty one, which it would then report on.
+ */
+export async function refuseMissingEmbedded(config: Env): Promise<void> {
+  if (config.DATABASE_URL) return;
+  const { pgliteExists } = await import('../db/pglite.ts');
+  if (!pgliteExists(config.DATA_DIR)) {
+    throw new UsageError(`there is no embedded database in ${resolve(config.DATA_DIR)} (DATA_DIR): nothing to read. Is DATA_DIR the folder your aiq start uses?`);
   }
 }
 

@@ -2,7 +2,7 @@
 import type { Env } from '../config.ts';
 import type { Role } from '../main.ts';
 import { stopOnSignals } from '../shutdown.ts';
-import type { Command } from './command.ts';
+import { refuseMissingEmbedded, type Command } from './command.ts';
 
 /** The application is loaded when a server starts, not for `aiq --help`. */
 async function run(config: Env, role: Role): Promise<void> {
@@ -63,6 +63,7 @@ export const serverCommands: Command[] = [
     options: { status: { type: 'boolean', description: 'only list pending migrations; change nothing (exit 1 when some are pending)' } },
     example: 'aiq migrate --status',
     async run({ values }, config) {
+      if (values.status) await refuseMissingEmbedded(config);
       const [{ openDatabase }, { migrate, pendingMigrations }] = await Promise.all([import('../db/open.ts'), import('../db/migrate.ts')]);
       const db = await openDatabase({ databaseUrl: config.DATABASE_URL && (config.DATABASE_DIRECT_URL ?? config.DATABASE_URL), dataDir: config.DATA_DIR, applicationName: 'aiq-migrate', joinRunning: true });
       try {
