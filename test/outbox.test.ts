@@ -190,6 +190,10 @@ describe('reply delivery through the outbox', () => {
     const waiting = await untilJob(t, inbound, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
     assert.match(waiting.lastError!, /not confirmed; waiting for Twilio's status callback, not resending/);
     assert.equal(waiting.attempts, 0, 'waiting is not the job’s fault');
+    // Cancelling it now would leave the reply unconfirmed for good: refused.
+    const cancel = await m.app.inject({ method: 'POST', url: `/api/jobs/${waiting.id}/cancel`, headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` } });
+    assert.equal(cancel.statusCode, 409, cancel.body);
+    assert.match(JSON.parse(cancel.body).error, /may have reached Twilio and waits for its confirmation/);
     const reply = (await replyTo(t, inbound))!;
     assert.equal(reply.status, 'unconfirmed');
     assert.equal(reply.twilio_sid, null);

@@ -1,5 +1,5 @@
 // Commands that look at and act on the queue: enqueue, stats, jobs, retry, cancel, cleanup.
-import { JOB_STATUSES, jobCancel, jobCleanup, jobEnqueue, jobGet, jobList, jobRetry, jobRetryMany, jobStats, scheduleEnable, scheduleList, type JobStatus } from '../queue/index.ts';
+import { JOB_STATUSES, jobCleanup, jobEnqueue, jobGet, jobList, jobRetry, jobRetryMany, jobStats, scheduleEnable, scheduleList, type JobStatus } from '../queue/index.ts';
 import { userInfo } from 'node:os';
 import { auditRecord } from '../privacy/audit.ts';
 import { printTable, UsageError, withDatabaseReadOnly, withRuntime, type Command } from './command.ts';
@@ -129,9 +129,15 @@ export const queueCommands: Command[] = [
       const [id] = positionals;
       if (!id) throw new UsageError('cancel needs a job id');
       return withRuntime(config, async (rt) => {
-        if (await jobCancel(rt.db, id)) {
+        const { jobCancelChecked, REPLY_IN_FLIGHT } = await import('../jobs/cancel-guard.ts');
+        const outcome = await jobCancelChecked(rt.db, id);
+        if (outcome === 'cancelled') {
           console.log(`cancelled ${id}`);
           return 0;
+        }
+        if (outcome === 'reply_in_flight') {
+          console.error(`aiq: job ${id} was not cancelled: ${REPLY_IN_FLIGHT}`);
+          return 1;
         }
         console.error(`aiq: job ${id} was not cancelled: no pending job has that id`);
         return 1;

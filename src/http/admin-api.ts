@@ -5,7 +5,8 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { usageReport } from '../ai/costs.ts';
-import { jobCancel, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats, scheduleEnable, scheduleList } from '../queue/index.ts';
+import { jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats, scheduleEnable, scheduleList } from '../queue/index.ts';
+import { jobCancelChecked, REPLY_IN_FLIGHT } from '../jobs/cancel-guard.ts';
 import type { Runtime } from '../runtime.ts';
 import { conversationApi } from './admin-api-conversations.ts';
 import { knowledgeApi } from './admin-api-knowledge.ts';
@@ -133,7 +134,9 @@ export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth; l
   app.post('/api/jobs/:id/cancel', async (request, reply) => {
     const params = parseOr400(IdParams, request.params, reply);
     if (!params) return reply;
-    if (await jobCancel(db, params.id)) return { id: params.id, status: 'cancelled' };
+    const outcome = await jobCancelChecked(db, params.id);
+    if (outcome === 'cancelled') return { id: params.id, status: 'cancelled' };
+    if (outcome === 'reply_in_flight') return reply.status(409).send({ error: REPLY_IN_FLIGHT });
     const job = await jobGet(db, params.id);
     if (!job) return reply.status(404).send({ error: 'no job with this id' });
     return reply.status(409).send({ error: `only pending jobs can be cancelled; this one is ${job.status}` });

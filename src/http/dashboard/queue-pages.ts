@@ -3,7 +3,8 @@
 // Every action is a POST that redirects back with a notice (post/redirect/get).
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
-import { JOB_STATUSES, jobCancel, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats, type Job } from '../../queue/index.ts';
+import { JOB_STATUSES, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats, type Job } from '../../queue/index.ts';
+import { jobCancelChecked, REPLY_IN_FLIGHT } from '../../jobs/cancel-guard.ts';
 import type { Runtime } from '../../runtime.ts';
 import { actionQuery, actionRetried, pageContext, queryString } from './access.ts';
 import { barChart, lineChart } from './charts.ts';
@@ -241,8 +242,11 @@ export const queuePages: FastifyPluginAsync<{ runtime: Runtime }> = async (app, 
 
   app.post('/admin/jobs/:id/cancel', async (request, reply) => {
     const { id } = request.params as { id: string };
-    const ok = await jobCancel(db, id);
-    const message = ok ? { notice: 'Cancelled: the job will not run.' } : { problem: 'Only a pending job can be cancelled (a running one cannot be stopped safely).' };
+    const outcome = await jobCancelChecked(db, id);
+    const message =
+      outcome === 'cancelled'
+        ? { notice: 'Cancelled: the job will not run.' }
+        : { problem: outcome === 'reply_in_flight' ? `Not cancelled: ${REPLY_IN_FLIGHT}` : 'Only a pending job can be cancelled (a running one cannot be stopped safely).' };
     return reply.redirect(`/admin/jobs/${encodeURIComponent(id)}${actionQuery(request, message)}`, 303);
   });
 };

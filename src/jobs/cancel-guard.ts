@@ -1,0 +1,27 @@
+// Cancelling a job from the dashboard, the API or the CLI, with the one case the queue
+// cannot know about: an autoreply job that is pending because it waits for Twilio's status
+// callback on a reply that may have gone out (or holds its later parts unsent). Only its next
+// run confirms, flags or sends them; cancelled, the reply would stay `unconfirmed` for good,
+// neither sent exactly once nor flagged for a human. Such a job is not cancelled.
+import type { Queryable } from '../db/types.ts';
+import { jobCancel } from '../queue/index.ts';
+import { AUTOREPLY } from './autoreply.ts';
+
+export const REPLY_IN_FLIGHT =
+  "this job's reply may have reached Twilio and waits for its confirmation (or has parts still to send): cancelling would leave it unconfirmed for good. Let the job run: it confirms the reply, or flags it for a human when no confirmation comes.";
+
+const REPLY_IN_FLIGHT_SQL = `
+  select exists (
+    select 1
+    from ai_jobs j
+    join messages r on r.reply_to_message_id = (j.payload->>'messageId')::uuid and r.source = 'ai'
+    where j.id = $1 and j.type = $2 and j.status = 'pending'
+      and r.status in ('pending', 'unconfirmed', 'unsent')
+  ) as in_flight`;
+
+/** Cancels a pending job, unless it is an autoreply whose reply is in flight. */
+export async function jobCancelChecked(db: Queryable, id: string): Promise<'cancelled' | 'not_pending' | 'reply_in_flight'> {
+  const { rows } = await db.query<{ in_flight: boolean }>(REPLY_IN_FLIGHT_SQL, [id, AUTOREPLY]);
+  if (rows[0]?.in_flight) return 'reply_in_flight';
+  return (await jobCancel(db, id)) ? 'cancelled' : 'not_pending';
+}
