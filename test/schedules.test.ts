@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test';
 import { retentionPurge } from '../src/jobs/retention.ts';
 import { createLogger } from '../src/logger.ts';
 import pg from 'pg';
-import { jobCleanup, jobRetry, Scheduler, ScheduleInputError, scheduleEnable, scheduleList, scheduleSet, slotsDue } from '../src/queue/index.ts';
+import { jobCleanup, jobEnqueue, jobRetry, Scheduler, ScheduleInputError, scheduleEnable, scheduleList, scheduleSet, slotsDue } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 import { inboundParams, injectSigned, messagingEnv, startMessagingApp } from './helpers/messaging.ts';
@@ -264,6 +264,22 @@ test('jobs an admin retries while retention or aiq cleanup runs are skipped, not
     }
     assert.equal((await t.db.query(`select 1 from ai_jobs where type = 'kept_done'`)).rowCount, 1);
     assert.match((await runAiq(['cleanup', '--days', '30'], env)).out, /deleted 1 finished job older than 30 days/);
+    // Changes made from the CLI are audited as the dashboard's and the API's are.
+    const failed = await jobEnqueue(t.db, { type: 'cli_audited', payload: {} });
+    await t.db.query(`update ai_jobs set status = 'failed', finished_at = now() where id = $1`, [failed]);
+    assert.equal((await runAiq(['retry', failed], env)).code, 0);
+    assert.equal((await runAiq(['cancel', failed], env)).code, 0);
+    assert.equal((await runAiq(['retry', '--failed', '--type', 'nothing_failed'], env)).code, 0);
+    const audit = await t.db.query<{ actor: string; action: string; target: string | null; result: string; details: Record<string, number> }>(
+      `select actor, action, target, result, details from audit_log where actor like 'cli:%' and action in ('cleanup finished jobs', 'retry job', 'cancel job', 'retry failed jobs') order by id`,
+    );
+    assert.deepEqual(audit.rows.map((r) => [r.action, r.target, r.result]), [
+      ['cleanup finished jobs', null, 'ok'],
+      ['retry job', failed, 'ok'],
+      ['cancel job', failed, 'ok'],
+      ['retry failed jobs', 'nothing_failed', 'ok'],
+    ]);
+    assert.deepEqual(audit.rows[0]!.details, { days: 30, deleted: 1 });
   } finally {
     await admin.end();
     await t.db.query(`delete from ai_jobs where type like 'retried_%'`);

@@ -4,6 +4,10 @@ import { userInfo } from 'node:os';
 import { auditRecord } from '../privacy/audit.ts';
 import { printTable, UsageError, withDatabaseReadOnly, withRuntime, type Command } from './command.ts';
 
+// Changes made from the CLI go in the audit log as the dashboard's and the API's do, by the
+// shell's user: who retried, cancelled or deleted jobs is asked of all three alike.
+const cliActor = () => `cli:${userInfo().username}`;
+
 function statusOf(value: unknown): JobStatus | undefined {
   if (value === undefined) return undefined;
   if (!JOB_STATUSES.includes(value as JobStatus)) throw new UsageError(`--status must be one of ${JOB_STATUSES.join(', ')}`);
@@ -107,10 +111,13 @@ export const queueCommands: Command[] = [
       return withRuntime(config, async (rt) => {
         if (values.failed) {
           const count = await jobRetryMany(rt.db, { status: 'failed', type: values.type as string | undefined });
+          await auditRecord(rt.db, { actor: cliActor(), action: 'retry failed jobs', target: (values.type as string | undefined)?.slice(0, 100) ?? null, result: 'ok', details: { count } });
           console.log(`retrying ${count} failed job${count === 1 ? '' : 's'}`);
           return 0;
         }
-        if (await jobRetry(rt.db, id!)) {
+        const retried = await jobRetry(rt.db, id!);
+        await auditRecord(rt.db, { actor: cliActor(), action: 'retry job', target: id!.slice(0, 100), result: retried ? 'ok' : 'not_found' });
+        if (retried) {
           console.log(`retrying ${id}`);
           return 0;
         }
@@ -131,6 +138,7 @@ export const queueCommands: Command[] = [
       return withRuntime(config, async (rt) => {
         const { jobCancelChecked, REPLY_IN_FLIGHT } = await import('../jobs/cancel-guard.ts');
         const outcome = await jobCancelChecked(rt.db, id);
+        await auditRecord(rt.db, { actor: cliActor(), action: 'cancel job', target: id.slice(0, 100), result: outcome === 'cancelled' ? 'ok' : outcome === 'reply_in_flight' ? 'refused' : 'not_found' });
         if (outcome === 'cancelled') {
           console.log(`cancelled ${id}`);
           return 0;
@@ -159,7 +167,7 @@ export const queueCommands: Command[] = [
       if (name) {
         const found = await withRuntime(config, async (rt) => {
           const ok = await scheduleEnable(rt.db, name, values.enable !== undefined);
-          await auditRecord(rt.db, { actor: `cli:${userInfo().username}`, action: `schedule ${values.enable ? 'enable' : 'disable'}`, target: name.slice(0, 100), result: ok ? 'ok' : 'not_found' });
+          await auditRecord(rt.db, { actor: cliActor(), action: `schedule ${values.enable ? 'enable' : 'disable'}`, target: name.slice(0, 100), result: ok ? 'ok' : 'not_found' });
           return ok;
         });
         if (!found) throw new UsageError(`no schedule named "${name}" (aiq schedules lists them)`);
@@ -194,7 +202,11 @@ export const queueCommands: Command[] = [
         return;
       }
       const days = asked ?? config.JOB_RETENTION_DAYS;
-      const deleted = await withRuntime(config, (rt) => jobCleanup(rt.db, days));
+      const deleted = await withRuntime(config, async (rt) => {
+        const count = await jobCleanup(rt.db, days);
+        await auditRecord(rt.db, { actor: cliActor(), action: 'cleanup finished jobs', result: 'ok', details: { days, deleted: count } });
+        return count;
+      });
       console.log(`deleted ${deleted} finished job${deleted === 1 ? '' : 's'} older than ${days} days`);
     },
   },
