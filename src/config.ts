@@ -228,7 +228,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Env {
   // them: `aiq doctor` and `aiq serve` would otherwise accept what the worker refuses.
   for (const [names, cron, zone] of [
     ['RETENTION_CRON / RETENTION_TIME_ZONE', config.RETENTION_CRON, config.RETENTION_TIME_ZONE],
-    ['PEOPLE_SYNC_CRON', config.PEOPLE_SYNC_CRON, 'UTC'],
+    // Only when people sync is on: an unused setting must not stop every command.
+    ...(config.PEOPLE_SYNC_URL ? ([['PEOPLE_SYNC_CRON', config.PEOPLE_SYNC_CRON, 'UTC']] as const) : []),
   ] as const) {
     try {
       cronOf(cron, zone);

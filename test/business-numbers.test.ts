@@ -162,8 +162,14 @@ test("a profile for the default sender's own number is that number's profile, no
   assert.equal(number, null);
   const profile = profiles.of(number);
   assert.deepEqual([profile.name, profile.documentTags, profile.systemPromptFile], ['Reception', ['public'], join(dir, 'hr.txt')]);
-  assert.deepEqual(profiles.all().map((p) => p.name), ['Reception', 'IT desk'], 'listed once, as the default');
+  assert.deepEqual(profiles.all().map((p) => p.name), ['Reception', 'Default', 'IT desk'], "the default sender's, the plain one, the named");
   assert.equal(profiles.of(IT).name, 'IT desk');
+  // A number the file does not name keeps the plain settings, not the default sender's desk.
+  assert.deepEqual([profiles.of('+3197010000099').name, profiles.of('+3197010000099').documentTags], ['Default', null]);
+  // Without a prompt file of its own, the default sender's profile keeps SYSTEM_PROMPT_FILE.
+  writeFileSync(file, JSON.stringify({ profiles: [{ number: from, name: 'Reception', documentTags: ['Public'] }] }));
+  const promptless = new Profiles({ PROFILES_FILE: file, SYSTEM_PROMPT_FILE: '/etc/aiq/prompt.txt', TWILIO_WHATSAPP_FROM: FROM_NUMBER, WHATSAPP_TEMPLATE_VARIABLES: '1=reply' });
+  assert.equal(promptless.of(null).systemPromptFile, '/etc/aiq/prompt.txt');
   // A number the file does not name is answered with the default profile; the webhook warns (once).
   assert.deepEqual([profiles.unnamed('+3197010000099'), profiles.unnamed(IT), profiles.unnamed(null)], [true, false, false]);
   assert.equal(new Profiles({ TWILIO_WHATSAPP_FROM: FROM_NUMBER, WHATSAPP_TEMPLATE_VARIABLES: '1=reply' }).unnamed('+3197010000099'), false, 'without a profiles file every number is the default');

@@ -67,6 +67,7 @@ test('a blank number (KEY=) is its default, not 0: retention, backoff, grace and
 test('a bad schedule setting stops every command at start (doctor too), naming the variable', () => {
   assert.throws(() => loadConfig({ RETENTION_TIME_ZONE: 'Europe/Amsterdm' }), /RETENTION_CRON \/ RETENTION_TIME_ZONE: time zone "Europe\/Amsterdm" is not an IANA zone/);
   assert.throws(() => loadConfig({ RETENTION_CRON: '61 * * * *' }), /RETENTION_CRON \/ RETENTION_TIME_ZONE: cron "61 \* \* \* \*"/);
-  assert.throws(() => loadConfig({ PEOPLE_SYNC_CRON: 'bogus' }), /PEOPLE_SYNC_CRON: cron "bogus"/);
+  assert.throws(() => loadConfig({ PEOPLE_SYNC_CRON: 'bogus', PEOPLE_SYNC_URL: 'https://hr.example.com/people.csv' }), /PEOPLE_SYNC_CRON: cron "bogus"/);
+  assert.doesNotThrow(() => loadConfig({ PEOPLE_SYNC_CRON: 'bogus' }), 'unused without PEOPLE_SYNC_URL');
   assert.equal(loadConfig({ RETENTION_TIME_ZONE: 'Europe/Amsterdam' }).RETENTION_TIME_ZONE, 'Europe/Amsterdam');
 });

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { importGet } from '../src/knowledge/csv-import.ts';
 import { phoneToE164 } from '../src/knowledge/people.ts';
+import { erasurePhone } from '../src/privacy/erasure.ts';
 import { importPeopleEnqueue, importPeopleExecute } from '../src/jobs/import-people.ts';
 import type { Database } from '../src/db/types.ts';
 import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
@@ -55,6 +56,10 @@ test('phones are normalised to E.164 or refused', () => {
   assert.equal(phoneToE164('+32 0470 12 34 56'), '+32470123456');
   assert.equal(phoneToE164('+49 0151 23456789'), '+4915123456789');
   assert.equal(phoneToE164('+39 06 1234 5678'), '+390612345678', 'Italian numbers begin with their 0');
+  assert.equal(phoneToE164('+229 01 97 12 34 56'), '+2290197123456', "Benin's too");
+  assert.equal(phoneToE164('+1 415 523 8886'), '+14155238886');
+  // Erasure and export look a number up as typed: a record imported with the 0 before it was dropped is still found.
+  assert.equal(erasurePhone('+31 06 12345678'), '+310612345678');
   assert.equal(phoneToE164('(+1) 415.523.8886'), null); // a bracketed "+" is not a number
   assert.equal(phoneToE164('0612345678'), null);
   assert.equal(phoneToE164('+0612345678'), null);

@@ -138,5 +138,8 @@ test('remove-document: a retired document and its chunks are gone, nothing left 
   assert.equal((await t.db.query(answerable)).rowCount, 0, 'no chunk left behind to retrieve');
   const again = await aiq(['remove-document', 'Thuiswerkbeleid 2025']);
   assert.equal(again.code, 1);
+  const audit = await t.db.query<{ actor: string; result: string }>(`select actor, result from audit_log where action = 'remove document' order by id`);
+  assert.deepEqual(audit.rows.map((r) => r.result), ['ok', 'not_found']);
+  assert.ok(audit.rows.every((r) => r.actor.startsWith('cli:')));
   assert.match(again.out, /no document is titled "Thuiswerkbeleid 2025"/);
 });

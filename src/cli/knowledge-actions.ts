@@ -2,6 +2,8 @@
 // declares them): the app's knowledge modules are not loaded for `aiq --help` or `aiq stats`.
 import { readFileSync, statSync, openSync, readSync, closeSync } from 'node:fs';
 import { textDecode } from '../knowledge/text-encoding.ts';
+import { userInfo } from 'node:os';
+import { auditRecord } from '../privacy/audit.ts';
 import { documentRemove } from '../knowledge/documents.ts';
 import { basename, extname, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
@@ -186,7 +188,12 @@ export async function addDocument({ values, positionals }: CommandInput, config:
 export async function removeDocument({ positionals }: CommandInput, config: Env): Promise<number> {
   const title = positionals.join(' ').trim();
   if (!title) throw new UsageError('remove-document needs the title, e.g. aiq remove-document "Employee handbook 2025"');
-  const removed = await withRuntime(config, (rt) => documentRemove(rt.db, { title }));
+  const removed = await withRuntime(config, async (rt) => {
+    const gone = await documentRemove(rt.db, { title });
+    // Irreversible: recorded as the dashboard's and the API's removals are.
+    await auditRecord(rt.db, { actor: `cli:${userInfo().username}`, action: 'remove document', target: gone?.id ?? null, result: gone ? 'ok' : 'not_found' });
+    return gone;
+  });
   if (!removed) {
     console.error(`aiq: no document is titled "${title}" (titles are exact; GET /api/documents or the dashboard lists them)`);
     return 1;

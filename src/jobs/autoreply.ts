@@ -222,7 +222,13 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
         if ((conversation.optedOutAt !== null) !== (optChange === 'out')) return { optChange, skipped: 'changed again since' };
         if (!confirmation[optChange]) return { optChange, confirmation: 'off' };
         meta = { optChange };
-        outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts: [confirmation[optChange]], contextUntilSeq: inbound.seq, confirms: optChange }, to);
+        try {
+          outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts: [confirmation[optChange]], contextUntilSeq: inbound.seq, confirms: optChange }, to);
+        } catch (err) {
+          // Changed again between the read above and the write: nothing to confirm.
+          if (err instanceof ReplyWithheldError) return { optChange, skipped: err.reason };
+          throw err;
+        }
       } else {
         // Read with the conversation just now; checked again right before sending.
         if (conversation.optedOutAt) return { skipped: 'opted_out' };

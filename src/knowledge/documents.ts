@@ -93,7 +93,6 @@ async function chunksReplace(tx: Queryable, documentId: string, title: string, c
   await tx.query('update documents set chunking = $2 where id = $1', [documentId, chunking]);
 }
 
-/** Documents cut with another rule or other settings than `settings` (or before 0011), a page at a time. */
 /**
  * Removes a document and its chunks (and their vectors): a retired policy must stop being
  * answerable. An embedding job still queued for it finds it gone and ends. Returns its
@@ -107,6 +106,7 @@ export async function documentRemove(db: Queryable, by: { id: string } | { title
   return rows[0] ?? null;
 }
 
+/** Documents cut with another rule or other settings than `settings` (or before 0011), a page at a time. */
 export async function documentsChunkedOtherwise(db: Queryable, settings: ChunkSettings, limit = 100): Promise<string[]> {
   const result = await db.query<{ id: string }>('select id from documents where chunking is distinct from $1 order by id limit $2', [chunkingSignature(settings), limit]);
   return result.rows.map((r) => r.id);

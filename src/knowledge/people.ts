@@ -27,19 +27,28 @@ export interface Person extends Required<Omit<PersonInput, 'attributes'>> {
  * code. A national number without a country code is refused rather than guessed.
  */
 export function phoneToE164(raw: string): string | null {
+  const e164 = phoneWrittenE164(raw);
+  return e164 && withoutTrunkZero(e164);
+}
+
+/**
+ * The number as written, in E.164, keeping a trunk 0 after the country code: erasure and
+ * export look a number up as the operator types it, so a record imported before that 0 was
+ * dropped (+310612345678) can still be found, and erased, by it.
+ */
+export function phoneWrittenE164(raw: string): string | null {
   let text = raw.trim().replace(/^whatsapp:/i, '');
   text = text.replace(/\(0\)/g, '');
   if (!/^[+\d][\d\s().\-/]*$/.test(text)) return null;
   let digits = text.replace(/[^\d+]/g, '');
   if (digits.startsWith('00')) digits = `+${digits.slice(2)}`;
-  if (!/^\+[1-9]\d{6,14}$/.test(digits)) return null;
-  return withoutTrunkZero(digits);
+  return /^\+[1-9]\d{6,14}$/.test(digits) ? digits : null;
 }
 
 // Country codes of two digits (ITU E.164); 1 and 7 have one; every other has three.
 const TWO_DIGIT_CODES = new Set('20 27 30 31 32 33 34 36 39 40 41 43 44 45 46 47 48 49 51 52 53 54 55 56 57 58 60 61 62 63 64 65 66 81 82 84 86 90 91 92 93 94 95 98'.split(' '));
-// Where a national number itself begins with 0 (Italy's landlines, Côte d'Ivoire, …).
-const ZERO_KEPT = new Set(['39', '225', '241', '242', '378', '379']);
+// Where a national number itself begins with 0 (Italy's landlines, Côte d'Ivoire, Benin, …).
+const ZERO_KEPT = new Set(['39', '225', '229', '241', '242', '378', '379']);
 
 /**
  * "+31 06 12345678" (the national trunk 0 written after the country code) is +31612345678:

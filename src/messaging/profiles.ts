@@ -56,6 +56,8 @@ export interface ProfileSettings {
 export class Profiles {
   /** The default sender's profile: the plain settings, or the file's profile for that number. */
   readonly default: AssistantProfile;
+  /** Every number the file does not name: the plain settings (SYSTEM_PROMPT_FILE, every document). */
+  private readonly plain: AssistantProfile;
   private readonly byNumber: Map<string, AssistantProfile>;
   private readonly fromFile: boolean;
   /** The sender replies leave from when the conversation names no number (E.164). */
@@ -63,6 +65,7 @@ export class Profiles {
 
   constructor(config: ProfileSettings) {
     const plain: AssistantProfile = { number: null, name: 'Default', systemPromptFile: config.SYSTEM_PROMPT_FILE, documentTags: null, template: replyTemplateOf(config) };
+    this.plain = plain;
     let ownDefault: AssistantProfile | undefined;
     this.defaultNumber = config.TWILIO_WHATSAPP_FROM ? config.TWILIO_WHATSAPP_FROM.replace(/^whatsapp:/, '') : null;
     this.byNumber = new Map();
@@ -104,7 +107,8 @@ export class Profiles {
       };
       // The default sender's conversations are stored without a number (conversationNumber),
       // so a lookup by number would never find its profile: it stands in for the default.
-      if (p.number === (this.defaultNumber ?? SANDBOX_NUMBER)) ownDefault = { ...profile, number: null };
+      // Without a prompt file of its own it keeps SYSTEM_PROMPT_FILE, as the default did.
+      if (p.number === (this.defaultNumber ?? SANDBOX_NUMBER)) ownDefault = { ...profile, number: null, systemPromptFile: profile.systemPromptFile ?? plain.systemPromptFile };
       else this.byNumber.set(p.number, profile);
     }
     this.default = ownDefault ?? plain;
@@ -119,14 +123,15 @@ export class Profiles {
     return this.fromFile && businessNumber !== null && !this.byNumber.has(businessNumber);
   }
 
-  /** Every profile, the default first. */
+  /** Every profile in use, the default sender's first (and the plain one for unnamed numbers, when that differs). */
   all(): AssistantProfile[] {
-    return [this.default, ...this.byNumber.values()];
+    return [this.default, ...(this.plain === this.default ? [] : [this.plain]), ...this.byNumber.values()];
   }
 
-  /** The profile of a conversation's business number (null or unnamed: the default). */
+  /** The profile of a conversation's business number (null: the default sender's; unnamed: the plain one). */
   of(businessNumber: string | null): AssistantProfile {
-    return (businessNumber && this.byNumber.get(businessNumber)) || this.default;
+    if (businessNumber === null) return this.default;
+    return this.byNumber.get(businessNumber) ?? this.plain;
   }
 
   /**

@@ -7,7 +7,7 @@
 // nothing, and a reply it tries to store fails on the deleted conversation; nothing is
 // re-created afterwards. A message that arrives later from the same number is a new contact.
 import type { Database, Queryable } from '../db/types.ts';
-import { phoneToE164 } from '../knowledge/people.ts';
+import { phoneWrittenE164 } from '../knowledge/people.ts';
 import { auditRecord } from './audit.ts';
 
 export class ErasureInputError extends Error {
@@ -28,7 +28,7 @@ export type ErasureOutcome = { status: 'erased'; counts: ErasureCounts } | { sta
 
 /** The number in E.164, or an ErasureInputError that says what is wrong with it. */
 export function erasurePhone(raw: string): string {
-  const phone = phoneToE164(raw);
+  const phone = phoneWrittenE164(raw);
   if (!phone) throw new ErasureInputError(`"${raw}" is not a phone number in international form (e.g. +31612345678)`);
   return phone;
 }

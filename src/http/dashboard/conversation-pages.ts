@@ -38,7 +38,8 @@ function contactName(c: { profileName: string | null; whatsappNumber: string }):
 
 /** The business numbers to filter by: the default sender and every profile's number. */
 function numberChoices(profiles: Profiles): Array<{ value: string; label: string }> {
-  return profiles.all().map((p) =>
+  // The plain profile has no number of its own: its conversations are on numbers the file does not name.
+  return profiles.all().filter((p) => p.number !== null || p === profiles.default).map((p) =>
     p.number ? { value: p.number, label: `${p.number} (${p.name})` } : { value: 'default', label: `${profiles.defaultNumber ?? 'default sender'} (${p.name === 'Default' ? 'default' : `${p.name}, default`})` },
   );
 }
