@@ -10,16 +10,19 @@ Answer briefly and plainly, in the language of the employee's last message.
 Use only the knowledge and the employee record below; when they do not answer the question, say so and tell the employee a colleague will follow up. Never invent names, numbers or policies.
 If the employee sent several messages since your last reply, answer all of them in one reply.`;
 
-/** The system prompt: the file's text when one is configured (read once, at start), else the built-in one. */
-export function systemPromptLoad(file?: string): string {
+/**
+ * The system prompt: the file's text when one is configured (read once, at start), else the
+ * built-in one. `setting` names where the file was configured, for the error.
+ */
+export function systemPromptLoad(file?: string, setting = 'SYSTEM_PROMPT_FILE'): string {
   if (!file) return DEFAULT_SYSTEM_PROMPT;
   let text: string;
   try {
     text = readFileSync(file, 'utf8').trim();
   } catch (err) {
-    throw new Error(`SYSTEM_PROMPT_FILE: cannot read ${file}: ${(err as Error).message}`);
+    throw new Error(`${setting}: cannot read ${file}: ${(err as Error).message}`);
   }
-  if (!text) throw new Error(`SYSTEM_PROMPT_FILE: ${file} is empty`);
+  if (!text) throw new Error(`${setting}: ${file} is empty`);
   return text;
 }
 

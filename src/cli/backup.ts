@@ -6,9 +6,9 @@ import { chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Env } from '../config.ts';
 import { DataDirLockedError } from '../db/errors.ts';
-import { BackupUnusableError, openPglite, pgliteExists, pgliteRestore } from '../db/pglite.ts';
+import { BackupUnusableError, openPglite, pgliteRestore } from '../db/pglite.ts';
 import { runningAddressRead } from '../running-address.ts';
-import { UsageError, type CommandInput } from './command.ts';
+import { refuseMissingEmbedded, UsageError, type CommandInput } from './command.ts';
 
 const SERVER_DATABASE = 'this aiq runs on a PostgreSQL server (DATABASE_URL):';
 
@@ -33,9 +33,7 @@ export async function backup({ positionals }: CommandInput, config: Env): Promis
   if (config.DATABASE_URL) throw new UsageError(`${SERVER_DATABASE} back it up with pg_dump --format=custom --file=aiq.dump "$DATABASE_URL"`);
   // Opening the folder would create an empty database there: a typo in DATA_DIR would
   // "succeed" with a backup that holds nothing of ours and does not restore.
-  if (!pgliteExists(config.DATA_DIR)) {
-    throw new UsageError(`there is no embedded database in ${resolve(config.DATA_DIR)} (DATA_DIR): nothing backed up. Is DATA_DIR the folder your aiq start uses?`);
-  }
+  refuseMissingEmbedded(config, 'nothing backed up');
   let blob: Blob;
   let via = 'the data folder';
   try {

@@ -1,7 +1,9 @@
 // What a CLI command is (its options declared once, for parsing and for its help), and the
 // small helpers the commands share.
+import { userInfo } from 'node:os';
 import { resolve } from 'node:path';
 import type { Env } from '../config.ts';
+import { pgliteExists } from '../db/pglite-files.ts';
 import type { Database } from '../db/types.ts';
 import type { Runtime } from '../runtime.ts';
 
@@ -59,7 +61,7 @@ export async function withRuntime<T>(config: Env, work: (runtime: Runtime) => Pr
  * servers' changes nothing. A schema that is not current is reported, not upgraded.
  */
 export async function withDatabaseReadOnly<T>(config: Env, work: (db: Database) => Promise<T>): Promise<T> {
-  await refuseMissingEmbedded(config);
+  refuseMissingEmbedded(config);
   const [{ openDatabase }, { pendingMigrations }] = await Promise.all([import('../db/open.ts'), import('../db/migrate.ts')]);
   const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolSize: 2, applicationName: 'aiq-cli', joinRunning: true });
   try {
@@ -71,16 +73,16 @@ export async function withDatabaseReadOnly<T>(config: Env, work: (db: Database) 
   }
 }
 
+/** Who changed something from the CLI, for the audit log: the shell's user. */
+export const cliActor = () => `cli:${userInfo().username}`;
+
 /**
  * A command that only looks must not create what it looks at: opening an embedded database
  * where none is (a mistyped DATA_DIR) creates an empty one, which it would then report on.
  */
-export async function refuseMissingEmbedded(config: Env): Promise<void> {
-  if (config.DATABASE_URL) return;
-  const { pgliteExists } = await import('../db/pglite.ts');
-  if (!pgliteExists(config.DATA_DIR)) {
-    throw new UsageError(`there is no embedded database in ${resolve(config.DATA_DIR)} (DATA_DIR): nothing to read. Is DATA_DIR the folder your aiq start uses?`);
-  }
+export function refuseMissingEmbedded(config: Env, consequence = 'nothing to read'): void {
+  if (config.DATABASE_URL || pgliteExists(config.DATA_DIR)) return;
+  throw new UsageError(`there is no embedded database in ${resolve(config.DATA_DIR)} (DATA_DIR): ${consequence}. Is DATA_DIR the folder your aiq start uses?`);
 }
 
 /** Prints rows as an aligned plain-text table. */

@@ -9,6 +9,7 @@ import { embeddingSpaceOf } from '../ai/types.ts';
 import { aiProviderOf, type Env } from '../config.ts';
 import { pendingMigrations } from '../db/migrate.ts';
 import { openDatabase } from '../db/open.ts';
+import { cutShortRestore } from '../db/pglite-files.ts';
 import { poolerProbe, type PoolerProbe } from '../db/pooler.ts';
 import type { Database } from '../db/types.ts';
 import { describeSpace, vectorSettingsGet } from '../knowledge/vectors.ts';
@@ -54,7 +55,6 @@ function databaseHint(err: unknown, config: Env): string | undefined {
 
 async function checkDatabase(config: Env, findings: Finding[]): Promise<Database | undefined> {
   if (!config.DATABASE_URL && !existsSync(join(config.DATA_DIR, 'pgdata'))) {
-    const { cutShortRestore } = await import('../db/pglite.ts');
     const problem = cutShortRestore(config.DATA_DIR);
     findings.push(
       problem

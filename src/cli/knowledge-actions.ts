@@ -2,7 +2,6 @@
 // declares them): the app's knowledge modules are not loaded for `aiq --help` or `aiq stats`.
 import { readFileSync, statSync, openSync, readSync, closeSync } from 'node:fs';
 import { textDecode } from '../knowledge/text-encoding.ts';
-import { userInfo } from 'node:os';
 import { auditRecord } from '../privacy/audit.ts';
 import { documentRemove } from '../knowledge/documents.ts';
 import { basename, extname, resolve } from 'node:path';
@@ -18,7 +17,7 @@ import { chunkLocation, chunkSettingsOf, DocumentContentError } from '../knowled
 import { QUESTION_MAX_CHARS, type SearchMode } from '../knowledge/search.ts';
 import { describeSpace, vectorMarkAllStale, vectorSpaceCheck, vectorSpaceSwitch, vectorStaleCount, vectorStaleList, vectorSwitchPlan } from '../knowledge/vectors.ts';
 import { RetryLaterError } from '../queue/index.ts';
-import { UsageError, withRuntime, type CommandInput } from './command.ts';
+import { cliActor, UsageError, withRuntime, type CommandInput } from './command.ts';
 import { FIELDS } from './knowledge-commands.ts';
 
 const SEARCH_MODES: SearchMode[] = ['hybrid', 'vector', 'lexical'];
@@ -191,7 +190,7 @@ export async function removeDocument({ positionals }: CommandInput, config: Env)
   const removed = await withRuntime(config, async (rt) => {
     const gone = await documentRemove(rt.db, { title });
     // Irreversible: recorded as the dashboard's and the API's removals are.
-    await auditRecord(rt.db, { actor: `cli:${userInfo().username}`, action: 'remove document', target: gone?.id ?? null, result: gone ? 'ok' : 'not_found' });
+    await auditRecord(rt.db, { actor: cliActor(), action: 'remove document', target: gone?.id ?? null, result: gone ? 'ok' : 'not_found' });
     return gone;
   });
   if (!removed) {

@@ -1,14 +1,12 @@
 // What `aiq forget` and `aiq export` do (src/cli/privacy-commands.ts declares them).
 import { closeSync, fchmodSync, fstatSync, openSync, writeFileSync } from 'node:fs';
-import { userInfo } from 'node:os';
 import { createInterface } from 'node:readline/promises';
 import type { Env } from '../config.ts';
 import { auditRecord } from '../privacy/audit.ts';
 import { erasurePhone, ErasureInputError, personErase } from '../privacy/erasure.ts';
 import { personExport } from '../privacy/export.ts';
-import { UsageError, withRuntime, type CommandInput } from './command.ts';
+import { cliActor, UsageError, withRuntime, type CommandInput } from './command.ts';
 
-const actor = () => `cli:${userInfo().username}`;
 
 function phoneOf(positionals: string[], command: string): string {
   const [raw] = positionals;
@@ -37,7 +35,7 @@ export async function forget({ values, positionals }: CommandInput, config: Env)
     }
   }
   return withRuntime(config, async (rt) => {
-    const outcome = await personErase(rt.db, phone, actor());
+    const outcome = await personErase(rt.db, phone, cliActor());
     if (outcome.status === 'not_found') {
       console.error(`aiq: nothing is held for ${phone}: no contact and no person with that number (already erased, or a typo?)`);
       return 1;
@@ -55,7 +53,7 @@ export async function exportPerson({ values, positionals }: CommandInput, config
   const phone = phoneOf(positionals, 'export');
   return withRuntime(config, async (rt) => {
     const document = await personExport(rt.db, phone);
-    await auditRecord(rt.db, { actor: actor(), action: 'export', result: document ? 'ok' : 'not_found' });
+    await auditRecord(rt.db, { actor: cliActor(), action: 'export', result: document ? 'ok' : 'not_found' });
     if (!document) {
       console.error(`aiq: nothing is held for ${phone}: no contact and no person with that number`);
       return 1;

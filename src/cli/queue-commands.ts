@@ -1,12 +1,7 @@
 // Commands that look at and act on the queue: enqueue, stats, jobs, retry, cancel, cleanup.
 import { JOB_STATUSES, jobCleanup, jobEnqueue, jobGet, jobList, jobRetry, jobRetryMany, jobStats, scheduleEnable, scheduleList, type JobStatus } from '../queue/index.ts';
-import { userInfo } from 'node:os';
 import { auditRecord } from '../privacy/audit.ts';
-import { printTable, UsageError, withDatabaseReadOnly, withRuntime, type Command } from './command.ts';
-
-// Changes made from the CLI go in the audit log as the dashboard's and the API's do, by the
-// shell's user: who retried, cancelled or deleted jobs is asked of all three alike.
-const cliActor = () => `cli:${userInfo().username}`;
+import { cliActor, printTable, UsageError, withDatabaseReadOnly, withRuntime, type Command } from './command.ts';
 
 function statusOf(value: unknown): JobStatus | undefined {
   if (value === undefined) return undefined;

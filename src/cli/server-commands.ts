@@ -63,7 +63,7 @@ export const serverCommands: Command[] = [
     options: { status: { type: 'boolean', description: 'only list pending migrations; change nothing (exit 1 when some are pending)' } },
     example: 'aiq migrate --status',
     async run({ values }, config) {
-      if (values.status) await refuseMissingEmbedded(config);
+      if (values.status) refuseMissingEmbedded(config);
       const [{ openDatabase }, { migrate, pendingMigrations }] = await Promise.all([import('../db/open.ts'), import('../db/migrate.ts')]);
       const db = await openDatabase({ databaseUrl: config.DATABASE_URL && (config.DATABASE_DIRECT_URL ?? config.DATABASE_URL), dataDir: config.DATA_DIR, applicationName: 'aiq-migrate', joinRunning: true });
       try {

@@ -1,13 +1,14 @@
 // Embedded PGlite (Postgres in WebAssembly, with pgvector) behind the Database interface.
 // PGlite has no locking between processes, so the owner takes a lock file in the data
 // folder; a second process is refused instead of silently losing writes.
-import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, renameSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { servePgliteSocket, type SocketServer } from './pglite-socket.ts';
 import { SessionGate } from './session-gate.ts';
 import { dataDirLock } from './data-dir-lock.ts';
+import { cutShortRestore } from './pglite-files.ts';
 import type { Database, Queryable } from './types.ts';
 
 
@@ -131,28 +132,6 @@ export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ mo
   } finally {
     releaseLock();
   }
-}
-
-/** Whether `dataDir` holds an embedded database (opening one that does not creates it). */
-export function pgliteExists(dataDir: string): boolean {
-  return existsSync(join(dataDir, 'pgdata', 'PG_VERSION'));
-}
-
-/**
- * Why `dir` must not be opened, or null: it holds no database but one a restore moved aside.
- * A restore was cut short, and PGlite would create an empty database in its place, on which
- * the next start or `aiq migrate` would run as if all were well.
- */
-export function cutShortRestore(dir: string): string | null {
-  const pgdata = join(dir, 'pgdata');
-  if (pgliteExists(dir) || !statSync(dir, { throwIfNoEntry: false })?.isDirectory()) return null;
-  const aside = readdirSync(dir).filter((name) => name.startsWith('pgdata.before-restore-')).sort().at(-1);
-  if (!aside) return null;
-  return (
-    `the embedded database in ${dir} has no pgdata but ${aside}: an \`aiq restore\` was cut short. ` +
-    `Put that database back (${existsSync(pgdata) ? `move the empty ${pgdata} away, then ` : ''}mv ${join(dir, aside)} ${pgdata}) ` +
-    'or run `aiq restore` again; aiq does not start an empty database in its place.'
-  );
 }
 
 function refuseAfterCutShortRestore(dir: string): void {

@@ -4,7 +4,7 @@
 // run confirms, flags or sends them; cancelled, the reply would stay `unconfirmed` for good,
 // neither sent exactly once nor flagged for a human. Such a job is not cancelled.
 import type { Queryable } from '../db/types.ts';
-import { jobCancel } from '../queue/index.ts';
+import { isUuid, jobCancel } from '../queue/index.ts';
 import { AUTOREPLY } from './autoreply.ts';
 
 export const REPLY_IN_FLIGHT =
@@ -21,6 +21,7 @@ const REPLY_IN_FLIGHT_SQL = `
 
 /** Cancels a pending job, unless it is an autoreply whose reply is in flight. */
 export async function jobCancelChecked(db: Queryable, id: string): Promise<'cancelled' | 'not_pending' | 'reply_in_flight'> {
+  if (!isUuid(id)) return 'not_pending';
   const { rows } = await db.query<{ in_flight: boolean }>(REPLY_IN_FLIGHT_SQL, [id, AUTOREPLY]);
   if (rows[0]?.in_flight) return 'reply_in_flight';
   return (await jobCancel(db, id)) ? 'cancelled' : 'not_pending';

@@ -66,13 +66,9 @@ export function sourceLine(citations: Citations): string | null {
 
 /** A profile's system prompt; an unreadable one named as the profile's, not as SYSTEM_PROMPT_FILE. */
 function profilePromptLoad(runtime: Runtime, profile: AssistantProfile): string {
-  try {
-    return systemPromptLoad(profile.systemPromptFile);
-  } catch (err) {
-    if (profile.systemPromptFile === runtime.config.SYSTEM_PROMPT_FILE) throw err;
-    const number = profile.number ?? runtime.profiles.defaultNumber ?? 'the default sender';
-    throw new Error(`PROFILES_FILE: ${runtime.config.PROFILES_FILE}: ${number} (${profile.name}) systemPromptFile: ${(err as Error).message.replace(/^SYSTEM_PROMPT_FILE: /, '')}`);
-  }
+  if (profile.systemPromptFile === runtime.config.SYSTEM_PROMPT_FILE) return systemPromptLoad(profile.systemPromptFile);
+  const number = profile.number ?? runtime.profiles.defaultNumber ?? 'the default sender';
+  return systemPromptLoad(profile.systemPromptFile, `PROFILES_FILE: ${runtime.config.PROFILES_FILE}: ${number} (${profile.name}) systemPromptFile`);
 }
 
 /**

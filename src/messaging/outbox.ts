@@ -105,9 +105,10 @@ const CONTACT_NOT_OPTED_OUT = (conversationId: string) => `
 
 // What the contact's opt-out allows a reply: the confirmation of an opt-out goes only while
 // the contact is still out (a START since makes it stale); anything else only while they
-// are not. `confirmsOptOut` is a boolean parameter.
+// are not. `confirmsOptOut` is a boolean parameter, never null: "confirms an opt-out" must
+// differ from "not opted out".
 const OPT_OUT_ALLOWS = (confirmsOptOut: string, conversationId: string) => `
-  (case when ${confirmsOptOut}::boolean then not ${CONTACT_NOT_OPTED_OUT(conversationId)} else ${CONTACT_NOT_OPTED_OUT(conversationId)} end)`;
+  (${confirmsOptOut}::boolean <> ${CONTACT_NOT_OPTED_OUT(conversationId)})`;
 
 // The test every statement that writes or starts a send of the AI's answer to the inbound
 // message at position `seq` makes in SQL: no human has taken the conversation over, i.e. it

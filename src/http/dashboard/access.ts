@@ -9,8 +9,8 @@ import type { PageContext } from './layout.ts';
 
 interface RequestContext extends PageContext {
   session: Session;
-  /** The MAC of an action's message for this session. */
-  flashMac: (text: string) => string;
+  /** Signs and checks this session's action messages (flashMac). */
+  auth: AdminAuth;
 }
 
 const contexts = new WeakMap<FastifyRequest, RequestContext>();
@@ -38,29 +38,31 @@ const flashText = (flash: Flash) => JSON.stringify(FLASH.map((name) => flash[nam
 
 /** The query string of the page an action redirects to, its notice, problem or retry flag signed. */
 export function actionQuery(request: FastifyRequest, values: Record<string, string | undefined> & Flash): string {
-  const sig = FLASH.some((name) => values[name]) ? requestContext(request).flashMac(flashText(values)) : undefined;
+  const { auth, session } = requestContext(request);
+  const sig = FLASH.some((name) => values[name]) ? auth.flashMac(session, flashText(values)) : undefined;
   return queryString({ ...values, sig });
 }
 
 /** What this request's address says an action did, when aiq signed it for this session; else nothing. */
-function signedFlash(request: FastifyRequest, flashMac: (text: string) => string): Flash {
+function signedFlash(request: FastifyRequest, { auth, session }: RequestContext): Flash {
   const query = (request.query ?? {}) as Record<string, unknown>;
   const flash: Flash = {};
   for (const name of FLASH) if (typeof query[name] === 'string') flash[name] = query[name];
   if (Object.keys(flash).length === 0) return {};
   // Unsigned or altered (a link from elsewhere): not shown.
-  return typeof query.sig === 'string' && safeEqual(query.sig, flashMac(flashText(flash))) ? flash : {};
+  return typeof query.sig === 'string' && safeEqual(query.sig, auth.flashMac(session, flashText(flash))) ? flash : {};
 }
 
 /** Whether the page was reached by a job retry's own redirect (`?retried=1`, signed). */
 export function actionRetried(request: FastifyRequest): boolean {
-  return signedFlash(request, requestContext(request).flashMac).retried === '1';
+  return signedFlash(request, requestContext(request)).retried === '1';
 }
 
 /** The page context the access hook prepared for this request. */
 export function pageContext(request: FastifyRequest): PageContext {
-  const { session, flashMac, ...ctx } = requestContext(request);
-  const { notice, problem } = signedFlash(request, flashMac);
+  const full = requestContext(request);
+  const { session: _session, auth: _auth, ...ctx } = full;
+  const { notice, problem } = signedFlash(request, full);
   return { ...ctx, notice: notice?.slice(0, 300), problem: problem?.slice(0, 300) };
 }
 
@@ -110,8 +112,7 @@ export function dashboardAccess({ auth, logTransport, publicUrl, alert }: Access
       }
       admit(request);
       const shown = request.method === 'GET' ? ((await alert()) ?? undefined) : undefined;
-      const owner = session;
-      contexts.set(request, { open: auth.open, csrf: auth.csrfToken(owner), logTransport, session: owner, alert: shown, flashMac: (text) => auth.flashMac(owner, text) });
+      contexts.set(request, { open: auth.open, csrf: auth.csrfToken(session), logTransport, session, alert: shown, auth });
     },
 
     // After body parsing, so the `_csrf` form field is readable.

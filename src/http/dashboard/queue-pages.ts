@@ -15,7 +15,6 @@ import { jobMinuteStats, jobSlowList } from '../admin/queue-queries.ts';
 
 const JobListQuery = JobFilterQuery.extend({ after: optional(z.string().max(200)) });
 
-/** `?a=1&b=2` from the set values, for links that keep the filter. */
 function shortId(id: string): string {
   return id.slice(0, 8);
 }
