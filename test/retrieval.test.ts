@@ -14,7 +14,7 @@ import { NO_ANSWER_RULE, promptBuild } from '../src/ai/prompts.ts';
 import type { Database } from '../src/db/types.ts';
 import { documentAdd, documentsRechunkStale, embedRecord } from '../src/jobs/embed-record.ts';
 import { chunkLocation, documentChunk, documentContentCheck, DocumentContentError } from '../src/knowledge/chunking.ts';
-import { documentSave } from '../src/knowledge/documents.ts';
+import { documentRemove, documentSave } from '../src/knowledge/documents.ts';
 import { textSearchConfigSet } from '../src/knowledge/search.ts';
 import { synonymsEmpty, synonymsParse } from '../src/knowledge/synonyms.ts';
 import { vectorSpaceOpen } from '../src/knowledge/vectors.ts';
@@ -59,6 +59,12 @@ Een vergeten wachtwoord zet je zelf opnieuw via het selfserviceportaal, met een 
 
 ### Storingen melden
 Meld een storing bij de servicedesk. Een storing met prioriteit P2 wordt binnen vier uur opgepakt, een P1 direct.
+`;
+
+const FIETSREGELING = `# Fietsregeling
+
+## Vergoeding
+Wie met de fiets naar het werk komt, krijgt een kilometervergoeding van 23 cent per kilometer, tot vijftien kilometer enkele reis. De vergoeding staat maandelijks op je loonstrook.
 `;
 
 async function seed(db: Database): Promise<void> {
@@ -194,6 +200,26 @@ for (const name of ['pglite', 'postgres'] as const) {
       const answerable = await knowledgeRetrieve(db, ai, 'hoeveel vakantiedagen heb ik per jaar', RETRIEVAL);
       assert.equal(answerable.noAnswer, false, `relevance ${answerable.relevance}`);
       assert.equal(answerable.hits[0]!.headingPath.at(-1), 'Vakantiedagen');
+    });
+
+    test('a document just added answers the first question about it, before its embedding job has run', async () => {
+      const db = stores[name].db;
+      const saved = await documentAdd(db, { title: 'Fietsregeling', body: FIETSREGELING }, SETTINGS);
+      try {
+        const question = 'hoeveel kilometervergoeding krijg ik voor de fiets';
+        const before = await knowledgeRetrieve(db, ai, question, RETRIEVAL);
+        const hit = before.hits.find((h) => h.documentId === saved.id);
+        assert.ok(hit, 'full-text search finds the new chunk at once');
+        assert.equal(before.noAnswer, false, `the gate lets it through: best relevance ${before.relevance}`);
+        // The similarity it was given is the one its stored embedding gives once the job ran.
+        await embedRecord(db, ai, { table: 'documents', id: saved.id });
+        const after = await knowledgeRetrieve(db, ai, question, RETRIEVAL);
+        const stored = after.hits.find((h) => h.id === hit.id);
+        assert.ok(stored?.similarity !== null && stored?.similarity !== undefined);
+        assert.ok(Math.abs(stored.similarity - hit.similarity!) < 1e-5, `${hit.similarity} before, ${stored.similarity} stored`);
+      } finally {
+        await documentRemove(db, { id: saved.id });
+      }
     });
 
     test('bad questions: empty, or 10,000 characters, get an answer, not a crash', async () => {

@@ -6,12 +6,13 @@
 import type { Env } from '../config.ts';
 import type { Queryable } from '../db/types.ts';
 import { personGetByPhone, personText, type PersonTextField } from '../knowledge/people.ts';
+import { chunkEmbeddingText } from '../knowledge/chunking.ts';
 import { chunkSearch, SearchSpaceMismatchError, QUESTION_MAX_CHARS, type SearchHit, type SearchMode } from '../knowledge/search.ts';
 import { synonymsExpand, synonymsOf, type Synonyms } from '../knowledge/synonyms.ts';
 import { vectorSpaceCheck } from '../knowledge/vectors.ts';
 import { pendingQuestions, type HistoryMessage } from './prompts.ts';
 import type { AiProvider, CallOptions, KnowledgeItem, TokenUsage } from './types.ts';
-import { NO_USAGE, embeddingSpaceOf } from './types.ts';
+import { NO_USAGE, embeddingSpaceOf, usageAdd } from './types.ts';
 
 export interface RetrievalSettings {
   /** RAG_TOP_K: how many chunks a reply may use. */
@@ -66,8 +67,8 @@ export function retrievalSettingsOf(config: Env, provider: AiProvider): Retrieva
 }
 
 /**
- * How well a chunk answers the question: its cosine similarity to the question (0 while it
- * has no embedding yet). The evaluation also measured the lexical coverage (the share of
+ * How well a chunk answers the question: its cosine similarity to the question (0 only when
+ * it has no embedding: knowledgeRetrieve embeds a found chunk still waiting for its own). The evaluation also measured the lexical coverage (the share of
  * the question's terms in the chunk); with the offline embeddings it told unanswerable
  * questions apart worse (bench/results/eval.md), and it would punish Dutch compounds.
  */
@@ -119,8 +120,40 @@ export async function knowledgeRetrieve(db: Queryable, ai: AiProvider, question:
     if (err instanceof SearchSpaceMismatchError) await vectorSpaceCheck(db, space);
     throw err;
   });
+  const pending = await pendingChunksEmbed(ai, embedded.vectors[0]!, hits, options);
   const relevance = hits.reduce((best, hit) => Math.max(best, chunkRelevance(hit)), 0);
-  return { hits, relevance, noAnswer: hits.length === 0 || relevance < threshold, threshold, usage, truncated, expansions };
+  return { hits, relevance, noAnswer: hits.length === 0 || relevance < threshold, threshold, usage: usageAdd(usage, pending), truncated, expansions };
+}
+
+/**
+ * A document just added or changed is searchable by its words at once, but its chunks have
+ * no embedding until its embed_record job has run: found by full-text search alone, they
+ * would count as relevance 0 and the gate would answer "I don't know" to the first question
+ * about the new policy. Such chunks are embedded here, as the job embeds them, and their
+ * similarity set, so the gate weighs them as it will once they are stored. Nothing is
+ * stored: the job does that. Costs one embedding call only while a found chunk waits.
+ */
+async function pendingChunksEmbed(ai: AiProvider, question: number[], hits: SearchHit[], options: CallOptions): Promise<TokenUsage> {
+  const pending = hits.filter((hit) => hit.similarity === null);
+  if (pending.length === 0) return NO_USAGE;
+  const embedded = await ai.embed(pending.map((hit) => chunkEmbeddingText(hit.title, hit.headingPath, hit.content)), options);
+  pending.forEach((hit, i) => {
+    hit.similarity = cosineSimilarity(question, embedded.vectors[i]!);
+  });
+  return embedded.usage;
+}
+
+/** 1 − cosine distance, as the search's `<=>` computes it. */
+function cosineSimilarity(a: number[], b: number[]): number {
+  let dot = 0;
+  let aa = 0;
+  let bb = 0;
+  for (let i = 0; i < a.length; i++) {
+    dot += a[i]! * b[i]!;
+    aa += a[i]! * a[i]!;
+    bb += b[i]! * b[i]!;
+  }
+  return aa === 0 || bb === 0 ? 0 : dot / Math.sqrt(aa * bb);
 }
 
 export interface RagInput {
