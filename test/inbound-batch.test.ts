@@ -138,7 +138,7 @@ test('a later message waits while the same contact\'s earlier one is still being
 
 // Everything a stored message leaves behind, without ids and clocks: what must come out the
 // same whether the messages were written one by one or as one batch.
-async function storedState(db: Queryable): Promise<unknown> {
+async function storedState(db: Queryable): Promise<Record<string, Array<Record<string, unknown>>>> {
   const contacts = await db.query(`
     select whatsapp_number, profile_name, opted_out_at is not null as opted_out, opted_out_by from contacts order by whatsapp_number`);
   const conversations = await db.query(`
@@ -153,7 +153,8 @@ async function storedState(db: Queryable): Promise<unknown> {
   const jobs = await db.query(`
     select m.twilio_sid, j.type, j.status, j.priority, j.max_attempts, j.attempts,
            j.ordering_key = m.conversation_id::text as keyed_by_conversation,
-           j.payload = jsonb_build_object('messageId', m.id, 'conversationId', m.conversation_id) as payload_matches
+           j.payload - 'optIn' = jsonb_build_object('messageId', m.id, 'conversationId', m.conversation_id) as payload_matches,
+           j.payload->'optIn' as opt_in
     from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid order by 1`);
   return { contacts: contacts.rows, conversations: conversations.rows, messages: messages.rows, media: media.rows, jobs: jobs.rows };
 }
@@ -168,11 +169,12 @@ for (const backend of BACKENDS) {
       message(1, sender(700), { optChange: 'out', body: 'STOP' }),
       message(2, sender(701)),
     ];
-    // One batch: an opt-in, an opt-out, a redelivery (its contact's new name must not be
-    // taken), media with and without content types, a second business number, a new contact
-    // without a profile name.
+    // One batch: an opt-in, a start keyword from a contact who was not opted out, an
+    // opt-out, a redelivery (its contact's new name must not be taken), media with and
+    // without content types, a second business number, a new contact without a profile name.
     const batch = [
       message(3, sender(700), { optChange: 'in', body: 'START' }),
+      message(8, sender(706), { optChange: 'in', body: 'Start' }),
       { ...message(2, sender(701)), profileName: 'Renamed by a redelivery' },
       message(4, sender(702), { optChange: 'out', body: 'stop' }),
       message(5, sender(703), { mediaUrls: ['https://api.twilio.com/a', 'https://api.twilio.com/b'], mediaContentTypes: ['audio/ogg'] }),
@@ -187,8 +189,12 @@ for (const backend of BACKENDS) {
       for (const m of batch) oneByOne.push(await inboundStoreAndEnqueue(one.db, m));
       const together = await inboundStoreManyAndEnqueue(set.db, batch);
       assert.deepEqual(together.map((s) => s !== null), oneByOne.map((s) => s !== null), 'the same messages stored, the redelivery not');
-      assert.equal(together[1], null);
-      assert.deepEqual(await storedState(set.db), await storedState(one.db));
+      assert.equal(together[2], null);
+      const state = await storedState(set.db);
+      assert.deepEqual(state, await storedState(one.db));
+      // A start keyword's job says whether it opted the contact in (autoreply.ts answers it otherwise).
+      const optIn = Object.fromEntries(state['jobs']!.map((j) => [j['twilio_sid'], j['opt_in']]));
+      assert.deepEqual([optIn['SMsame003'], optIn['SMsame008'], optIn['SMsame004'], optIn['SMsame005']], [true, false, null, null]);
       // The payloads name the stored rows.
       for (const [i, stored] of together.entries()) {
         if (!stored) continue;

@@ -226,3 +226,17 @@ test('a redelivered STOP changes nothing twice and confirms once; STOP then STAR
   assert.equal(contact.rows[0]!.opted_out_at, null, 'START came last: opted in');
   assert.ok(sentTo(other).every((body) => !/afgemeld/.test(body)), `no stale opt-out confirmation: ${JSON.stringify(sentTo(other))}`);
 });
+
+test('"Start" from a contact who never opted out is an ordinary message: answered, not confirmed as an opt-in', async () => {
+  const phone = '+31644445555';
+  const greeting = await receive('Start', phone);
+  assert.equal(greeting['optChange'], undefined, JSON.stringify(greeting));
+  assert.equal(greeting['status'], 'queued', 'the AI answers it');
+  assert.equal(sentTo(phone).length, 1);
+  assert.doesNotMatch(sentTo(phone)[0]!, /weer aangemeld/, 'no "subscribed again" for a contact who never left');
+  // After a STOP, the same word is the opt-in again.
+  await receive('STOP', phone);
+  const start = await receive('START', phone);
+  assert.equal(start['optChange'], 'in');
+  assert.match(sentTo(phone).at(-1)!, /weer aangemeld/);
+});

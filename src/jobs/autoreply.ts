@@ -18,7 +18,16 @@ import { mediaDepsOf, mediaProcessForReply } from './media-process.ts';
 /** The job type. */
 export const AUTOREPLY = 'autoreply';
 
-const payloadSchema = z.object({ messageId: z.uuid(), conversationId: z.uuid() });
+const payloadSchema = z.object({
+  messageId: z.uuid(),
+  conversationId: z.uuid(),
+  /**
+   * A start keyword's job only: whether it opted the contact back in (false: they were not
+   * opted out, and it is an ordinary message). Set by the store statement
+   * (migrations/0023_start_when_not_opted_out.sql); jobs written before it have none.
+   */
+  optIn: z.boolean().optional(),
+});
 export type AutoreplyPayload = z.infer<typeof payloadSchema>;
 
 // Five attempts, not the queue's default three: with the default backoff that rides out
@@ -201,7 +210,9 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
       }
       const { inbound, conversation } = state;
       const to = `whatsapp:${conversation.whatsappNumber}`;
-      const optChange = optChangeOf(inbound.body, optKeywords);
+      const keyword = optChangeOf(inbound.body, optKeywords);
+      // "Start" from a contact who was not opted out changed nothing: answered as any message.
+      const optChange = keyword === 'in' && payload.optIn === false ? null : keyword;
 
       let outcome: ReplyOutcome;
       let meta: Record<string, unknown> | undefined;
