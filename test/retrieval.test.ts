@@ -211,6 +211,7 @@ for (const name of ['pglite', 'postgres'] as const) {
         const hit = before.hits.find((h) => h.documentId === saved.id);
         assert.ok(hit, 'full-text search finds the new chunk at once');
         assert.equal(before.noAnswer, false, `the gate lets it through: best relevance ${before.relevance}`);
+        assert.equal(hit.similarityUnstored, true);
         // The similarity it was given is the one its stored embedding gives once the job ran.
         await embedRecord(db, ai, { table: 'documents', id: saved.id });
         const after = await knowledgeRetrieve(db, ai, question, RETRIEVAL);

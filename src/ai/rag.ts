@@ -139,6 +139,7 @@ async function pendingChunksEmbed(ai: AiProvider, question: number[], hits: Sear
   const embedded = await ai.embed(pending.map((hit) => chunkEmbeddingText(hit.title, hit.headingPath, hit.content)), options);
   pending.forEach((hit, i) => {
     hit.similarity = cosineSimilarity(question, embedded.vectors[i]!);
+    hit.similarityUnstored = true;
   });
   return embedded.usage;
 }

@@ -268,7 +268,8 @@ export async function search({ values, positionals }: CommandInput, config: Env)
   if (found.hits.length === 0) console.log('nothing found: the knowledge base has no chunk that matches (add documents with `aiq add-document`)');
   found.hits.forEach((h, i) => {
     const ranks = `vector #${h.vectorRank ?? '–'}, lexical #${h.lexicalRank ?? '–'}`;
-    const similarity = h.similarity === null ? 'not embedded yet' : `similarity ${h.similarity.toFixed(3)}`;
+    const similarity =
+      h.similarity === null ? 'not embedded yet' : `similarity ${h.similarity.toFixed(3)}${h.similarityUnstored ? ' (not embedded yet: computed for this question)' : ''}`;
     console.log(`${i + 1}. ${chunkLocation(h.title, h.headingPath)}`);
     console.log(`   score ${h.score.toFixed(4)} (${ranks}) · relevance ${chunkRelevance(h).toFixed(2)} · ${similarity}`);
     console.log(`   ${h.content.replace(/\s+/g, ' ').slice(0, 160)}${h.content.length > 160 ? '…' : ''}`);

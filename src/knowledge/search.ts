@@ -47,6 +47,8 @@ export interface SearchHit {
   lexicalRank: number | null;
   /** Cosine similarity to the question (1 − distance), or null when the chunk has no embedding yet. */
   similarity: number | null;
+  /** True when `similarity` was computed for this question because no embedding is stored yet (rag.ts). */
+  similarityUnstored?: boolean;
   /** The share of the question's search terms (stemmed, stopwords left out) found in the chunk, 0–1. */
   coverage: number;
 }
