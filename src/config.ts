@@ -186,6 +186,7 @@ const schema = z.object({
   PEOPLE_SYNC_TOKEN: optionalText,
   PEOPLE_SYNC_CRON: z.string().trim().min(1).default('0 * * * *'),
   PEOPLE_SYNC_MAX_BYTES: int(1024, 1024 * 1024 * 1024, 20 * 1024 * 1024),
+  PEOPLE_SYNC_PRUNE: bool.default(false),
   RETENTION_TIME_ZONE: z.string().trim().min(1).default('UTC'),
 });
 

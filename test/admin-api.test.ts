@@ -363,7 +363,13 @@ describe('admin API: people, documents and imports', () => {
     assert.equal(nul.statusCode, 400);
     assert.match(nul.json().error, /NUL character/);
     assert.equal((await t.app.inject({ url: `/api/imports/${NIL}`, headers: auth })).statusCode, 404);
-    for (const bad of [{ filename: 'x.csv', content: '' }, { content: 'a,b' }]) {
+    // A complete list: the API's prune flag removes the people not in it when the import runs.
+    const complete = await t.app.inject({ method: 'POST', url: '/api/imports', headers: auth, payload: { filename: 'all.csv', content: 'name,phone\nBea,+31622222222\n', prune: true } });
+    assert.equal(complete.statusCode, 202, complete.body);
+    await importPeopleExecute(t.runtime.db, complete.json().importId);
+    const completed = (await t.app.inject({ url: `/api/imports/${complete.json().importId}`, headers: auth })).json();
+    assert.deepEqual([completed.prune, completed.removed], [true, 1], 'Anna is not in the complete list');
+    for (const bad of [{ filename: 'x.csv', content: '' }, { content: 'a,b' }, { filename: 'x.csv', content: 'name,phone', prune: 'yes' }]) {
       assert.equal((await t.app.inject({ method: 'POST', url: '/api/imports', headers: auth, payload: bad })).statusCode, 400, JSON.stringify(bad));
     }
   });

@@ -113,6 +113,38 @@ for (const backend of BACKENDS) {
       assert.equal(await embedJobs(t.db), 0);
     });
 
+    test('a complete list (prune) removes the people not in it, audited; not when a row was rejected', async () => {
+      const db = t.db;
+      const importOf = async (rows: string[], prune: boolean) => {
+        const content = Buffer.from(['name,phone', ...rows].join('\n'));
+        const { importId } = await db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'staff.csv', content, prune }));
+        const counts = await importPeopleExecute(db, importId);
+        return { counts, record: (await importGet(db, importId))! };
+      };
+      const phones = async () => (await db.query<{ phone: string }>(`select phone from people where phone like '+3169%' order by phone`)).rows.map((r) => r.phone);
+      const others = async () => (await db.query<{ n: number }>(`select count(*)::int as n from people where phone not like '+3169%'`)).rows[0]!.n;
+      const everyoneElse = await others();
+      await importOf(['Ann,+31690000001', 'Ben,+31690000002', 'Cas,+31690000003', 'Dee,+31690000004'], false);
+      const staff = ['Ann,+31690000001', 'Ben,+31690000002', 'Cas,+31690000003'];
+      // Without prune, a shorter file removes no one (as before).
+      const plain = await importOf(staff, false);
+      assert.deepEqual([plain.record.prune, plain.record.removed, plain.record.pruneNote], [false, 0, null]);
+      assert.equal((await phones()).length, 4);
+      // A rejected row: its person would be taken for a leaver, so no one goes.
+      const rejected = await importOf([...staff, 'Dee,0690000004'], true);
+      assert.equal(rejected.record.status, 'done');
+      assert.equal(rejected.record.removed, 0);
+      assert.match(rejected.record.pruneNote!, /no one removed: 1 row was rejected/);
+      assert.equal((await phones()).length, 4);
+      // The complete list: Dee and everyone imported by the tests before are removed.
+      const pruned = await importOf(staff, true);
+      assert.deepEqual([pruned.record.removed, pruned.record.pruneNote, pruned.counts.removed], [1 + everyoneElse, null, 1 + everyoneElse]);
+      assert.deepEqual(await phones(), ['+31690000001', '+31690000002', '+31690000003']);
+      assert.equal(await others(), 0);
+      const audit = await db.query<{ actor: string; action: string; details: { removed: number } }>(`select actor, action, details from audit_log where target = $1`, [pruned.record.id]);
+      assert.deepEqual(audit.rows, [{ actor: `import:${pruned.record.id}`, action: 'people removed: not in a complete list', details: { removed: 1 + everyoneElse } }]);
+    });
+
     test('an uploaded file stored in the database imports the same way; semicolons are detected', async () => {
       const content = Buffer.from('naam;telefoon;email\nGert;+32 470 12 34 56;gert@example.be\n');
       const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'upload.csv', content }));

@@ -290,6 +290,17 @@ describe('dashboard in a browser', () => {
     assert.equal(await rowError.locator('td.num').textContent(), '3', 'the rejected row is named by its line');
     await page.screenshot({ path: `${SCREENSHOTS}/import.png`, fullPage: true });
 
+    // The same list marked complete: everyone else is a leaver and goes; Petra stays.
+    const others = (await t.runtime.db.query<{ n: number }>(`select count(*)::int as n from people where phone <> '+31622233344'`)).rows[0]!.n;
+    await page.goto(`${base}/admin/imports`);
+    await page.fill('input[name=filename]', 'all-staff.csv');
+    await page.fill('textarea[name=content]', 'name,phone\nPetra Jansen,+31622233344\n');
+    await page.getByRole('checkbox', { name: /complete list/ }).check();
+    await page.getByRole('button', { name: 'Import' }).click();
+    await page.locator('[data-status="done"]').waitFor({ timeout: 15_000 });
+    assert.equal(await page.locator('#removed').textContent(), String(others));
+    assert.equal((await t.runtime.db.query('select 1 from people')).rowCount, 1);
+
     await page.goto(`${base}/admin/people?q=petra`);
     await page.getByRole('link', { name: 'Petra Jansen' }).click();
     await page.getByText('petra@example.com').waitFor();

@@ -60,6 +60,23 @@ test('import-people reports new, unchanged and rejected rows with their lines', 
   assert.deepEqual(imports.rows, [{ status: 'failed', finished: true }]);
 });
 
+test('import-people --prune: the complete list removes the people not in it; a rejected row stops it, with exit 1', async () => {
+  const csv = join(dir, 'all-staff.csv');
+  writeFileSync(csv, 'Name,Phone\nAnna,+31612345678\nLeaver,+31611113333\n');
+  assert.equal((await aiq(['import-people', csv])).code, 0);
+  writeFileSync(csv, 'Name,Phone\nAnna,+31612345678\nBad,0612\n');
+  const stopped = await aiq(['import-people', csv, '--prune']);
+  assert.equal(stopped.code, 1, stopped.out);
+  assert.match(stopped.out, /--prune: no one removed: 1 row was rejected/);
+  const before = (await t.db.query('select 1 from people')).rowCount;
+  writeFileSync(csv, 'Name,Phone\nAnna,+31612345678\n');
+  const pruned = await aiq(['import-people', csv, '--prune']);
+  assert.equal(pruned.code, 0, pruned.out);
+  const removed = before - 1;
+  assert.match(pruned.out, new RegExp(`removed ${removed} ${removed === 1 ? 'person' : 'people'} not in the file`));
+  assert.deepEqual((await t.db.query('select phone from people')).rows, [{ phone: '+31612345678' }]);
+});
+
 test('add-document chunks and queues the embedding; reembed embeds what is stale', async () => {
   const file = join(dir, 'handbook.md');
   writeFileSync(file, '# Leave\n\nEvery employee has 25 days of holiday.\n\n# Expenses\n\nReceipts go through the finance app.\n');

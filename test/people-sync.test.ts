@@ -89,3 +89,24 @@ test('a sync stopped halfway (a shutdown, a lost lease) ends its import failed, 
   assert.match(row.error, /the sync stopped: worker shutting down/);
   assert.ok(row.finished_at);
 });
+
+test('PEOPLE_SYNC_PRUNE: a source without a leaver removes them; one that would remove more than half removes no one', async () => {
+  await t.db.query('delete from people');
+  const prune = () => peopleSync(t.db, { url, maxBytes: 10_000, prune: true }, new AbortController().signal);
+  const list = (n: number) => ['Name,Phone', ...Array.from({ length: n }, (_, i) => `P${i},+3168000000${i}`)].join('\n');
+  answer = { status: 200, type: 'text/csv', body: list(4) };
+  assert.equal((await prune()).removed, 0);
+  // One department only, or the first page of a paged export: it looks like 3 leavers of 4.
+  answer = { status: 200, type: 'text/csv', body: list(1) };
+  const short = await prune();
+  assert.equal(short.removed, 0);
+  assert.match(short.pruneNote!, /would remove 3 of 4 people, more than half; is the source complete\?/);
+  assert.equal((await people()).length, 4);
+  answer = { status: 200, type: 'text/csv', body: list(3) };
+  const leaver = await prune();
+  assert.deepEqual([leaver.removed, leaver.pruneNote], [1, null]);
+  assert.deepEqual((await people()).map((p) => p.phone), ['+31680000000', '+31680000001', '+31680000002']);
+  // Set in the environment, it is read as a boolean; off by default.
+  assert.equal(loadConfig({ PEOPLE_SYNC_URL: url, PEOPLE_SYNC_PRUNE: 'true' }).PEOPLE_SYNC_PRUNE, true);
+  assert.equal(loadConfig({}).PEOPLE_SYNC_PRUNE, false);
+});

@@ -213,7 +213,7 @@ export async function importPeople({ values, positionals }: CommandInput, config
   const headerMap = headerMapOf(values.map as string[] | undefined);
   const estimate = estimateRows(path);
   return withRuntime(config, async (rt) => {
-    const importId = await importCreate(rt.db, { filename: basename(file), path });
+    const importId = await importCreate(rt.db, { filename: basename(file), path, prune: values.prune === true });
     const progress = new Progress('rows');
     try {
       await importPeopleExecute(rt.db, importId, { headerMap, onProgress: (c) => progress.update(c.rowsRead, estimate) });
@@ -232,6 +232,11 @@ export async function importPeople({ values, positionals }: CommandInput, config
     );
     for (const error of record.rowErrors.slice(0, SHOWN_ERRORS)) console.log(`  line ${error.line}: ${error.reason}`);
     if (record.rejected > SHOWN_ERRORS) console.log(`  … and ${record.rejected - SHOWN_ERRORS} more rejected rows`);
+    if (record.pruneNote) {
+      console.error(`--prune: ${record.pruneNote}`);
+      return 1;
+    }
+    if (record.prune) console.log(`removed ${record.removed} ${record.removed === 1 ? 'person' : 'people'} not in the file`);
     return 0;
   });
 }

@@ -34,8 +34,11 @@ export const knowledgeCommands: Command[] = [
     args: '<file.csv>',
     group: 'Knowledge',
     summary: `import employees from CSV by phone (columns ${FIELDS.join(', ')}; others become attributes)`,
-    options: { map: { type: 'string', multiple: true, value: '"Header=field"', description: `read a column as one of ${FIELDS.join(', ')}` } },
-    example: 'aiq import-people people.csv --map "Mobiel nummer=phone"',
+    options: {
+      map: { type: 'string', multiple: true, value: '"Header=field"', description: `read a column as one of ${FIELDS.join(', ')}` },
+      prune: { type: 'boolean', description: 'the file is the complete list: remove the people not in it (no one when a row is rejected)' },
+    },
+    example: 'aiq import-people people.csv --map "Mobiel nummer=phone"\naiq import-people all-staff.csv --prune',
     run: async (input, config) => (await import('./knowledge-actions.ts')).importPeople(input, config),
   },
   {

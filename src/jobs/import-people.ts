@@ -3,7 +3,7 @@
 // in the same transaction as their batch. A broken file fails at once with the reason.
 import { z } from 'zod';
 import type { Database, Queryable } from '../db/types.ts';
-import { importCreate, ImportFileError, importFail, importPeopleRun, type ImportCounts, type PersonField } from '../knowledge/csv-import.ts';
+import { importCreate, ImportFileError, importFail, importPeopleRun, type ImportCounts, type ImportPruneOutcome, type PersonField } from '../knowledge/csv-import.ts';
 import { jobEnqueue, PermanentJobError, type JobHandler } from '../queue/index.ts';
 
 export const IMPORT_PEOPLE = 'import_people';
@@ -17,7 +17,7 @@ export type ImportPeoplePayload = z.infer<typeof payloadSchema>;
 /** Records an import and enqueues its job in one transaction (the dashboard's upload). */
 export async function importPeopleEnqueue(
   tx: Queryable,
-  input: { filename: string; path?: string; content?: Uint8Array; headerMap?: Record<string, PersonField> },
+  input: { filename: string; path?: string; content?: Uint8Array; headerMap?: Record<string, PersonField>; prune?: boolean },
 ): Promise<{ importId: string; jobId: string }> {
   const importId = await importCreate(tx, input);
   const jobId = await jobEnqueue(tx, { type: IMPORT_PEOPLE, payload: { importId, headerMap: input.headerMap } });
@@ -28,13 +28,19 @@ export async function importPeopleEnqueue(
 export async function importPeopleExecute(
   db: Database,
   importId: string,
-  options: { headerMap?: Record<string, PersonField>; signal?: AbortSignal; onProgress?: (counts: ImportCounts) => void | Promise<void> } = {},
-): Promise<ImportCounts> {
+  options: {
+    headerMap?: Record<string, PersonField>;
+    signal?: AbortSignal;
+    onProgress?: (counts: ImportCounts) => void | Promise<void>;
+    pruneAtMostHalf?: boolean;
+  } = {},
+): Promise<ImportCounts & Partial<ImportPruneOutcome>> {
   try {
     return await importPeopleRun(db, importId, {
       headerMap: options.headerMap,
       signal: options.signal,
       onProgress: options.onProgress,
+      pruneAtMostHalf: options.pruneAtMostHalf,
     });
   } catch (err) {
     if (err instanceof ImportFileError) {

@@ -8,7 +8,7 @@ import type { Env } from '../config.ts';
 import type { Database } from '../db/types.ts';
 import { PermanentJobError, type JobHandler } from '../queue/index.ts';
 import { importPeopleExecute } from './import-people.ts';
-import { importCreate, importFail, type ImportCounts } from '../knowledge/csv-import.ts';
+import { importCreate, importFail, type ImportCounts, type ImportPruneOutcome } from '../knowledge/csv-import.ts';
 
 export const PEOPLE_SYNC = 'people_sync';
 const FETCH_TIMEOUT_MS = 30_000;
@@ -17,10 +17,14 @@ export interface PeopleSyncConfig {
   url: string;
   token?: string;
   maxBytes: number;
+  /** The source is the complete list: people not in it are removed (never more than half at once). */
+  prune?: boolean;
 }
 
-export function peopleSyncConfigOf(config: Pick<Env, 'PEOPLE_SYNC_URL' | 'PEOPLE_SYNC_TOKEN' | 'PEOPLE_SYNC_MAX_BYTES'>): PeopleSyncConfig | undefined {
-  return config.PEOPLE_SYNC_URL ? { url: config.PEOPLE_SYNC_URL, token: config.PEOPLE_SYNC_TOKEN, maxBytes: config.PEOPLE_SYNC_MAX_BYTES } : undefined;
+export function peopleSyncConfigOf(config: Pick<Env, 'PEOPLE_SYNC_URL' | 'PEOPLE_SYNC_TOKEN' | 'PEOPLE_SYNC_MAX_BYTES' | 'PEOPLE_SYNC_PRUNE'>): PeopleSyncConfig | undefined {
+  return config.PEOPLE_SYNC_URL
+    ? { url: config.PEOPLE_SYNC_URL, token: config.PEOPLE_SYNC_TOKEN, maxBytes: config.PEOPLE_SYNC_MAX_BYTES, prune: config.PEOPLE_SYNC_PRUNE }
+    : undefined;
 }
 
 /** A JSON array of flat objects as CSV: the header is every key, in order of first use. */
@@ -63,7 +67,7 @@ async function fetchSource(config: PeopleSyncConfig, signal: AbortSignal): Promi
   return { text, json: /json/.test(response.headers.get('content-type') ?? '') || /^\s*[[{]/.test(text) };
 }
 
-export async function peopleSync(db: Database, config: PeopleSyncConfig, signal: AbortSignal): Promise<{ importId: string } & ImportCounts> {
+export async function peopleSync(db: Database, config: PeopleSyncConfig, signal: AbortSignal): Promise<{ importId: string } & ImportCounts & Partial<ImportPruneOutcome>> {
   const source = await fetchSource(config, signal);
   let csv = source.text;
   if (source.json) {
@@ -76,9 +80,10 @@ export async function peopleSync(db: Database, config: PeopleSyncConfig, signal:
     csv = jsonPeopleToCsv(parsed);
   }
   if (!csv.trim()) throw new PermanentJobError('people sync: the source answered an empty list; nothing changed');
-  const importId = await importCreate(db, { filename: `sync from ${new URL(config.url).host}`, content: Buffer.from(csv, 'utf8') });
+  const importId = await importCreate(db, { filename: `sync from ${new URL(config.url).host}`, content: Buffer.from(csv, 'utf8'), prune: config.prune });
   try {
-    const counts = await importPeopleExecute(db, importId, { signal });
+    // Unattended: a source that answers half a list must not remove the other half.
+    const counts = await importPeopleExecute(db, importId, { signal, pruneAtMostHalf: true });
     return { importId, ...counts };
   } catch (err) {
     // This import is this attempt's own (a retry fetches afresh and makes another): ended

@@ -10,6 +10,7 @@ import { z } from 'zod';
 import type { Database, Queryable } from '../db/types.ts';
 import { personUpsertMany, phoneToE164, type PersonColumns, type PersonInput } from './people.ts';
 import { textEncodingOf } from './text-encoding.ts';
+import { auditRecord } from '../privacy/audit.ts';
 
 export type PersonField = 'name' | 'phone' | 'email' | 'department' | 'role';
 
@@ -67,6 +68,12 @@ export interface ImportCounts {
   rejected: number;
 }
 
+/** What a complete list's import removed (ImportRecord.prune), or why it removed no one. */
+export interface ImportPruneOutcome {
+  removed: number;
+  pruneNote: string | null;
+}
+
 export interface ImportRunOptions {
   /** Explicit header → field mapping, for headers the aliases do not know. */
   headerMap?: Record<string, PersonField>;
@@ -74,6 +81,12 @@ export interface ImportRunOptions {
   onProgress?(counts: ImportCounts): void | Promise<void>;
   signal?: AbortSignal;
   batchSize?: number;
+  /**
+   * For a complete list that no one looks at before it applies (the scheduled sync): remove
+   * no one when that would remove more than half of the people (a source that answered a
+   * first page, or one department, looks like a list of leavers).
+   */
+  pruneAtMostHalf?: boolean;
 }
 
 /** A problem with the file as a whole (no phone column, broken quoting): the import fails. */
@@ -83,22 +96,25 @@ export class ImportFileError extends Error {
 
 // --- the imports table ------------------------------------------------------------------
 
-export interface ImportRecord extends ImportCounts {
+export interface ImportRecord extends ImportCounts, ImportPruneOutcome {
   id: string;
   filename: string;
   path: string | null;
   status: 'pending' | 'running' | 'done' | 'failed';
   rowErrors: RowError[];
   error: string | null;
+  /** The file is the complete list: people not in it are removed when it ends. */
+  prune: boolean;
 }
 
 /** Records an import of a file the worker can read at `path`, or of uploaded `content`. */
-export async function importCreate(tx: Queryable, input: { filename: string; path?: string; content?: Uint8Array }): Promise<string> {
+export async function importCreate(tx: Queryable, input: { filename: string; path?: string; content?: Uint8Array; prune?: boolean }): Promise<string> {
   if ((input.path === undefined) === (input.content === undefined)) throw new Error('an import needs either a path or the file content');
-  const result = await tx.query<{ id: string }>('insert into imports (filename, path, content) values ($1, $2, $3) returning id', [
+  const result = await tx.query<{ id: string }>('insert into imports (filename, path, content, prune) values ($1, $2, $3, $4) returning id', [
     input.filename,
     input.path ?? null,
     input.content ?? null,
+    input.prune ?? false,
   ]);
   return result.rows[0]!.id;
 }
@@ -108,8 +124,9 @@ export async function importGet(db: Queryable, id: string): Promise<ImportRecord
   const result = await db.query<{
     id: string; filename: string; path: string | null; status: ImportRecord['status']; rows_read: number; inserted: number;
     updated: number; unchanged: number; rejected: number; row_errors: RowError[]; error: string | null;
+    prune: boolean; removed: number; prune_note: string | null;
   }>(
-    `select id, filename, path, status, rows_read, inserted, updated, unchanged, rejected, row_errors, error
+    `select id, filename, path, status, rows_read, inserted, updated, unchanged, rejected, row_errors, error, prune, removed, prune_note
      from imports where id = $1`,
     [id],
   );
@@ -118,6 +135,7 @@ export async function importGet(db: Queryable, id: string): Promise<ImportRecord
   return {
     id: r.id, filename: r.filename, path: r.path, status: r.status, rowsRead: r.rows_read, inserted: r.inserted, updated: r.updated,
     unchanged: r.unchanged, rejected: r.rejected, rowErrors: r.row_errors, error: r.error,
+    prune: r.prune, removed: r.removed, pruneNote: r.prune_note,
   };
 }
 
@@ -151,13 +169,13 @@ function importSource(db: Queryable, record: { id: string; path: string | null }
  * counters, so progress is visible while it runs and a crash loses at most one batch; a
  * re-run (same file) then finds the committed rows unchanged. Counters describe this run.
  */
-export async function importPeopleRun(db: Database, importId: string, options: ImportRunOptions): Promise<ImportCounts> {
-  const started = await db.query<{ id: string; path: string | null }>(
+export async function importPeopleRun(db: Database, importId: string, options: ImportRunOptions): Promise<ImportCounts & Partial<ImportPruneOutcome>> {
+  const started = await db.query<{ id: string; path: string | null; prune: boolean }>(
     `update imports
      set status = 'running', started_at = now(), finished_at = null, error = null,
-         rows_read = 0, inserted = 0, updated = 0, unchanged = 0, rejected = 0, row_errors = '[]'
+         rows_read = 0, inserted = 0, updated = 0, unchanged = 0, rejected = 0, row_errors = '[]', removed = 0, prune_note = null
      where id = $1 and status <> 'done'
-     returning id, path`,
+     returning id, path, prune`,
     [importId],
   );
   const record = started.rows[0];
@@ -236,8 +254,38 @@ export async function importPeopleRun(db: Database, importId: string, options: I
   }
   if (!header) throw new ImportFileError('the file is empty: expected a header line with at least a name and a phone column');
   await flush();
-  await db.query(`update imports set status = 'done', finished_at = now() where id = $1`, [importId]);
-  return counts;
+  if (!record.prune) {
+    await db.query(`update imports set status = 'done', finished_at = now() where id = $1`, [importId]);
+    return counts;
+  }
+  const phones = [...seen.keys()].map((digits) => `+${digits}`);
+  const pruned = await db.transaction((tx) => importPrune(tx, importId, phones, counts.rejected, options.pruneAtMostHalf === true));
+  return { ...counts, ...pruned };
+}
+
+/**
+ * Ends a complete list's import: removes the people whose phone it does not hold, in the
+ * transaction that marks it done (all or nothing), and audits it. Removes no one when a row
+ * was rejected (the person on it would be taken for a leaver), when no row was read, or,
+ * with `atMostHalf`, when more than half of the people would go; the note says which.
+ */
+async function importPrune(tx: Queryable, importId: string, phones: string[], rejected: number, atMostHalf: boolean): Promise<ImportPruneOutcome> {
+  const { rows } = await tx.query<{ people: number; missing: number }>(
+    `select count(*)::int as people, count(*) filter (where not (phone = any($1::text[])))::int as missing from people`,
+    [phones],
+  );
+  const { people, missing } = rows[0]!;
+  let pruneNote: string | null = null;
+  if (rejected > 0) pruneNote = `no one removed: ${rejected} row${rejected === 1 ? ' was' : 's were'} rejected, and the people on them would have been taken for leavers; correct the rows and import again`;
+  else if (phones.length === 0) pruneNote = 'no one removed: the file holds no one';
+  else if (atMostHalf && missing * 2 > people) pruneNote = `no one removed: it would remove ${missing} of ${people} people, more than half; is the source complete?`;
+  let removed = 0;
+  if (pruneNote === null && missing > 0) {
+    removed = (await tx.query(`delete from people where not (phone = any($1::text[]))`, [phones])).rowCount;
+    await auditRecord(tx, { actor: `import:${importId}`, action: 'people removed: not in a complete list', target: importId, result: 'ok', details: { removed } });
+  }
+  await tx.query(`update imports set status = 'done', finished_at = now(), removed = $2, prune_note = $3 where id = $1`, [importId, removed, pruneNote]);
+  return { removed, pruneNote };
 }
 
 interface HeaderPlan {

@@ -56,6 +56,11 @@ export const DocumentBody = z.object({
 export const ImportBody = z.object({
   filename: z.string().trim().min(1, 'name the file').max(300),
   content: z.string().refine((v) => v.trim() !== '', 'the CSV is empty: choose a file or paste its rows'),
+  /** The file is the complete list: people not in it are removed. A form's checkbox sends "on". */
+  prune: z
+    .union([z.boolean(), z.literal('on')])
+    .optional()
+    .transform((v) => v === true || v === 'on'),
 });
 
 /** The people cursor: the last row's (name, id). */

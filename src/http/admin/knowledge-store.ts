@@ -125,6 +125,6 @@ export function documentAddConfigured(runtime: Runtime, input: { title: string; 
 }
 
 /** Stores an uploaded CSV and enqueues its import job, in one transaction. */
-export async function importUpload(runtime: Runtime, input: { filename: string; content: string }): Promise<{ importId: string; jobId: string }> {
-  return runtime.db.transaction((tx) => importPeopleEnqueue(tx, { filename: input.filename, content: Buffer.from(input.content, 'utf8') }));
+export async function importUpload(runtime: Runtime, input: { filename: string; content: string; prune?: boolean }): Promise<{ importId: string; jobId: string }> {
+  return runtime.db.transaction((tx) => importPeopleEnqueue(tx, { filename: input.filename, content: Buffer.from(input.content, 'utf8'), prune: input.prune }));
 }

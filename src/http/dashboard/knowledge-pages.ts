@@ -104,6 +104,7 @@ function importsPage(ctx: PageContext, imports: ImportSummary[]): Html {
 <div class="filters"><label>CSV file<input type="file" accept=".csv,text/csv" data-into="content" data-name-into="filename"></label>
 <label>File name<input name="filename" value="upload.csv" required></label></div>
 <label>Rows (filled from the file, or paste them)<textarea name="content" rows="6"></textarea></label>
+<label><input type="checkbox" name="prune"> This file is the complete list: remove the people who are not in it (leavers). No one is removed when a row is rejected.</label>
 <p><button class="primary" type="submit">Import</button></p></form></div>
 <div id="live" data-refresh-ms="${running ? 1500 : 0}">
 ${
@@ -128,8 +129,9 @@ function importPage(ctx: PageContext, record: ImportRecord): Html {
 <div class="tiles">
 <div class="tile"><b>${record.rowsRead}</b><span>rows read</span></div><div class="tile"><b>${record.inserted}</b><span>new</span></div>
 <div class="tile"><b>${record.updated}</b><span>updated</span></div><div class="tile"><b>${record.unchanged}</b><span>unchanged</span></div>
-<div class="tile"><b>${record.rejected}</b><span>rejected</span></div></div>
+<div class="tile"><b>${record.rejected}</b><span>rejected</span></div>${record.prune ? html`<div class="tile"><b id="removed">${record.removed}</b><span>removed (not in the list)</span></div>` : ''}</div>
 ${record.error ? html`<div class="problem">${record.error}</div>` : ''}
+${record.pruneNote ? html`<div class="problem" id="prune-note">${record.pruneNote}</div>` : ''}
 <div class="card"><h2 style="margin-top:0">Rows not imported (${record.rejected})</h2>${
       record.rowErrors.length === 0
         ? html`<p class="muted">None.</p>`
