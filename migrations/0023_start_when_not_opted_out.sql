@@ -1,19 +1,23 @@
 -- A start keyword from a contact who never opted out is an ordinary message. The webhook
 -- recorded every START as an opt-in, and its autoreply job, reading the keyword again, sent
 -- "you are subscribed again" and nothing else: a contact who greets a bot with "Start"
--- (as many do) got a confirmation of something they never asked for, and no answer. Only
--- the store statement knows whether the contact was opted out when the message came, so
--- it says so in the job's payload: a start keyword's job carries `optIn`, true when the
--- message opted the contact back in, false when they were not opted out (the job then
--- answers it as any message, src/jobs/autoreply.ts). Jobs written before this migration
--- carry no `optIn` and are handled as before (the keyword is the opt-in).
+-- (as many do) got a confirmation of something they never asked for, and no answer.
+--
+-- Only the store statement knows whether the contact was opted out when the message came,
+-- and only its upsert knows it reliably: ON CONFLICT DO UPDATE sees the contact's newest
+-- version under its row lock (a STOP stored by a concurrent webhook included), where a
+-- read in the statement's snapshot would not. So the upsert records an opt-in that changed
+-- something in the new `contacts.opted_in_at` (when the contact last came back), returns
+-- whether it was this statement's, and the job's payload says so: a start keyword's job
+-- carries `optIn`, true when the message opted the contact back in, false when they were
+-- not opted out (the job then answers it as any message, src/jobs/autoreply.ts). Jobs
+-- written before this migration carry no `optIn` and are handled as before.
 --
 -- The two store functions (0017, one message; 0020, a batch) are replaced with the same
 -- signatures and results; only the payload gains the key, which the previous version's
 -- workers ignore (their payload schema drops keys it does not know), so a rolling upgrade
--- can run both. The contact's state is read in the statement's snapshot; a concurrent
--- admin opt-out committed between that read and the upsert's row lock (two processes, the
--- same instant) would make a START answered instead of confirmed, nothing worse.
+-- can run both.
+alter table contacts add column opted_in_at timestamptz;
 
 create or replace function aiq_inbound_store(
   sender text,              -- the contact's number, E.164
@@ -32,9 +36,6 @@ begin
   return query
   with known as (
     select 1 from messages where twilio_sid = sid
-  ), prior as (
-    -- The contact as this statement found it (the upsert below changes it).
-    select opted_out_at from contacts where whatsapp_number = sender
   ), contact as (
     insert into contacts (whatsapp_number, profile_name, opted_out_at, opted_out_by)
     select sender, sender_name, case when opt_change = 'out' then now() end, case when opt_change = 'out' then 'contact' end
@@ -43,8 +44,9 @@ begin
       set profile_name = coalesce(excluded.profile_name, contacts.profile_name),
           opted_out_at = case opt_change when 'out' then coalesce(contacts.opted_out_at, now()) when 'in' then null else contacts.opted_out_at end,
           opted_out_by = case opt_change when 'out' then coalesce(contacts.opted_out_by, 'contact') when 'in' then null else contacts.opted_out_by end,
+          opted_in_at = case when opt_change = 'in' and contacts.opted_out_at is not null then now() else contacts.opted_in_at end,
           updated_at = now()
-    returning id
+    returning id, coalesce(opted_in_at = now(), false) as opted_in
   ), conversation as (
     insert into conversations (contact_id, business_number, inbound_seq, last_inbound_at)
     select id, to_number, 1, now() from contact
@@ -64,10 +66,9 @@ begin
     insert into ai_jobs (type, payload, next_run_at, priority, max_attempts, ordering_key)
     select job_type,
            jsonb_build_object('messageId', message.id, 'conversationId', message.conversation_id)
-             || case when opt_change = 'in' then jsonb_build_object('optIn', exists (select 1 from prior where opted_out_at is not null)) else '{}' end,
-           now(),
-           0, coalesce(job_max_attempts, 3), message.conversation_id::text
-    from message, (select set_config('aiq.defer_notify', 'on', true)) as quiet
+             || case when opt_change = 'in' then jsonb_build_object('optIn', contact.opted_in) else '{}' end,
+           now(), 0, coalesce(job_max_attempts, 3), message.conversation_id::text
+    from message, contact, (select set_config('aiq.defer_notify', 'on', true)) as quiet
     returning payload
   )
   select (job.payload->>'messageId')::uuid, (job.payload->>'conversationId')::uuid from job;
@@ -97,9 +98,6 @@ begin
     -- A scalar subquery, not `not exists`: that one the planner may turn into an anti-join
     -- reading all of `messages`, a plan it would then keep for the session.
     where (select true from messages m where m.twilio_sid = b.sid) is null
-  ), prior as (
-    -- The contacts as this statement found them (the upsert below changes them).
-    select whatsapp_number, opted_out_at from contacts where whatsapp_number = any(senders)
   ), media as (
     select f.item, f.url, f.content_type, row_number() over (partition by f.item order by f.n) - 1 as position
     from unnest(media_items, media_urls, media_types) with ordinality as f(item, url, content_type, n)
@@ -114,8 +112,10 @@ begin
                            when 'out' then coalesce(k.opted_out_at, now()) when 'in' then null else k.opted_out_at end,
           opted_out_by = case (select opt_change from batch where sender = excluded.whatsapp_number)
                            when 'out' then coalesce(k.opted_out_by, 'contact') when 'in' then null else k.opted_out_by end,
+          opted_in_at = case when (select opt_change from batch where sender = excluded.whatsapp_number) = 'in' and k.opted_out_at is not null
+                             then now() else k.opted_in_at end,
           updated_at = now()
-    returning k.id, k.whatsapp_number
+    returning k.id, k.whatsapp_number, coalesce(k.opted_in_at = now(), false) as opted_in
   ), conversation as (
     insert into conversations as c (contact_id, business_number, inbound_seq, last_inbound_at)
     select contact.id, batch.to_number, 1, now()
@@ -144,12 +144,11 @@ begin
     insert into ai_jobs (type, payload, next_run_at, priority, max_attempts, ordering_key)
     select job_type,
            jsonb_build_object('messageId', message.id, 'conversationId', message.conversation_id)
-             || case when batch.opt_change = 'in'
-                  then jsonb_build_object('optIn', exists (select 1 from prior where prior.whatsapp_number = batch.sender and prior.opted_out_at is not null))
-                  else '{}' end,
+             || case when batch.opt_change = 'in' then jsonb_build_object('optIn', contact.opted_in) else '{}' end,
            now(), 0, coalesce(job_max_attempts, 3), message.conversation_id::text
     from message
     join batch on batch.sid = message.twilio_sid
+    join contact on contact.whatsapp_number = batch.sender
     cross join (select set_config('aiq.defer_notify', 'on', true)) as quiet
     returning payload
   )

@@ -2,6 +2,7 @@
 // for its own commit, redeliveries and positions behave as with one commit each, and a
 // message that fails takes no other message of its batch down with it.
 import assert from 'node:assert/strict';
+import pg from 'pg';
 import { after, before, describe, test } from 'node:test';
 import { InboundBatcher } from '../src/jobs/inbound-batch.ts';
 import { inboundStoreAndEnqueue, inboundStoreManyAndEnqueue } from '../src/jobs/autoreply.ts';
@@ -263,3 +264,40 @@ for (const backend of BACKENDS) {
     }
   });
 }
+
+test('a START stored while a STOP of the same contact is still committing opts them back in, and its job says so', async () => {
+  const t = await freshServerDatabase();
+  const stopper = new pg.Client({ connectionString: t.directUrl });
+  const starter = new pg.Client({ connectionString: t.directUrl });
+  await stopper.connect();
+  await starter.connect();
+  const queryable = (client: pg.Client): Queryable => ({ query: (text: string, values?: unknown[]) => client.query(text, values) }) as unknown as Queryable;
+  const message = (n: number, body: string, optChange: 'out' | 'in' | null): InboundMessageInput => ({
+    whatsappNumber: sender(900), body, mediaUrls: [], twilioSid: `SMrace${n}`, optChange, businessNumber: null,
+  });
+  try {
+    await inboundStoreAndEnqueue(t.db, message(0, 'hoi', null));
+    // One store function, then the other: the START waits for the STOP's row lock either way.
+    for (const [n, store] of [
+      [1, (db: Queryable, m: InboundMessageInput) => inboundStoreAndEnqueue(db, m)],
+      [3, (db: Queryable, m: InboundMessageInput) => inboundStoreManyAndEnqueue(db, [m, { ...m, whatsappNumber: sender(901), twilioSid: `${m.twilioSid}b` }])],
+    ] as const) {
+      await stopper.query('begin');
+      await inboundStoreAndEnqueue(queryable(stopper), message(n, 'STOP', 'out'));
+      const start = store(queryable(starter), message(n + 1, 'START', 'in'));
+      await waitFor(async () => (await t.db.query(`select 1 from pg_locks where not granted`)).rowCount! > 0, 'the START waiting for the lock');
+      await stopper.query('commit');
+      await start;
+      const state = await t.db.query<{ opted_out_at: Date | null; opt_in: boolean }>(
+        `select k.opted_out_at, j.payload->'optIn' as opt_in from contacts k, ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid
+         where k.whatsapp_number = $1 and m.twilio_sid = $2`,
+        [sender(900), `SMrace${n + 1}`],
+      );
+      assert.deepEqual(state.rows, [{ opted_out_at: null, opt_in: true }], `store ${n}: the START came after the STOP, so it opted them in`);
+    }
+  } finally {
+    await stopper.end();
+    await starter.end();
+    await t.close();
+  }
+});

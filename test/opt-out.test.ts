@@ -234,9 +234,12 @@ test('"Start" from a contact who never opted out is an ordinary message: answere
   assert.equal(greeting['status'], 'queued', 'the AI answers it');
   assert.equal(sentTo(phone).length, 1);
   assert.doesNotMatch(sentTo(phone)[0]!, /weer aangemeld/, 'no "subscribed again" for a contact who never left');
+  const optedInAt = async () => JSON.parse((await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(phone)}` })).body).contact.optedInAt;
+  assert.equal(await optedInAt(), null);
   // After a STOP, the same word is the opt-in again.
   await receive('STOP', phone);
   const start = await receive('START', phone);
   assert.equal(start['optChange'], 'in');
   assert.match(sentTo(phone).at(-1)!, /weer aangemeld/);
+  assert.ok(await optedInAt(), 'the export says when they came back');
 });

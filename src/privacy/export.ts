@@ -8,7 +8,7 @@ import { erasurePhone, JOBS_ABOUT_PERSON, lineAboutPerson, nationalPartOf, spell
 export interface PersonExport {
   exportedAt: string;
   phone: string;
-  contact: { profileName: string | null; optedOutAt: Date | null; optedOutBy: string | null; createdAt: Date; updatedAt: Date } | null;
+  contact: { profileName: string | null; optedOutAt: Date | null; optedOutBy: string | null; optedInAt: Date | null; createdAt: Date; updatedAt: Date } | null;
   person: { name: string; email: string | null; department: string | null; role: string | null; attributes: unknown; createdAt: Date; updatedAt: Date } | null;
   conversations: Array<{
     id: string;
@@ -41,8 +41,8 @@ export interface PersonExport {
 /** Null when aiq holds nothing for the number. */
 export async function personExport(db: Queryable, rawPhone: string): Promise<PersonExport | null> {
   const phone = erasurePhone(rawPhone);
-  const contact = (await db.query<{ id: string; profile_name: string | null; opted_out_at: Date | null; opted_out_by: string | null; created_at: Date; updated_at: Date }>(
-    'select id, profile_name, opted_out_at, opted_out_by, created_at, updated_at from contacts where whatsapp_number = $1',
+  const contact = (await db.query<{ id: string; profile_name: string | null; opted_out_at: Date | null; opted_out_by: string | null; opted_in_at: Date | null; created_at: Date; updated_at: Date }>(
+    'select id, profile_name, opted_out_at, opted_out_by, opted_in_at, created_at, updated_at from contacts where whatsapp_number = $1',
     [phone],
   )).rows[0];
   const person = (await db.query<{ id: string; name: string; email: string | null; department: string | null; role: string | null; attributes: unknown; created_at: Date; updated_at: Date }>(
@@ -81,7 +81,7 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
     exportedAt: new Date().toISOString(),
     phone,
     contact: contact
-      ? { profileName: contact.profile_name, optedOutAt: contact.opted_out_at, optedOutBy: contact.opted_out_by, createdAt: contact.created_at, updatedAt: contact.updated_at }
+      ? { profileName: contact.profile_name, optedOutAt: contact.opted_out_at, optedOutBy: contact.opted_out_by, optedInAt: contact.opted_in_at, createdAt: contact.created_at, updatedAt: contact.updated_at }
       : null,
     person: person
       ? { name: person.name, email: person.email, department: person.department, role: person.role, attributes: person.attributes, createdAt: person.created_at, updatedAt: person.updated_at }
