@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { importGet } from '../src/knowledge/csv-import.ts';
+import { importGet, importPeopleRun } from '../src/knowledge/csv-import.ts';
 import { phoneToE164 } from '../src/knowledge/people.ts';
 import { erasurePhone } from '../src/privacy/erasure.ts';
 import { importPeopleEnqueue, importPeopleExecute } from '../src/jobs/import-people.ts';
@@ -141,8 +141,24 @@ for (const backend of BACKENDS) {
       assert.deepEqual([pruned.record.removed, pruned.record.pruneNote, pruned.counts.removed], [1 + everyoneElse, null, 1 + everyoneElse]);
       assert.deepEqual(await phones(), ['+31690000001', '+31690000002', '+31690000003']);
       assert.equal(await others(), 0);
-      const audit = await db.query<{ actor: string; action: string; details: { removed: number } }>(`select actor, action, details from audit_log where target = $1`, [pruned.record.id]);
-      assert.deepEqual(audit.rows, [{ actor: `import:${pruned.record.id}`, action: 'people removed: not in a complete list', details: { removed: 1 + everyoneElse } }]);
+      const audit = await db.query<{ actor: string; action: string; details: { removed: number; phones: string[] } }>(`select actor, action, details from audit_log where target = $1`, [pruned.record.id]);
+      assert.equal(audit.rows.length, 1);
+      assert.deepEqual([audit.rows[0]!.actor, audit.rows[0]!.action, audit.rows[0]!.details.removed], [`import:${pruned.record.id}`, 'people removed: not in a complete list', 1 + everyoneElse]);
+      assert.ok(audit.rows[0]!.details.phones.includes('+31•••••••04'), `masked: ${audit.rows[0]!.details.phones.join(', ')}`);
+
+      // Someone added while the list is read (another import, the API) was not the list's to judge.
+      const content = Buffer.from(['name,phone', ...staff].join('\n'));
+      const { importId } = await db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'staff.csv', content, prune: true }));
+      let added = false;
+      await importPeopleRun(db, importId, {
+        batchSize: 1,
+        onProgress: async () => {
+          if (added) return;
+          added = true;
+          await db.query(`insert into people (name, phone, content_hash) values ('New hire', '+31690000009', 'x')`);
+        },
+      });
+      assert.deepEqual(await phones(), ['+31690000001', '+31690000002', '+31690000003', '+31690000009']);
     });
 
     test('an uploaded file stored in the database imports the same way; semicolons are detected', async () => {

@@ -106,6 +106,12 @@ test('PEOPLE_SYNC_PRUNE: a source without a leaver removes them; one that would 
   const leaver = await prune();
   assert.deepEqual([leaver.removed, leaver.pruneNote], [1, null]);
   assert.deepEqual((await people()).map((p) => p.phone), ['+31680000000', '+31680000001', '+31680000002']);
+  // A wrong list (another column read as the phone, another company's list): all new numbers.
+  // The people it adds do not count: it would remove all three who were there.
+  answer = { status: 200, type: 'text/csv', body: ['Name,Phone', 'X,+31680000007', 'Y,+31680000008', 'Z,+31680000009'].join('\n') };
+  const wrong = await prune();
+  assert.equal(wrong.removed, 0);
+  assert.match(wrong.pruneNote!, /would remove 3 of 3 people, more than half/);
   // Set in the environment, it is read as a boolean; off by default.
   assert.equal(loadConfig({ PEOPLE_SYNC_URL: url, PEOPLE_SYNC_PRUNE: 'true' }).PEOPLE_SYNC_PRUNE, true);
   assert.equal(loadConfig({}).PEOPLE_SYNC_PRUNE, false);

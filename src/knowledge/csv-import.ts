@@ -11,6 +11,7 @@ import type { Database, Queryable } from '../db/types.ts';
 import { personUpsertMany, phoneToE164, type PersonColumns, type PersonInput } from './people.ts';
 import { textEncodingOf } from './text-encoding.ts';
 import { auditRecord } from '../privacy/audit.ts';
+import { maskPhone } from '../logger.ts';
 
 export type PersonField = 'name' | 'phone' | 'email' | 'department' | 'role';
 
@@ -31,6 +32,8 @@ export const HEADER_ALIASES: Record<string, PersonField> = {
 const BATCH_SIZE = 1000;
 /** Row errors kept on the import record; the `rejected` count stays exact beyond it. */
 const MAX_STORED_ROW_ERRORS = 1000;
+// The masked numbers a complete list's audit entry names (the count is exact).
+const AUDITED_REMOVALS = 100;
 /** Bytes read per statement from an uploaded file stored in the database. */
 const STORED_SLICE_BYTES = 1 << 20;
 
@@ -265,14 +268,18 @@ export async function importPeopleRun(db: Database, importId: string, options: I
 
 /**
  * Ends a complete list's import: removes the people whose phone it does not hold, in the
- * transaction that marks it done (all or nothing), and audits it. Removes no one when a row
- * was rejected (the person on it would be taken for a leaver), when no row was read, or,
- * with `atMostHalf`, when more than half of the people would go; the note says which.
+ * transaction that marks it done (all or nothing), and audits it. Only people who were
+ * there when the import started: one added meanwhile (another import, the API) was not
+ * the file's to judge. Removes no one when a row was rejected (the person on it would be
+ * taken for a leaver), when no row was read, or, with `atMostHalf`, when more than half of
+ * the people there before would go; the note says which.
  */
 async function importPrune(tx: Queryable, importId: string, phones: string[], rejected: number, atMostHalf: boolean): Promise<ImportPruneOutcome> {
   const { rows } = await tx.query<{ people: number; missing: number }>(
-    `select count(*)::int as people, count(*) filter (where not (phone = any($1::text[])))::int as missing from people`,
-    [phones],
+    `select count(*)::int as people, count(*) filter (where not (p.phone = any($1::text[])))::int as missing
+     from people p, imports i
+     where i.id = $2 and p.created_at < i.started_at`,
+    [phones, importId],
   );
   const { people, missing } = rows[0]!;
   let pruneNote: string | null = null;
@@ -281,8 +288,16 @@ async function importPrune(tx: Queryable, importId: string, phones: string[], re
   else if (atMostHalf && missing * 2 > people) pruneNote = `no one removed: it would remove ${missing} of ${people} people, more than half; is the source complete?`;
   let removed = 0;
   if (pruneNote === null && missing > 0) {
-    removed = (await tx.query(`delete from people where not (phone = any($1::text[]))`, [phones])).rowCount;
-    await auditRecord(tx, { actor: `import:${importId}`, action: 'people removed: not in a complete list', target: importId, result: 'ok', details: { removed } });
+    const gone = await tx.query<{ phone: string }>(
+      `delete from people p using imports i
+       where i.id = $2 and p.created_at < i.started_at and not (p.phone = any($1::text[]))
+       returning p.phone`,
+      [phones, importId],
+    );
+    removed = gone.rows.length;
+    // Masked, as in the logs: enough to answer "was this number removed?", not a copy of the list.
+    const shown = gone.rows.slice(0, AUDITED_REMOVALS).map((r) => maskPhone(r.phone));
+    await auditRecord(tx, { actor: `import:${importId}`, action: 'people removed: not in a complete list', target: importId, result: 'ok', details: { removed, phones: shown } });
   }
   await tx.query(`update imports set status = 'done', finished_at = now(), removed = $2, prune_note = $3 where id = $1`, [importId, removed, pruneNote]);
   return { removed, pruneNote };
