@@ -229,7 +229,10 @@ test('a redelivered STOP changes nothing twice and confirms once; STOP then STAR
 
 test('"Start" from a contact who never opted out is an ordinary message: answered, not confirmed as an opt-in', async () => {
   const phone = '+31644445555';
+  const optIns = async () => Number(/aiq_whatsapp_opt_changes_total\{change="in",by="contact"\} (\d+)/.exec((await m.app.inject({ method: 'GET', url: '/metrics' })).body)?.[1] ?? 0);
+  const optInsBefore = await optIns();
   const greeting = await receive('Start', phone);
+  assert.equal(await optIns(), optInsBefore, 'not counted as an opt-in');
   assert.equal(greeting['optChange'], undefined, JSON.stringify(greeting));
   assert.equal(greeting['status'], 'queued', 'the AI answers it');
   assert.equal(sentTo(phone).length, 1);
@@ -242,4 +245,5 @@ test('"Start" from a contact who never opted out is an ordinary message: answere
   assert.equal(start['optChange'], 'in');
   assert.match(sentTo(phone).at(-1)!, /weer aangemeld/);
   assert.ok(await optedInAt(), 'the export says when they came back');
+  assert.equal(await optIns(), optInsBefore + 1);
 });

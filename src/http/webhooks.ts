@@ -10,7 +10,7 @@ import { InboundBatcher } from '../jobs/inbound-batch.ts';
 import { TWILIO_STATUSES, messageStatusUpdate } from '../messaging/conversations.ts';
 import { SIGNATURE_HEADER, STATUS_CALLBACK_PATH, WHATSAPP_WEBHOOK_PATH, signatureValid, signedUrl, twilioErrorText, webhookSecret } from '../messaging/twilio.ts';
 import { maskPhone } from '../logger.ts';
-import { optChangeOf, optKeywordsOf } from '../messaging/opt-out.ts';
+import { optChangeOf, optInChangedBy, optKeywordsOf } from '../messaging/opt-out.ts';
 import type { Runtime } from '../runtime.ts';
 
 // Twilio sends no NUL, and PostgreSQL text cannot hold one: refuse it as malformed (400)
@@ -112,7 +112,8 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
       request.log.warn({ businessNumber }, 'a message to a business number PROFILES_FILE does not name: answered with the default profile (its prompt, every document); add the number to the file if it is yours');
     }
     if (stored) {
-      if (optChange) {
+      // A start keyword from a contact who was not opted out changed nothing: not counted.
+      if (optChange === 'out' || (optChange === 'in' && (await optInChangedBy(db, stored.messageId)))) {
         runtime.metrics.observeOptChange(optChange, 'contact');
         request.log.info({ from: maskPhone(input.From), conversationId: stored.conversationId, change: optChange }, optChange === 'out' ? 'contact opted out' : 'contact opted in');
       }

@@ -69,6 +69,21 @@ export async function optOutSetByAdmin(db: Queryable, conversationId: string, ch
   return result.rowCount > 0;
 }
 
+/**
+ * Whether a stored start keyword opted its contact back in (false: they were not opted out,
+ * and it changed nothing). The store statement sets the contact's opted_in_at to its own
+ * time when it does (migrations/0023_start_when_not_opted_out.sql), the message's time too.
+ */
+export async function optInChangedBy(db: Queryable, messageId: string): Promise<boolean> {
+  const result = await db.query<{ changed: boolean }>(
+    `select k.opted_in_at is not distinct from m.created_at as changed
+     from messages m join conversations c on c.id = m.conversation_id join contacts k on k.id = c.contact_id
+     where m.id = $1`,
+    [messageId],
+  );
+  return result.rows[0]?.changed === true;
+}
+
 /** Why nothing may be sent to an opted-out contact, for refusals and job results. */
 export function optedOutReason(state: OptOutState): string {
   const by = state.optedOutBy === 'admin' ? 'an admin recorded their opt-out' : 'they sent a stop keyword';
