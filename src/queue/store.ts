@@ -147,11 +147,16 @@ export interface Completion {
 //     lets the planner read an index of processing rows instead, through every dead entry
 //     a drain leaves behind until vacuum (70,000 entries read for 500 rows, measured).
 //     Heartbeat and release below do the same.
-//   * The (id, attempt) pairs are matched as one hashed `= any` test, not by joining an
-//     unnest: with a stale row estimate the join became a nested loop over the whole
-//     batch for every row (O(n²): 90 ms for 500 rows).
-//   * Results ride along as one JSON object keyed by the same id/attempt (null when no
-//     job returned anything, the common case), so a stale attempt's result can never be
+//   * Each row's attempts are looked up in one JSON object keyed by id (a binary search in
+//     jsonb; a list, since a batch can hold a stale attempt's completion next to the
+//     current one's), not matched by joining an unnest: with a stale row estimate the join became
+//     a nested loop over the whole batch for every row (O(n²): 90 ms for 500 rows). Nor as
+//     an `id/attempt = any(text[])` test: PostgreSQL hashes such a list only when it is a
+//     constant, and a prepared statement's generic plan gets it as a parameter, so every
+//     row was compared with every key (O(n²) again: in a drain, 45% of PostgreSQL's time
+//     went to those text comparisons).
+//   * Results ride along as one JSON object keyed by id/attempt (null when no job
+//     returned anything, the common case), so a stale attempt's result can never be
 //     written to the attempt that completes.
 const COMPLETE_MANY_SQL = `
   update ai_jobs j
@@ -161,7 +166,7 @@ const COMPLETE_MANY_SQL = `
       finished_at = now(),
       updated_at = now()
   where j.id = any($1::uuid[])
-    and j.id::text || '/' || j.attempts = any($2::text[])
+    and ($2::jsonb -> j.id::text) @> to_jsonb(j.attempts)
     and j.locked_by = $4
     and j.locked_until is not null
   returning j.id, j.ordering_key`;
@@ -205,9 +210,11 @@ export async function jobCompleteMany(
   const results = completions.filter((c) => c.result !== undefined);
   // Each result on its own: one that cannot be written as JSON must not fail the batch.
   const resultsJson = results.length > 0 ? `{${results.map((c) => `${JSON.stringify(key(c))}:${resultJson(c.result)}`).join(',')}}` : null;
+  const attempts: Record<string, number[]> = {};
+  for (const c of completions) (attempts[c.id] ??= []).push(c.attempt);
   const result = await db.query<{ id: string; ordering_key: string | null }>(COMPLETE_MANY_SQL, [
     completions.map((c) => c.id),
-    completions.map(key),
+    JSON.stringify(attempts),
     resultsJson,
     workerId,
   ]);
