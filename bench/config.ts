@@ -7,6 +7,12 @@ export interface Plan {
   drainJobs: number;
   /** pg-boss at its defaults takes 10 jobs per 2 s poll: 20,000 would take over an hour. */
   pollBoundJobs: number;
+  /**
+   * A backlog, drained by aiq and graphile-worker at their best settings: a drain of 20,000
+   * jobs is over in under a second, and cost that grows with the batches (a completion that
+   * compared every job with every other) showed only from ~100,000.
+   */
+  backlogJobs: number;
   pickupJobs: number;
   pickupIntervalMs: number;
   /**
@@ -52,6 +58,7 @@ export const FULL: Plan = {
   rounds: 3,
   drainJobs: 20_000,
   pollBoundJobs: 60,
+  backlogJobs: 100_000,
   pickupJobs: 500,
   pickupIntervalMs: 5,
   pickupWarmupJobs: 20,
@@ -79,6 +86,7 @@ export const QUICK: Plan = {
   rounds: 1,
   drainJobs: 500,
   pollBoundJobs: 20,
+  backlogJobs: 1_000,
   pickupJobs: 30,
   pickupIntervalMs: 5,
   pickupWarmupJobs: 5,
@@ -122,6 +130,9 @@ export const DRAIN_CONFIGS: Config[] = [
 ];
 
 /** pg-boss at its defaults takes 5 jobs/s: 200 jobs/s arriving would only measure its backlog. */
+/** The backlog drain: aiq and graphile-worker at their best (pg-boss tuned takes ~25 s per 100,000). */
+export const BACKLOG_CONFIGS = DRAIN_CONFIGS.filter((c) => c.variant === 'best' && (c.system === 'aiq' || c.system === 'graphile-worker'));
+
 export const PICKUP_CONFIGS = DRAIN_CONFIGS.filter((c) => !(c.system === 'pg-boss' && c.variant === 'defaults'));
 
 /**

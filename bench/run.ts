@@ -15,7 +15,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { DRAIN_CONFIGS, FULL, HOL_CONFIGS, PICKUP_CONFIGS, POOLER_CONFIGS, QUICK, configName, type Config } from './config.ts';
+import { BACKLOG_CONFIGS, DRAIN_CONFIGS, FULL, HOL_CONFIGS, PICKUP_CONFIGS, POOLER_CONFIGS, QUICK, configName, type Config } from './config.ts';
 import { PIPELINE_AIQ, PIPELINE_SCRIPT, WEBHOOK_AIQ, WEBHOOK_FLOOR_INSERT, WEBHOOK_FLOOR_NONE, pipelinePrefilledName, webhookBusyName, webhookPrefilledName } from './config.ts';
 import { dropLeftovers } from './lib/database.ts';
 import { Results } from './lib/results.ts';
@@ -86,6 +86,10 @@ async function main(): Promise<void> {
           results.record('drain', name, round, f.drainRate!);
           results.record('enqueue', name, round, f.enqueueRate!);
         });
+      }
+      for (const config of BACKLOG_CONFIGS) {
+        const name = configName(config);
+        await measure(round, `backlog drain ${name} (${plan.backlogJobs} jobs)`, () => drain(config, plan.backlogJobs), (f) => results.record('backlog drain', name, round, f.drainRate!));
       }
     }
     if (scenarios.has('pickup')) {

@@ -72,6 +72,7 @@ export function ratioRows(results: Results, plan: Plan): RatioRow[] {
     // Issue #18 raised the tuned drain target from 1× (issue #3) to 1.5×.
     row('drain: aiq best / graphile-worker tuned', results.ratio('drain', 'aiq best', 'graphile-worker best'), '>=', 1.5),
     row('drain: aiq best / pg-boss tuned', results.ratio('drain', 'aiq best', 'pg-boss best'), '>=', 5),
+    row(`drain, ${countText(plan.backlogJobs)}-job backlog: aiq best / graphile-worker tuned`, results.ratio('backlog drain', 'aiq best', 'graphile-worker best')),
     row('drain: aiq defaults / pg-boss defaults', results.ratio('drain', 'aiq defaults', 'pg-boss defaults')),
     row('drain: aiq defaults / seed loop', results.ratio('drain', 'aiq defaults', 'seed defaults')),
     row('bulk enqueue: aiq / graphile-worker', results.ratio('enqueue', 'aiq best', 'graphile-worker best')),
@@ -192,7 +193,7 @@ export function renderMarkdown(results: Results, ratios: RatioRow[], machine: Ma
       : []),
     '| other figure | value |',
     '|---|---:|',
-    ...(['scale', 'scale enqueue', 'pipeline overhead p50', 'pipeline overhead p99', 'pipeline burst', 'pipeline burst cpu per message', 'pipeline burst cores busy', 'pipeline burst time per job besides the LLM', 'cli', 'capacity', 'commits per message'] as Figure[]).flatMap((f) =>
+    ...(['backlog drain', 'scale', 'scale enqueue', 'pipeline overhead p50', 'pipeline overhead p99', 'pipeline burst', 'pipeline burst cpu per message', 'pipeline burst cores busy', 'pipeline burst time per job besides the LLM', 'cli', 'capacity', 'commits per message'] as Figure[]).flatMap((f) =>
       [...(results.values.get(f)?.keys() ?? [])].map((c) => `| ${f} ${UNITS[f]}: ${c} | ${cell(f, c)} |`),
     ),
     '',

@@ -4,6 +4,7 @@ import { median, summarise, type Summary } from './stats.ts';
 
 export type Figure =
   | 'drain'
+  | 'backlog drain'
   | 'enqueue'
   | 'pickup p50'
   | 'pickup p95'
@@ -28,6 +29,7 @@ export type Figure =
 
 export const UNITS: Record<Figure, string> = {
   drain: 'jobs/s',
+  'backlog drain': 'jobs/s',
   enqueue: 'jobs/s',
   'pickup p50': 'ms',
   'pickup p95': 'ms',
