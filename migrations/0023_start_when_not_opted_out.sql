@@ -98,6 +98,14 @@ begin
     -- A scalar subquery, not `not exists`: that one the planner may turn into an anti-join
     -- reading all of `messages`, a plan it would then keep for the session.
     where (select true from messages m where m.twilio_sid = b.sid) is null
+  ), keyword as (
+    -- The batch's opt-out and opt-in keywords, by sender and by MessageSid: usually none.
+    -- Looked up below per row, where 0020 scanned the whole batch for each row (twice per
+    -- contact: a cost that grew with the square of the batch).
+    select coalesce(jsonb_object_agg(sender, opt_change), '{}') as by_sender,
+           coalesce(jsonb_object_agg(sid, opt_change), '{}') as by_sid
+    from batch
+    where opt_change is not null
   ), media as (
     select f.item, f.url, f.content_type, row_number() over (partition by f.item order by f.n) - 1 as position
     from unnest(media_items, media_urls, media_types) with ordinality as f(item, url, content_type, n)
@@ -108,11 +116,11 @@ begin
     order by sender
     on conflict (whatsapp_number) do update
       set profile_name = coalesce(excluded.profile_name, k.profile_name),
-          opted_out_at = case (select opt_change from batch where sender = excluded.whatsapp_number)
+          opted_out_at = case (select by_sender ->> excluded.whatsapp_number from keyword)
                            when 'out' then coalesce(k.opted_out_at, now()) when 'in' then null else k.opted_out_at end,
-          opted_out_by = case (select opt_change from batch where sender = excluded.whatsapp_number)
+          opted_out_by = case (select by_sender ->> excluded.whatsapp_number from keyword)
                            when 'out' then coalesce(k.opted_out_by, 'contact') when 'in' then null else k.opted_out_by end,
-          opted_in_at = case when (select opt_change from batch where sender = excluded.whatsapp_number) = 'in' and k.opted_out_at is not null
+          opted_in_at = case when (select by_sender ->> excluded.whatsapp_number from keyword) = 'in' and k.opted_out_at is not null
                              then now() else k.opted_in_at end,
           updated_at = now()
     returning k.id, k.whatsapp_number, coalesce(k.opted_in_at = now(), false) as opted_in
@@ -144,12 +152,12 @@ begin
     insert into ai_jobs (type, payload, next_run_at, priority, max_attempts, ordering_key)
     select job_type,
            jsonb_build_object('messageId', message.id, 'conversationId', message.conversation_id)
-             || case when batch.opt_change = 'in' then jsonb_build_object('optIn', contact.opted_in) else '{}' end,
+             || case when (select by_sid ->> message.twilio_sid from keyword) = 'in'
+                  then jsonb_build_object('optIn', (select contact.opted_in from contact join batch on batch.sender = contact.whatsapp_number
+                                                     where batch.sid = message.twilio_sid))
+                  else '{}' end,
            now(), 0, coalesce(job_max_attempts, 3), message.conversation_id::text
-    from message
-    join batch on batch.sid = message.twilio_sid
-    join contact on contact.whatsapp_number = batch.sender
-    cross join (select set_config('aiq.defer_notify', 'on', true)) as quiet
+    from message, (select set_config('aiq.defer_notify', 'on', true)) as quiet
     returning payload
   )
   select batch.position, (job.payload->>'messageId')::uuid, (job.payload->>'conversationId')::uuid
