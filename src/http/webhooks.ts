@@ -10,7 +10,7 @@ import { InboundBatcher } from '../jobs/inbound-batch.ts';
 import { TWILIO_STATUSES, messageStatusUpdate } from '../messaging/conversations.ts';
 import { SIGNATURE_HEADER, STATUS_CALLBACK_PATH, WHATSAPP_WEBHOOK_PATH, signatureValid, signedUrl, twilioErrorText, webhookSecret } from '../messaging/twilio.ts';
 import { maskPhone } from '../logger.ts';
-import { optChangeOf, optInChangedBy, optKeywordsOf } from '../messaging/opt-out.ts';
+import { optChangeOf, optChangeRecorded, optKeywordsOf } from '../messaging/opt-out.ts';
 import type { Runtime } from '../runtime.ts';
 
 // Twilio sends no NUL, and PostgreSQL text cannot hold one: refuse it as malformed (400)
@@ -113,9 +113,10 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
     }
     if (stored) {
       // A start keyword from a contact who was not opted out changed nothing: not counted.
-      if (optChange === 'out' || (optChange === 'in' && (await optInChangedBy(db, stored.messageId)))) {
-        runtime.metrics.observeOptChange(optChange, 'contact');
-        request.log.info({ from: maskPhone(input.From), conversationId: stored.conversationId, change: optChange }, optChange === 'out' ? 'contact opted out' : 'contact opted in');
+      const recorded = await optChangeRecorded(db, optChange, stored.messageId);
+      if (recorded) {
+        runtime.metrics.observeOptChange(recorded, 'contact');
+        request.log.info({ from: maskPhone(input.From), conversationId: stored.conversationId, change: recorded }, recorded === 'out' ? 'contact opted out' : 'contact opted in');
       }
       // Ids and a masked number only: message text stays out of the logs.
       request.log.info({ messageSid: input.MessageSid, from: maskPhone(input.From), messageId: stored.messageId, conversationId: stored.conversationId, media: mediaUrls.length }, 'inbound WhatsApp message stored');

@@ -70,18 +70,20 @@ export async function optOutSetByAdmin(db: Queryable, conversationId: string, ch
 }
 
 /**
- * Whether a stored start keyword opted its contact back in (false: they were not opted out,
- * and it changed nothing). The store statement sets the contact's opted_in_at to its own
- * time when it does (migrations/0023_start_when_not_opted_out.sql), the message's time too.
+ * The change a stored keyword message made: a stop keyword always records one; a start
+ * keyword only when the contact was opted out (else null: "Start" as a greeting). The store
+ * statement sets the contact's opted_in_at to its own time when it opts them in
+ * (migrations/0023_start_when_not_opted_out.sql), which is the message's time too.
  */
-export async function optInChangedBy(db: Queryable, messageId: string): Promise<boolean> {
+export async function optChangeRecorded(db: Queryable, change: OptChange | null, messageId: string): Promise<OptChange | null> {
+  if (change !== 'in') return change;
   const result = await db.query<{ changed: boolean }>(
     `select k.opted_in_at is not distinct from m.created_at as changed
      from messages m join conversations c on c.id = m.conversation_id join contacts k on k.id = c.contact_id
      where m.id = $1`,
     [messageId],
   );
-  return result.rows[0]?.changed === true;
+  return result.rows[0]?.changed === true ? 'in' : null;
 }
 
 /** Why nothing may be sent to an opted-out contact, for refusals and job results. */

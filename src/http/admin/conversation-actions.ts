@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { inboundStoreAndEnqueue, outboxDepsOf } from '../../jobs/autoreply.ts';
 import { suggestEnqueue, suggestionGet, suggestionMarkSent } from '../../jobs/suggest.ts';
 import { conversationGet, type Conversation, type Message } from '../../messaging/conversations.ts';
-import { optChangeOf, optedOutReason, optInChangedBy, optKeywordsOf, optOutSetByAdmin, optOutStateOf, type OptChange } from '../../messaging/opt-out.ts';
+import { optChangeOf, optChangeRecorded, optedOutReason, optKeywordsOf, optOutSetByAdmin, optOutStateOf, type OptChange } from '../../messaging/opt-out.ts';
 import { OptedOutError, replyDispatch, replyWriteAdmin, type ReplyOutcome } from '../../messaging/outbox.ts';
 import type { Queryable } from '../../db/types.ts';
 import type { Runtime } from '../../runtime.ts';
@@ -146,6 +146,7 @@ export async function inboundSimulate(runtime: Runtime, input: { from: string; b
     twilioSid: `SM${randomBytes(16).toString('hex')}`,
   });
   if (!stored) throw new Error('simulated message was not stored');
-  if (optChange === 'out' || (optChange === 'in' && (await optInChangedBy(runtime.db, stored.messageId)))) runtime.metrics.observeOptChange(optChange, 'contact');
+  const recorded = await optChangeRecorded(runtime.db, optChange, stored.messageId);
+  if (recorded) runtime.metrics.observeOptChange(recorded, 'contact');
   return stored;
 }
