@@ -4,6 +4,7 @@
 // (TEST_POOLER_URL), and the tests below that need a pooler run there.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
@@ -83,6 +84,36 @@ test('over the server\'s own Unix socket the probe sees the server itself', asyn
     const probe = await poolerProbe(`postgres://${url.username}@/${url.pathname.slice(1)}?host=${encodeURIComponent(dir!.trim())}&port=${port}`);
     assert.deepEqual([probe.mode, probe.direct], ['direct', true]);
   } finally {
+    await t.close();
+  }
+});
+
+test('a proxy whose own connection to the server has the same port number as ours to it is not taken for the server', async () => {
+  // Seen once in CI: PgBouncer's connection to PostgreSQL had, by chance, the ephemeral port
+  // of the probe's connection to PgBouncer, and the probe said "direct". Here a TCP proxy on
+  // ::1 makes that chance certain: it connects to the server from 127.0.0.1 with the port its
+  // client has on ::1 (the two address families do not share ports).
+  const t = await freshServerDatabase();
+  const upstream = new URL(t.directUrl!);
+  const proxy = createServer((client) => {
+    const server = connect({ host: upstream.hostname, port: Number(upstream.port || 5432), localAddress: '127.0.0.1', localPort: client.remotePort });
+    server.on('error', () => client.destroy());
+    client.on('error', () => server.destroy());
+    client.pipe(server).pipe(client);
+  });
+  try {
+    await new Promise<void>((resolve) => proxy.listen(0, '::1', resolve));
+    const proxied = `postgres://${upstream.username}@[::1]:${(proxy.address() as AddressInfo).port}${upstream.pathname}`;
+    const seen = new pg.Client({ connectionString: proxied });
+    await seen.connect();
+    const { client_port } = (await seen.query<{ client_port: number }>('select inet_client_port() as client_port')).rows[0]!;
+    assert.equal(client_port, (seen.connection.stream as Socket).localPort, 'the server sees our port number: the case under test');
+    await seen.end();
+    // One TCP connection per client: sessions persist, as behind a session-mode pooler.
+    const probe = await poolerProbe(proxied);
+    assert.deepEqual([probe.mode, probe.direct], ['session', false]);
+  } finally {
+    proxy.close();
     await t.close();
   }
 });

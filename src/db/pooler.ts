@@ -1,8 +1,10 @@
 // Whether a connection string reaches PostgreSQL directly or through a connection pooler
 // (PgBouncer, Supabase's pooler, RDS Proxy …), and in which mode, found by asking it.
 //
-// Direct is only what is proven: over TCP the server sees our socket's own port as its
-// client's (a pooler, proxy or NAT in between shows it theirs); over a Unix socket the server
+// Direct is only what is proven: over TCP the server sees our socket's own address and port
+// as its client's, and was reached on the port we dialled (a pooler, proxy or NAT in between
+// shows its own; the port alone is not enough: a pooler's own connection to the server can
+// get the same ephemeral port number as ours to the pooler, seen once in CI); over a Unix socket the server
 // sees a Unix-socket client and listens on the very socket we dialled. Anything else sits
 // behind a pooler or proxy, and the question is whether our session keeps its server
 // session, which is what LISTEN needs: a notification sent from a second session reaches a
@@ -32,12 +34,15 @@ const NOTIFY_WAIT_MS = 1000;
 interface ServerFacts {
   pid: number;
   port: number;
+  client_addr: string | null;
   client_port: number | null;
+  server_port: number | null;
   socket_dirs: string;
 }
 
 const FACTS_SQL = `
-  select pg_backend_pid() as pid, current_setting('port')::int as port, inet_client_port() as client_port,
+  select pg_backend_pid() as pid, current_setting('port')::int as port,
+         host(inet_client_addr()) as client_addr, inet_client_port() as client_port, inet_server_port() as server_port,
          current_setting('unix_socket_directories') as socket_dirs`;
 
 export async function poolerProbe(connectionString: string): Promise<PoolerProbe> {
@@ -64,10 +69,18 @@ export async function poolerProbe(connectionString: string): Promise<PoolerProbe
 
 /** The server itself answered: it sees our socket, or listens on the Unix socket we dialled. */
 function reachesServer(client: pg.Client, facts: ServerFacts): boolean {
-  const ourPort = (client.connection.stream as Partial<Socket>).localPort;
-  if (!client.host.startsWith('/')) return facts.client_port !== null && facts.client_port === ourPort;
+  const ours = client.connection.stream as Partial<Socket>;
+  if (!client.host.startsWith('/')) {
+    return facts.client_port !== null && facts.client_port === ours.localPort && facts.server_port === client.port && sameAddress(facts.client_addr, ours.localAddress);
+  }
   const dirs = facts.socket_dirs.split(',').map((dir) => dir.trim().replace(/\/+$/, ''));
   return facts.client_port === null && facts.port === client.port && dirs.includes(client.host.replace(/\/+$/, ''));
+}
+
+/** An IPv4 client of a dual-stack socket shows as ::ffff:a.b.c.d on one side and a.b.c.d on the other. */
+function sameAddress(a: string | null, b: string | undefined): boolean {
+  const plain = (address: string) => address.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, '').toLowerCase();
+  return a !== null && b !== undefined && plain(a) === plain(b);
 }
 
 /** A notification from a second session reaches the first, listening one: its server session is its own. */
