@@ -226,6 +226,36 @@ for (const backend of BACKENDS) {
       assert.match(record.rowErrors[0]!.reason, /not readable as CSV: .*quote.*line 3/i);
     });
 
+    test('a cell with line breaks is one row: the rows after it keep the numbers a spreadsheet shows (CRLF files too)', async () => {
+      const rows = [
+        'name,phone,Address', // 1
+        'Anna,+31655500001,"Street 1\r\nUtrecht"', // 2, two text lines
+        'Bram,0612345678,Here', // 3 bad phone
+        '', // 4 blank
+        'Chloe,+31655500002,"a\r\nb\r\nc"', // 5, three text lines
+        'Dirk,+31655500001,There', // 6 duplicate of 2
+      ];
+      for (const [eol, name] of [['\r\n', 'crlf'], ['\n', 'lf']] as const) {
+        const path = join(dir, `multiline-${name}-${backend.name}.csv`);
+        writeFileSync(path, rows.map((row) => row.replaceAll('\r\n', eol)).join(eol) + eol);
+        const { record } = await runImport(t.db, path);
+        assert.deepEqual(record.rowErrors.map((e) => e.line), [3, 6], name);
+        assert.match(record.rowErrors[1]!.reason, /already appears on line 2/, name);
+        const anna = await t.db.query<{ attributes: Record<string, string> }>(`select attributes from people where phone = '+31655500001'`);
+        assert.deepEqual(anna.rows[0]!.attributes, { Address: 'Street 1\nUtrecht' }, name);
+      }
+      // The file is read in chunks of 64 KiB: a CR that ends one, inside a quoted cell, and
+      // its LF that starts the next are still one line break.
+      const path = join(dir, `chunked-crlf-${backend.name}.csv`);
+      const fillers = Array.from({ length: 2000 }, (_, i) => `P${i},+3161${String(i).padStart(7, '0')},x\r\n`);
+      const before = 'name,phone,Note\r\n' + fillers.join('') + 'Zed,+31699999999,"';
+      const crAt = 64 * 1024 - 1;
+      assert.ok(before.length < crAt);
+      writeFileSync(path, before + 'n'.repeat(crAt - before.length) + '\r\nend"\r\nBad,06,x\r\n');
+      const chunked = await runImport(t.db, path);
+      assert.deepEqual(chunked.record.rowErrors.map((e) => e.line), [2 + fillers.length + 1]);
+    });
+
     test('a path the worker cannot read fails the import at once', async () => {
       const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'gone.csv', path: join(dir, 'does-not-exist.csv') }));
       await assert.rejects(importPeopleExecute(t.db, importId), /cannot read the file: ENOENT/);

@@ -226,14 +226,13 @@ export async function importPeopleRun(db: Database, importId: string, options: I
       counts.rowsRead += 1;
       errors.push({ line, reason });
     });
-    for await (const { record: cells, info } of parser) {
+    for await (const { cells, line } of parser) {
       if (options.signal?.aborted) throw options.signal.reason ?? new Error('import aborted');
       if (!header) {
         header = headerPlan(cells, options.headerMap);
         continue;
       }
       counts.rowsRead += 1;
-      const line = info.lines;
       // Not text (a file in another encoding than it says): refused without quoting it, as
       // PostgreSQL stores no NUL.
       const row = cells.some((cell) => cell.includes('\u0000')) ? { line, reason: 'the row holds NUL characters: save the file as UTF-8 CSV' } : rowFrom(cells, header, line);
@@ -359,13 +358,25 @@ function rowFrom(cells: string[], plan: HeaderPlan, line: number): { person: Per
   return { person: { ...parsed.data, attributes } };
 }
 
+/** A record's cells and its line as a spreadsheet numbers it (the header is line 1). */
+interface CsvRow {
+  cells: string[];
+  line: number;
+}
+
 /**
- * A csv-parse stream over the source, decoded as textEncodingOf says, delimiter sniffed from
- * the first line (`,`, `;` or tab: spreadsheets in many locales write `;`). A quote inside
- * an unquoted value is kept as written (Jan "Johnny" Smit). A record the parser cannot read
- * goes to `onSkip` with its line, and the rest of the file is read on.
+ * The records of a csv-parse stream over the source, decoded as textEncodingOf says,
+ * delimiter sniffed from the first line (`,`, `;` or tab: spreadsheets in many locales write
+ * `;`). A quote inside an unquoted value is kept as written (Jan "Johnny" Smit). A record the
+ * parser cannot read goes to `onSkip` with its line, and the rest of the file is read on.
+ *
+ * Lines are counted as a spreadsheet shows rows: a cell that holds line breaks (an address
+ * in quotes) is one row, not several, so every row after it keeps the number the admin sees.
+ * csv-parse counts text lines where a record ends, and counts a CRLF inside quotes as two;
+ * the text reaches it with CRLF as LF (a cell's line breaks are stored as LF), and the line
+ * breaks inside the cells read so far are taken off its count.
  */
-async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: number, reason: string) => void): Promise<AsyncIterable<{ record: string[]; info: Info }>> {
+async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: number, reason: string) => void): Promise<AsyncIterable<CsvRow>> {
   const iterator = source[Symbol.asyncIterator]();
   const first = await iterator.next();
   const decoder = new TextDecoder(first.done ? 'utf-8' : textEncodingOf(first.value.subarray(0, 64 * 1024)));
@@ -384,25 +395,44 @@ async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: numb
     trim: true,
     skip_records_with_error: true,
     on_skip: (err) => {
-      if (err) onSkip(Number(err.lines), `not readable as CSV: ${err.message}`);
+      if (err) onSkip(Number(err.lines) - breaksInCells, `not readable as CSV: ${err.message}`);
       return undefined;
     },
   });
+  let breaksInCells = 0;
+  // A chunk that ends in CR holds it back: the LF that may follow comes in the next one.
+  let heldCr = '';
+  const lf = (text: string, last = false) => {
+    const joined = heldCr + text;
+    heldCr = !last && joined.endsWith('\r') ? '\r' : '';
+    return (heldCr ? joined.slice(0, -1) : joined).replaceAll('\r\n', '\n');
+  };
   const input = Readable.from(
     (async function* () {
-      if (firstText) yield firstText;
+      if (firstText) yield lf(firstText);
       for (;;) {
         const next = await iterator.next();
         if (next.done) break;
-        const text = decoder.decode(next.value, { stream: true });
+        const text = lf(decoder.decode(next.value, { stream: true }));
         if (text) yield text;
       }
-      const rest = decoder.decode();
+      const rest = lf(decoder.decode(), true);
       if (rest) yield rest;
     })(),
     { objectMode: false },
   );
   input.on('error', (err) => parser.destroy(err));
   input.pipe(parser);
-  return parser as AsyncIterable<{ record: string[]; info: Info }>;
+  return (async function* () {
+    for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: Info }>) {
+      breaksInCells += record.reduce((sum, cell) => sum + countOf(cell, '\n'), 0);
+      yield { cells: record, line: info.lines - breaksInCells };
+    }
+  })();
+}
+
+function countOf(text: string, char: string): number {
+  let count = 0;
+  for (let at = text.indexOf(char); at !== -1; at = text.indexOf(char, at + 1)) count += 1;
+  return count;
 }
