@@ -161,15 +161,24 @@ describe('admin API', () => {
     const b = await failedJob(t, 'bulk_type', 'timeout talking to the LLM');
     const other = await failedJob(t, 'bulk_type', 'bad payload');
     const dry = await t.app.inject({ method: 'POST', url: '/api/jobs/retry-failed', headers: auth, payload: { type: 'bulk_type', q: 'timeout', dryRun: true } });
-    assert.deepEqual(dry.json(), { count: 2, retried: false });
+    const { failedBy, ...counted } = dry.json();
+    assert.deepEqual(counted, { count: 2, retried: false });
+    assert.match(failedBy, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
     assert.equal((await jobGet(t.runtime.db, a))!.status, 'failed', 'dry run changes nothing');
-    const run = await t.app.inject({ method: 'POST', url: '/api/jobs/retry-failed', headers: auth, payload: { type: 'bulk_type', q: 'timeout' } });
+    // One more fails after the count: a retry bounded by the count's failedBy leaves it.
+    const later = await failedJob(t, 'bulk_type', 'timeout talking to the LLM');
+    const run = await t.app.inject({ method: 'POST', url: '/api/jobs/retry-failed', headers: auth, payload: { type: 'bulk_type', q: 'timeout', failedBy } });
     assert.deepEqual(run.json(), { count: 2, retried: true });
     assert.equal((await jobGet(t.runtime.db, a))!.status, 'pending');
     assert.equal((await jobGet(t.runtime.db, b))!.status, 'pending');
     assert.equal((await jobGet(t.runtime.db, other))!.status, 'failed');
+    assert.equal((await jobGet(t.runtime.db, later))!.status, 'failed');
+    // Without a bound, all that match now.
+    const unbounded = await t.app.inject({ method: 'POST', url: '/api/jobs/retry-failed', headers: auth, payload: { type: 'bulk_type', q: 'timeout' } });
+    assert.deepEqual(unbounded.json(), { count: 1, retried: true });
+    assert.equal((await jobGet(t.runtime.db, later))!.status, 'pending');
 
-    for (const payload of [{ type: 5 }, { dryRun: 'yes' }, { status: 'done' }, { q: '' }]) {
+    for (const payload of [{ type: 5 }, { dryRun: 'yes' }, { status: 'done' }, { q: '' }, { failedBy: 'yesterday' }, { failedBy: '2026-02-30T10:00:00Z' }]) {
       const response = await t.app.inject({ method: 'POST', url: '/api/jobs/retry-failed', headers: auth, payload });
       assert.equal(response.statusCode, 400, JSON.stringify(payload));
       assert.ok(response.json().error.length > 0);

@@ -136,6 +136,9 @@ describe('dashboard in a browser', () => {
     await page.locator('#confirm-count').waitFor();
     assert.match((await page.locator('#confirm-count').textContent())!, /Retry all 3 failed jobs matching type "autoreply_demo"/);
     await page.screenshot({ path: `${SCREENSHOTS}/bulk-retry.png` });
+    // One more fails while the admin reads the prompt: the click retries the three it named.
+    const later = await jobEnqueue(t.runtime.db, { type: 'autoreply_demo', payload: { n: 3 }, maxAttempts: 1 });
+    await waitFor(async () => (await jobGet(t.runtime.db, later))!.status === 'failed', 'a fourth job failed');
     llmUp = true;
     await page.getByRole('button', { name: 'Retry 3 jobs' }).click();
     await page.getByText('Retrying 3 jobs').waitFor();
@@ -144,6 +147,8 @@ describe('dashboard in a browser', () => {
       return jobs.every((j) => j!.status === 'done');
     }, 'all three done');
     llmUp = false;
+    assert.equal((await jobGet(t.runtime.db, later))!.status, 'failed', 'the job that failed after the count was not retried');
+    await t.runtime.db.query('delete from ai_jobs where id = $1', [later]);
   });
 
   test('overview shows counts and charts', async () => {

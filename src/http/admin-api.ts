@@ -5,7 +5,7 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { usageReport } from '../ai/costs.ts';
-import { jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats, scheduleEnable, scheduleList } from '../queue/index.ts';
+import { jobCount, jobGet, jobList, jobRetry, jobRetryCount, jobRetryMany, jobStats, scheduleEnable, scheduleList } from '../queue/index.ts';
 import { jobCancelChecked, REPLY_IN_FLIGHT } from '../jobs/cancel-guard.ts';
 import type { Runtime } from '../runtime.ts';
 import { conversationApi } from './admin-api-conversations.ts';
@@ -15,7 +15,7 @@ import { parseOr400 } from './api-input.ts';
 import type { AuthFailureLimiter } from './auth-failures.ts';
 import { OPEN_ELSEWHERE, admit, bearerToken, loopbackHost, type AdminAuth } from './auth.ts';
 import { crossSiteRefusal, isStateChanging } from './cross-site.ts';
-import { IdParams, JobFilterQuery, toJobFilter } from './admin/inputs.ts';
+import { IdParams, JobFilterQuery, RetryBound, toJobFilter } from './admin/inputs.ts';
 import { jobMinuteStats, jobSlowList } from './admin/queue-queries.ts';
 
 const JobListQuery = JobFilterQuery.extend({
@@ -26,8 +26,10 @@ const RetryFailedBody = z
   .object({
     type: z.string().trim().min(1).max(200).optional(),
     q: z.string().trim().min(1).max(200).optional(),
-    /** Only count what would be retried (for a confirmation prompt). */
+    /** Only count what would be retried (for a confirmation prompt); the answer's failedBy bounds the retry to those. */
     dryRun: z.boolean().default(false),
+    /** Retry only jobs that had failed by then (a dry run's failedBy); without it, all that match now. */
+    failedBy: RetryBound.optional(),
   })
   .strict();
 
@@ -146,8 +148,8 @@ export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth; l
     const body = parseOr400(RetryFailedBody, request.body, reply);
     if (!body) return reply;
     const filter = { status: 'failed' as const, type: body.type, search: body.q };
-    if (body.dryRun) return { count: await jobCount(db, filter), retried: false };
-    return { count: await jobRetryMany(db, filter), retried: true };
+    if (body.dryRun) return { ...(await jobRetryCount(db, filter)), retried: false };
+    return { count: await jobRetryMany(db, filter, body.failedBy), retried: true };
   });
 
   await app.register(conversationApi, { runtime });

@@ -131,14 +131,53 @@ export async function jobRetry(db: Queryable, id: string): Promise<boolean> {
   return result.rowCount > 0;
 }
 
-/** Retries every failed (default) or cancelled job matching the filter; returns how many. */
-export async function jobRetryMany(db: Queryable, filter: JobFilter): Promise<number> {
+// A bulk retry is confirmed as "retry these N": the count says when it was made, and the
+// retry takes only jobs that had failed by then. Jobs failing between the two (an outage
+// while the admin reads the prompt) are left for another decision. The bound is the count's
+// statement time, to the microsecond; a failure committing during the count with a finish
+// time just before it is the one job that may go with the N uncounted.
+const RETRY_BOUND_WHERE = `($6::timestamptz is null or finished_at <= $6)`;
+
+const RETRY_COUNT_SQL = `
+  select count(*)::int as count, to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as failed_by
+  from ai_jobs
+  where status in ('failed', 'cancelled') and status = $1 and ${FILTER_WHERE} and finished_at <= now()`;
+
+export interface RetryPreview {
+  count: number;
+  /** Pass to jobRetryMany: it then retries only these jobs, not those failing after the count. */
+  failedBy: string;
+}
+
+function retryStatus(filter: JobFilter): 'failed' | 'cancelled' {
   const status = filter.status ?? 'failed';
   if (status !== 'failed' && status !== 'cancelled') throw new RangeError('only failed or cancelled jobs can be retried');
+  return status;
+}
+
+/** How many jobs a bulk retry of this filter would put back now (for "retry all N?"). */
+export async function jobRetryCount(db: Queryable, filter: JobFilter): Promise<RetryPreview> {
+  const result = await db.query<{ count: number; failed_by: string }>(RETRY_COUNT_SQL, filterValues({ ...filter, status: retryStatus(filter) }));
+  const row = result.rows[0]!;
+  return { count: row.count, failedBy: row.failed_by };
+}
+
+/** A failedBy as jobRetryCount gives it (an ISO time in UTC); anything else is refused. */
+export function isRetryBound(text: string): boolean {
+  return CURSOR_TIME.test(text) && realTime(text);
+}
+
+/**
+ * Retries every failed (default) or cancelled job matching the filter; returns how many.
+ * With `failedBy` (from jobRetryCount), only those that had failed by then.
+ */
+export async function jobRetryMany(db: Queryable, filter: JobFilter, failedBy?: string): Promise<number> {
+  const status = retryStatus(filter);
+  if (failedBy !== undefined && !isRetryBound(failedBy)) throw new RangeError('invalid failedBy time');
   // The constant statuses let the update find its rows through the listing index.
   const result = await db.query(
-    `update ai_jobs set ${RETRY_SET} where status in ('failed', 'cancelled') and status = $1 and ${FILTER_WHERE}`,
-    filterValues({ ...filter, status }),
+    `update ai_jobs set ${RETRY_SET} where status in ('failed', 'cancelled') and status = $1 and ${FILTER_WHERE} and ${RETRY_BOUND_WHERE}`,
+    [...filterValues({ ...filter, status }), failedBy ?? null],
   );
   if (result.rowCount > 0) await db.query(`select pg_notify('aiq_jobs', '')`);
   return result.rowCount;

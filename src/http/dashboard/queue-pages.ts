@@ -3,14 +3,14 @@
 // Every action is a POST that redirects back with a notice (post/redirect/get).
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
-import { JOB_STATUSES, jobCount, jobGet, jobList, jobRetry, jobRetryMany, jobStats, type Job } from '../../queue/index.ts';
+import { JOB_STATUSES, jobGet, jobList, jobRetry, jobRetryCount, jobRetryMany, jobStats, type Job, type RetryPreview } from '../../queue/index.ts';
 import { jobCancelChecked, REPLY_IN_FLIGHT } from '../../jobs/cancel-guard.ts';
 import type { Runtime } from '../../runtime.ts';
 import { actionQuery, actionRetried, pageContext, queryString } from './access.ts';
 import { barChart, lineChart } from './charts.ts';
 import { html, type Html } from './html.ts';
 import { actionButton, badge, csrfField, duration, page, when, type PageContext, sendPage } from './layout.ts';
-import { IdParams, JobFilterQuery, optional, toJobFilter } from '../admin/inputs.ts';
+import { IdParams, JobFilterQuery, optional, RetryFailedForm, toJobFilter } from '../admin/inputs.ts';
 import { jobMinuteStats, jobSlowList } from '../admin/queue-queries.ts';
 
 const JobListQuery = JobFilterQuery.extend({ after: optional(z.string().max(200)) });
@@ -166,7 +166,7 @@ ${job.result !== null && job.result !== undefined ? html`<div class="card"><h2 s
   );
 }
 
-function confirmPage(ctx: PageContext, filter: z.infer<typeof JobFilterQuery>, count: number): Html {
+function confirmPage(ctx: PageContext, filter: z.infer<typeof JobFilterQuery>, { count, failedBy }: RetryPreview): Html {
   const described = [filter.type ? `type "${filter.type}"` : 'any type', filter.q ? `text "${filter.q}"` : ''].filter(Boolean).join(', ');
   return page(
     ctx,
@@ -178,7 +178,7 @@ ${
     ? html`<p>No failed jobs match (${described}).</p><p><a href="/admin/jobs${queryString({ status: 'failed', type: filter.type, q: filter.q })}">« back</a></p>`
     : html`<p id="confirm-count">Retry all <b>${count}</b> failed job${count === 1 ? '' : 's'} matching ${described}? Each gets a fresh set of attempts; its error history is kept.</p>
 <form method="post" action="/admin/jobs/retry-failed">${csrfField(ctx)}
-<input type="hidden" name="type" value="${filter.type ?? ''}"><input type="hidden" name="q" value="${filter.q ?? ''}">
+<input type="hidden" name="type" value="${filter.type ?? ''}"><input type="hidden" name="q" value="${filter.q ?? ''}"><input type="hidden" name="failedBy" value="${failedBy}">
 <button class="primary" type="submit">Retry ${count} job${count === 1 ? '' : 's'}</button>
 <a href="/admin/jobs${queryString({ status: 'failed', type: filter.type, q: filter.q })}">cancel</a></form>`
 }</div>`,
@@ -210,14 +210,14 @@ export const queuePages: FastifyPluginAsync<{ runtime: Runtime }> = async (app, 
     const ctx = pageContext(request);
     const parsed = JobFilterQuery.safeParse(request.query);
     if (!parsed.success) return sendPage(reply.status(400), page({ ...ctx, problem: `Bad filter: ${parsed.error.issues[0]?.message}` }, 'jobs', 'Retry failed jobs', html`<p><a href="/admin/jobs">clear the filter</a></p>`));
-    const count = await jobCount(db, { ...toJobFilter(parsed.data), status: 'failed' });
-    return sendPage(reply, confirmPage(ctx, parsed.data, count));
+    return sendPage(reply, confirmPage(ctx, parsed.data, await jobRetryCount(db, { ...toJobFilter(parsed.data), status: 'failed' })));
   });
 
   app.post('/admin/jobs/retry-failed', async (request, reply) => {
-    const parsed = JobFilterQuery.safeParse(request.body ?? {});
+    const parsed = RetryFailedForm.safeParse(request.body ?? {});
     if (!parsed.success) return reply.redirect(`/admin/jobs${actionQuery(request, { problem: `Bad filter: ${parsed.error.issues[0]?.message}` })}`, 303);
-    const count = await jobRetryMany(db, { ...toJobFilter(parsed.data), status: 'failed' });
+    // Only what the confirmation counted: jobs that had failed by the time it was shown.
+    const count = await jobRetryMany(db, { ...toJobFilter(parsed.data), status: 'failed' }, parsed.data.failedBy);
     const back = { type: parsed.data.type, q: parsed.data.q };
     return reply.redirect(`/admin/jobs${actionQuery(request, { ...back, notice: `Retrying ${count} job${count === 1 ? '' : 's'}: they are pending again.` })}`, 303);
   });
