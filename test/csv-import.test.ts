@@ -223,7 +223,8 @@ for (const backend of BACKENDS) {
       const record = (await importGet(t.db, importId))!;
       assert.equal(record.status, 'done');
       assert.equal(record.rowErrors.length, 1);
-      assert.match(record.rowErrors[0]!.reason, /not readable as CSV: .*quote.*line 3/i);
+      assert.equal(record.rowErrors[0]!.line, 3);
+      assert.match(record.rowErrors[0]!.reason, /not readable as CSV: .*quote/i);
     });
 
     test('a cell with line breaks is one row: the rows after it keep the numbers a spreadsheet shows (CRLF files too)', async () => {
@@ -254,6 +255,30 @@ for (const backend of BACKENDS) {
       writeFileSync(path, before + 'n'.repeat(crAt - before.length) + '\r\nend"\r\nBad,06,x\r\n');
       const chunked = await runImport(t.db, path);
       assert.deepEqual(chunked.record.rowErrors.map((e) => e.line), [2 + fillers.length + 1]);
+    });
+
+    test('rows the parser cannot read, blank rows and cells with line breaks: no row is lost, each keeps its spreadsheet number', async () => {
+      const path = join(dir, `odd-rows-${backend.name}.csv`);
+      const rows = [
+        'name,phone,Note', // 1
+        'Anna,+31655510011,"two\nlines"', // 2
+        '"Bram" x,+31655510012,kept as written', // 3: a quote, then more than spaces
+        '," \n ",', // 4: blank but for a line break in quotes: skipped
+        'Cees,0612345678,"old\rstyle"', // 5: bad phone; a lone CR inside the cell
+        '"Smit, Eva" ,+31655510014,spaces after the quote', // 6
+        'Daan,+31655510015,"never closed', // 7
+      ];
+      writeFileSync(path, rows.join('\n') + '\n');
+      const { record } = await runImport(t.db, path);
+      assert.deepEqual(
+        record.rowErrors.map((e) => [e.line, e.reason.slice(0, 40)]),
+        [
+          [5, 'phone "0612345678" is not an internation'],
+          [7, 'not readable as CSV: Quote Not Closed: t'],
+        ],
+      );
+      const names = await t.db.query<{ name: string }>(`select name from people where phone like '+316555100%' order by phone`);
+      assert.deepEqual(names.rows.map((r) => r.name), ['Anna', '"Bram" x', 'Smit, Eva']);
     });
 
     test('a path the worker cannot read fails the import at once', async () => {

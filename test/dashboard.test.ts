@@ -95,6 +95,12 @@ describe('dashboard with ADMIN_TOKEN', () => {
     assert.equal(crossSite.statusCode, 403);
     assert.equal((await jobGet(t.runtime.db, id))!.status, 'failed', 'nothing changed');
 
+    // A bulk retry's bound that is not a time the count gave: refused, nothing retried.
+    const badBound = await t.app.inject({ method: 'POST', url: '/admin/jobs/retry-failed', headers: { cookie, origin: 'http://localhost' }, payload: { _csrf: csrf, type: 'csrf', failedBy: 'yesterday' } });
+    assert.equal(badBound.statusCode, 303);
+    assert.equal(new URL(String(badBound.headers.location), 'http://localhost').searchParams.get('problem'), 'Bad filter: must be the failedBy time the count gave');
+    assert.equal((await jobGet(t.runtime.db, id))!.status, 'failed', 'nothing changed');
+
     const ok = await t.app.inject({ method: 'POST', url: `/admin/jobs/${id}/retry`, headers: { cookie, origin: 'http://localhost:80' }, payload: { _csrf: csrf } });
     assert.equal(ok.statusCode, 303);
     assert.equal((await jobGet(t.runtime.db, id))!.status, 'pending');

@@ -31,7 +31,7 @@ export interface PoolerProbe {
 /** How long a notification may take to come back through a session-mode pooler. */
 const NOTIFY_WAIT_MS = 1000;
 
-interface ServerFacts {
+export interface ServerFacts {
   pid: number;
   port: number;
   client_addr: string | null;
@@ -70,11 +70,21 @@ export async function poolerProbe(connectionString: string): Promise<PoolerProbe
 /** The server itself answered: it sees our socket, or listens on the Unix socket we dialled. */
 function reachesServer(client: pg.Client, facts: ServerFacts): boolean {
   const ours = client.connection.stream as Partial<Socket>;
-  if (!client.host.startsWith('/')) {
-    return facts.client_port !== null && facts.client_port === ours.localPort && facts.server_port === client.port && sameAddress(facts.client_addr, ours.localAddress);
-  }
+  if (!client.host.startsWith('/')) return seesOurSocket({ address: ours.localAddress, port: ours.localPort, dialledPort: client.port }, facts);
   const dirs = facts.socket_dirs.split(',').map((dir) => dir.trim().replace(/\/+$/, ''));
   return facts.client_port === null && facts.port === client.port && dirs.includes(client.host.replace(/\/+$/, ''));
+}
+
+/**
+ * Over TCP: the server's client is our socket (address and port), and it was reached on the
+ * port we dialled. Each part alone has been seen to match through a pooler: PgBouncer and
+ * the server on one host, its connection to the server by chance on our port number.
+ */
+export function seesOurSocket(
+  ours: { address: string | undefined; port: number | undefined; dialledPort: number },
+  facts: Pick<ServerFacts, 'client_addr' | 'client_port' | 'server_port'>,
+): boolean {
+  return facts.client_port !== null && facts.client_port === ours.port && facts.server_port === ours.dialledPort && sameAddress(facts.client_addr, ours.address);
 }
 
 /** An IPv4 client of a dual-stack socket shows as ::ffff:a.b.c.d on one side and a.b.c.d on the other. */

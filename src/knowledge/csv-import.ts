@@ -5,7 +5,7 @@
 // Knows nothing of the queue: the caller says what to do with new or changed people.
 import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
-import { CsvError, parse, type Info } from 'csv-parse';
+import { CsvError, parse } from 'csv-parse';
 import { z } from 'zod';
 import type { Database, Queryable } from '../db/types.ts';
 import { personUpsertMany, phoneToE164, type PersonColumns, type PersonInput } from './people.ts';
@@ -226,7 +226,8 @@ export async function importPeopleRun(db: Database, importId: string, options: I
       counts.rowsRead += 1;
       errors.push({ line, reason });
     });
-    for await (const { cells, line } of parser) {
+    for await (const cells of parser) {
+      const { line } = cells;
       if (options.signal?.aborted) throw options.signal.reason ?? new Error('import aborted');
       if (!header) {
         header = headerPlan(cells, options.headerMap);
@@ -358,11 +359,8 @@ function rowFrom(cells: string[], plan: HeaderPlan, line: number): { person: Per
   return { person: { ...parsed.data, attributes } };
 }
 
-/** A record's cells and its line as a spreadsheet numbers it (the header is line 1). */
-interface CsvRow {
-  cells: string[];
-  line: number;
-}
+/** A record's cells, with its line as a spreadsheet numbers it (the header is line 1). */
+type CsvRow = string[] & { line: number };
 
 /**
  * The records of a csv-parse stream over the source, decoded as textEncodingOf says,
@@ -383,23 +381,33 @@ async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: numb
   const firstText = first.done ? '' : decoder.decode(first.value, { stream: true });
   const firstLine = firstText.split(/\r?\n/, 1)[0] ?? '';
   const delimiter = [',', ';', '\t'].map((d) => ({ d, n: firstLine.split(d).length })).sort((a, b) => b.n - a.n)[0]!.d;
+  // Line breaks inside the cells of the records read so far: csv-parse counts them as lines.
+  let breaksInCells = 0;
   const parser = parse({
-    info: true,
     delimiter,
     skip_empty_lines: true,
-    // A spreadsheet's blank rows come as ",,,,," (";;;;;"): skipped like empty lines, not
-    // reported as rows without a name.
-    skip_records_with_empty_values: true,
     relax_column_count: true,
     relax_quotes: true,
-    trim: true,
+    // Leading spaces only: csv-parse's rtrim, after a closing quote followed by anything but
+    // spaces ("Bram" x), skipped that record and then dropped the rest of the file without a
+    // word. Without it such a value is kept as written, and cells are trimmed below.
+    ltrim: true,
     skip_records_with_error: true,
     on_skip: (err) => {
-      if (err) onSkip(Number(err.lines) - breaksInCells, `not readable as CSV: ${err.message}`);
+      // Its own "at line N" counts text lines: the row's line is reported beside it.
+      if (err) onSkip(Number(err.lines) - breaksInCells, `not readable as CSV: ${err.message.replace(/,? at line \d+/, '')}`);
       return undefined;
     },
+    // In the parser's order (on_skip above sees the count of every record before it).
+    on_record: (record, info) => {
+      for (const cell of record) breaksInCells += lineBreaksIn(cell);
+      const cells = record.map(cellValue);
+      // A spreadsheet's blank rows come as ",,,,," (";;;;;"): skipped like empty lines, not
+      // reported as rows without a name.
+      if (cells.every((cell) => cell === '')) return null;
+      return Object.assign(cells, { line: info.lines - breaksInCells });
+    },
   });
-  let breaksInCells = 0;
   // A chunk that ends in CR holds it back: the LF that may follow comes in the next one.
   let heldCr = '';
   const lf = (text: string, last = false) => {
@@ -423,16 +431,22 @@ async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: numb
   );
   input.on('error', (err) => parser.destroy(err));
   input.pipe(parser);
-  return (async function* () {
-    for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: Info }>) {
-      breaksInCells += record.reduce((sum, cell) => sum + countOf(cell, '\n'), 0);
-      yield { cells: record, line: info.lines - breaksInCells };
-    }
-  })();
+  return parser as AsyncIterable<CsvRow>;
 }
 
-function countOf(text: string, char: string): number {
+/** CR and LF each, as csv-parse counts lines (CRLF has become LF by then). */
+function lineBreaksIn(cell: string): number {
   let count = 0;
-  for (let at = text.indexOf(char); at !== -1; at = text.indexOf(char, at + 1)) count += 1;
+  for (const char of cell) if (char === '\n' || char === '\r') count += 1;
   return count;
+}
+
+/**
+ * A cell trimmed. A quoted value followed by spaces ("Smit, Eva" ,) comes from csv-parse
+ * with its quotes when it trims no trailing spaces itself: they are taken off here, as the
+ * parser would have taken them off without the spaces.
+ */
+function cellValue(cell: string): string {
+  const trimmed = cell.trim();
+  return /^"[\s\S]*"\s+$/.test(cell) && trimmed.length >= 2 ? trimmed.slice(1, -1) : trimmed;
 }

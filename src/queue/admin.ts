@@ -134,8 +134,8 @@ export async function jobRetry(db: Queryable, id: string): Promise<boolean> {
 // A bulk retry is confirmed as "retry these N": the count says when it was made, and the
 // retry takes only jobs that had failed by then. Jobs failing between the two (an outage
 // while the admin reads the prompt) are left for another decision. The bound is the count's
-// statement time, to the microsecond; a failure committing during the count with a finish
-// time just before it is the one job that may go with the N uncounted.
+// statement time, to the microsecond; failures whose transaction began before the count
+// and committed after it (a window of milliseconds) may go with the N uncounted.
 const RETRY_BOUND_WHERE = `($6::timestamptz is null or finished_at <= $6)`;
 
 const RETRY_COUNT_SQL = `
