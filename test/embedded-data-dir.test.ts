@@ -3,10 +3,11 @@
 // files that only their owner may read.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { HEARTBEAT_MS } from '../src/db/data-dir-lock.ts';
 import { openPglite } from '../src/db/pglite.ts';
 import { ROOT, waitFor } from './helpers/processes.ts';
 
@@ -71,6 +72,39 @@ test('on a filesystem without hard links (exFAT, FAT, some shares) the folder st
     await stop(second);
     await stop(first);
     assert.equal(existsSync(join(dataDir, 'aiq.lock')), false, 'released on close');
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('a lock from another container (another pid namespace) holds while its owner keeps it fresh, and is taken over once it has not been for 15 s', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'aiq-lock-container-'));
+  const lock = join(dataDir, 'aiq.lock');
+  // Its pid runs in the other container only: here it is the pid of a process that has ended.
+  const theirs = `${spawnSync(process.execPath, ['-e', '']).pid} their-token pid:[4026500001]\n`;
+  try {
+    writeFileSync(lock, theirs);
+    const touching = setInterval(() => utimesSync(lock, new Date(), new Date()), 1000);
+    try {
+      await assert.rejects(openPglite({ dataDir }), /in use by process \d+ in another pid namespace \(another container\?\), which keeps it fresh/);
+    } finally {
+      clearInterval(touching);
+    }
+    assert.equal(readFileSync(lock, 'utf8'), theirs, 'their lock is left as it was');
+
+    // Its container was killed 20 s ago: nobody touches the lock any more.
+    const past = new Date(Date.now() - 20_000);
+    utimesSync(lock, past, past);
+    const db = await openPglite({ dataDir });
+    try {
+      assert.match(readFileSync(lock, 'utf8'), new RegExp(`^${process.pid} \\S+ pid:\\[\\d+\\]\\n$`));
+      // Ours is kept fresh for the processes of other containers.
+      utimesSync(lock, past, past);
+      await new Promise((resolve) => setTimeout(resolve, HEARTBEAT_MS + 1000));
+      assert.ok(Date.now() - statSync(lock).mtimeMs < HEARTBEAT_MS + 1000, 'the open database touched its lock');
+    } finally {
+      await db.close();
+    }
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }

@@ -1,7 +1,7 @@
 // The lock file that lets one process at a time own an embedded database's folder: PGlite has
 // no locking between processes. Knows files and pids only, nothing of the database.
 import { randomUUID, createHash } from 'node:crypto';
-import { linkSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { linkSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { runningAddressRead } from '../running-address.ts';
@@ -10,9 +10,29 @@ import { DataDirLockedError } from './errors.ts';
 const LOCK_FILE = 'aiq.lock';
 
 /**
- * Takes `<dir>/aiq.lock`, which holds our pid and a token of this taking, and returns its
- * release. A lock whose pid no longer runs was left by a killed process and is taken over;
- * when several processes find the same stale lock at once, exactly one of them gets it.
+ * A pid says whether its process runs only inside its own pid namespace: two containers
+ * sharing a data folder both see their aiq as pid 1 (or 7), and each found the other's lock
+ * stale and opened the database beside it. The lock therefore names its namespace, and its
+ * owner touches it every HEARTBEAT_MS: a lock from another namespace is held while it is
+ * touched, and stale once it has not been for LEASE_MS (a container killed, then recreated).
+ */
+export const HEARTBEAT_MS = 5_000;
+const LEASE_MS = 3 * HEARTBEAT_MS;
+
+/** This process's pid namespace ("pid:[4026531836]"), or "-" where there is no /proc (macOS). */
+const OUR_NAMESPACE = (() => {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return '-';
+  }
+})();
+
+/**
+ * Takes `<dir>/aiq.lock`, which holds our pid, a token of this taking and our pid namespace,
+ * and returns its release. A lock whose pid no longer runs was left by a killed process and
+ * is taken over; one from another pid namespace once it has gone LEASE_MS untouched; when
+ * several processes find the same stale lock at once, exactly one of them gets it.
  *
  * Every step is an atomic create or replace, never a check followed by a delete:
  * - a new lock is written whole under a private name and linked into place (link fails when
@@ -27,7 +47,7 @@ const LOCK_FILE = 'aiq.lock';
  */
 export async function dataDirLock(dir: string): Promise<() => void> {
   const path = join(dir, LOCK_FILE);
-  const ours = `${process.pid} ${randomUUID()}\n`;
+  const ours = `${process.pid} ${randomUUID()} ${OUR_NAMESPACE}\n`;
   const mine = join(dir, `${LOCK_FILE}.${process.pid}-${randomUUID()}`);
   writeFileSync(mine, ours, { mode: 0o600 });
   try {
@@ -40,7 +60,9 @@ export async function dataDirLock(dir: string): Promise<() => void> {
       if (linked) return releaseFor(path, ours);
       const current = readOrNull(path);
       if (current === null) continue; // released meanwhile
-      refuseIfHeld(dir, current);
+      if (fromOtherNamespace(current)) {
+        if (!(await staleWhileWatched(path, current))) throw lockedError(dir, current, 'in another pid namespace (another container?), which keeps it fresh');
+      } else refuseIfHeld(dir, current);
       // Our own pid counts as stale too: in a container every start may get the same pid.
       const takeover = `${path}.takeover-${createHash('sha256').update(current).digest('hex').slice(0, 16)}`;
       if (!tryLink(path, takeover)) continue; // another process is taking it over
@@ -61,19 +83,52 @@ export async function dataDirLock(dir: string): Promise<() => void> {
   }
 }
 
+/** The lock was taken in another pid namespace: its pid means nothing here. Older locks name none. */
+function fromOtherNamespace(content: string): boolean {
+  const namespace = content.trim().split(' ')[2];
+  return namespace !== undefined && namespace !== '-' && OUR_NAMESPACE !== '-' && namespace !== OUR_NAMESPACE;
+}
+
+/**
+ * Watches a lock whose owner we cannot see: true once it has gone LEASE_MS untouched (its
+ * owner is gone), false as soon as it is touched or replaced (its owner is alive).
+ */
+async function staleWhileWatched(path: string, content: string): Promise<boolean> {
+  const first = modifiedMs(path);
+  for (;;) {
+    if (first === null || readOrNull(path) !== content) return false;
+    const modified = modifiedMs(path);
+    if (modified !== first) return false;
+    if (Date.now() - modified >= LEASE_MS) return true;
+    await sleep(Math.min(500, LEASE_MS - (Date.now() - modified) + 10));
+  }
+}
+
+function modifiedMs(path: string): number | null {
+  try {
+    return statSync(path).mtimeMs;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+}
+
 /** Throws DataDirLockedError when the lock `content` names a process that still runs. */
 function refuseIfHeld(dir: string, content: string): void {
   const owner = Number(content.split(' ')[0]);
-  if (owner && owner !== process.pid && isRunning(owner)) {
-    throw new DataDirLockedError(
-      `the embedded database in ${dir} is in use by process ${owner} (a running \`aiq start\`?). ` +
-        'The embedded database serves one server process only: CLI commands reach a running `aiq start` ' +
-        'through its socket in that folder, and meanwhile the dashboard and the admin API work too ' +
-        `(${runningAddressRead(dir) ?? 'http://127.0.0.1:3000'}/admin, /api); to run several servers or workers at once, set DATABASE_URL ` +
-        'to a PostgreSQL server.',
-      dir,
-    );
-  }
+  if (owner && owner !== process.pid && isRunning(owner)) throw lockedError(dir, content);
+}
+
+function lockedError(dir: string, content: string, where?: string): DataDirLockedError {
+  const owner = Number(content.split(' ')[0]);
+  return new DataDirLockedError(
+    `the embedded database in ${dir} is in use by process ${owner}${where ? ` ${where}` : ''} (a running \`aiq start\`?). ` +
+      'The embedded database serves one server process only: CLI commands reach a running `aiq start` ' +
+      'through its socket in that folder, and meanwhile the dashboard and the admin API work too ' +
+      `(${runningAddressRead(dir) ?? 'http://127.0.0.1:3000'}/admin, /api); to run several servers or workers at once, set DATABASE_URL ` +
+      'to a PostgreSQL server.',
+    dir,
+  );
 }
 
 /** The lock where hard links are refused: an exclusive create; a stale lock removed first. */
@@ -84,7 +139,11 @@ function lockByCreate(dir: string, path: string, ours: string): () => void {
       return releaseFor(path, ours);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      refuseIfHeld(dir, readOrNull(path) ?? '');
+      const current = readOrNull(path) ?? '';
+      if (fromOtherNamespace(current)) {
+        const modified = modifiedMs(path);
+        if (modified !== null && Date.now() - modified < LEASE_MS) throw lockedError(dir, current, 'in another pid namespace (another container?), which keeps it fresh');
+      } else refuseIfHeld(dir, current);
       rmSync(path, { force: true });
     }
   }
@@ -93,9 +152,15 @@ function lockByCreate(dir: string, path: string, ours: string): () => void {
 
 function releaseFor(path: string, ours: string): () => void {
   let released = false;
+  // Fresh while we hold it, for processes in other pid namespaces (see HEARTBEAT_MS).
+  const heartbeat = setInterval(() => {
+    const now = new Date();
+    if (readOrNull(path) === ours) utimesSync(path, now, now);
+  }, HEARTBEAT_MS).unref();
   const release = () => {
     if (released) return;
     released = true;
+    clearInterval(heartbeat);
     process.off('exit', release);
     // Only a lock of ours: a process that found ours stale (we were thought dead) took it over.
     if (readOrNull(path) === ours) unlinkSync(path);
