@@ -2,7 +2,9 @@
 // no locking between processes. Knows files and pids only, nothing of the database.
 import { randomUUID, createHash } from 'node:crypto';
 import { linkSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { runningAddressRead } from '../running-address.ts';
 import { DataDirLockedError } from './errors.ts';
@@ -19,10 +21,15 @@ const LOCK_FILE = 'aiq.lock';
 export const HEARTBEAT_MS = 5_000;
 const LEASE_MS = 3 * HEARTBEAT_MS;
 
-/** This process's pid namespace ("pid:[4026531836]"), or "-" where there is no /proc (macOS). */
+/**
+ * Where our pid means something: this host and pid namespace ("db1|pid:[4026531836]"), or
+ * "-" where there is no /proc (macOS). The host is in it because every Linux host's own
+ * namespace has the same number (two hosts sharing a folder over NFS), and numbers of
+ * ended namespaces are handed out again.
+ */
 const OUR_NAMESPACE = (() => {
   try {
-    return readlinkSync('/proc/self/ns/pid');
+    return `${hostname().replace(/[\s|]/g, '_')}|${readlinkSync('/proc/self/ns/pid')}`;
   } catch {
     return '-';
   }
@@ -55,19 +62,25 @@ export async function dataDirLock(dir: string): Promise<() => void> {
     // or was killed right then: wait a little for it, then say what to remove.
     for (let attempt = 0; attempt < 100; attempt++) {
       if (attempt > 0) await sleep(20);
+      // Our lock lands fresh, however long the wait before: else a process of another
+      // namespace could take it for stale the moment it appears.
+      touch(mine);
       const linked = tryLink(mine, path);
       if (linked === null) return lockByCreate(dir, path, ours);
       if (linked) return releaseFor(path, ours);
       const current = readOrNull(path);
       if (current === null) continue; // released meanwhile
       if (fromOtherNamespace(current)) {
-        if (!(await staleWhileWatched(path, current))) throw lockedError(dir, current, 'in another pid namespace (another container?), which keeps it fresh');
+        const seen = await watchedUntilStale(path, current);
+        if (seen === 'changed') continue; // released or replaced meanwhile: look again
+        if (seen === 'touched') throw lockedError(dir, current, 'in another pid namespace (another container or host?), which keeps it fresh');
       } else refuseIfHeld(dir, current);
       // Our own pid counts as stale too: in a container every start may get the same pid.
       const takeover = `${path}.takeover-${createHash('sha256').update(current).digest('hex').slice(0, 16)}`;
       if (!tryLink(path, takeover)) continue; // another process is taking it over
       try {
         if (readOrNull(takeover) !== current) continue; // we linked a newer lock: not stale
+        touch(mine);
         renameSync(mine, path);
         return releaseFor(path, ours);
       } finally {
@@ -90,18 +103,24 @@ function fromOtherNamespace(content: string): boolean {
 }
 
 /**
- * Watches a lock whose owner we cannot see: true once it has gone LEASE_MS untouched (its
- * owner is gone), false as soon as it is touched or replaced (its owner is alive).
+ * Watches a lock whose owner we cannot see: 'stale' once it has gone LEASE_MS untouched (its
+ * owner is gone), 'touched' as soon as its owner touches it (alive), 'changed' when it was
+ * released or replaced meanwhile.
  */
-async function staleWhileWatched(path: string, content: string): Promise<boolean> {
+async function watchedUntilStale(path: string, content: string): Promise<'stale' | 'touched' | 'changed'> {
   const first = modifiedMs(path);
   for (;;) {
-    if (first === null || readOrNull(path) !== content) return false;
     const modified = modifiedMs(path);
-    if (modified !== first) return false;
-    if (Date.now() - modified >= LEASE_MS) return true;
+    if (first === null || modified === null || readOrNull(path) !== content) return 'changed';
+    if (modified !== first) return 'touched';
+    if (Date.now() - modified >= LEASE_MS) return 'stale';
     await sleep(Math.min(500, LEASE_MS - (Date.now() - modified) + 10));
   }
+}
+
+function touch(path: string): void {
+  const now = new Date();
+  utimesSync(path, now, now);
 }
 
 function modifiedMs(path: string): number | null {
@@ -142,7 +161,7 @@ function lockByCreate(dir: string, path: string, ours: string): () => void {
       const current = readOrNull(path) ?? '';
       if (fromOtherNamespace(current)) {
         const modified = modifiedMs(path);
-        if (modified !== null && Date.now() - modified < LEASE_MS) throw lockedError(dir, current, 'in another pid namespace (another container?), which keeps it fresh');
+        if (modified !== null && Date.now() - modified < LEASE_MS) throw lockedError(dir, current, 'in another pid namespace (another container or host?), which keeps it fresh');
       } else refuseIfHeld(dir, current);
       rmSync(path, { force: true });
     }
@@ -152,21 +171,36 @@ function lockByCreate(dir: string, path: string, ours: string): () => void {
 
 function releaseFor(path: string, ours: string): () => void {
   let released = false;
-  // Fresh while we hold it, for processes in other pid namespaces (see HEARTBEAT_MS).
-  const heartbeat = setInterval(() => {
-    const now = new Date();
-    if (readOrNull(path) === ours) utimesSync(path, now, now);
-  }, HEARTBEAT_MS).unref();
+  const heartbeat = heartbeatStart(path, ours);
   const release = () => {
     if (released) return;
     released = true;
-    clearInterval(heartbeat);
+    void heartbeat.terminate();
     process.off('exit', release);
     // Only a lock of ours: a process that found ours stale (we were thought dead) took it over.
     if (readOrNull(path) === ours) unlinkSync(path);
   };
   process.once('exit', release);
   return release;
+}
+
+// The heartbeat runs on a thread of its own: PGlite runs queries on the main thread, and a
+// long one (a migration, an index build) would otherwise leave the lock untouched for longer
+// than LEASE_MS. A failing touch (a share gone away) is tried again at the next beat.
+const HEARTBEAT_SOURCE = `
+  const { readFileSync, utimesSync } = require('node:fs');
+  const { path, ours, ms } = require('node:worker_threads').workerData;
+  setInterval(() => {
+    try {
+      if (readFileSync(path, 'utf8') === ours) utimesSync(path, new Date(), new Date());
+    } catch {}
+  }, ms);`;
+
+/** Keeps the lock at `path` fresh while it holds `ours` (see HEARTBEAT_MS), until terminated. */
+function heartbeatStart(path: string, ours: string): Worker {
+  const worker = new Worker(HEARTBEAT_SOURCE, { eval: true, workerData: { path, ours, ms: HEARTBEAT_MS } });
+  worker.unref();
+  return worker;
 }
 
 /** Errors of a filesystem that has no hard links (exFAT answers EPERM). */
