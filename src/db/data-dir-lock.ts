@@ -73,7 +73,7 @@ export async function dataDirLock(dir: string): Promise<() => void> {
       if (fromOtherNamespace(current)) {
         const seen = await watchedUntilStale(path, current);
         if (seen === 'changed') continue; // released or replaced meanwhile: look again
-        if (seen === 'touched') throw lockedError(dir, current, 'in another pid namespace (another container or host?), which keeps it fresh');
+        if (seen === 'touched') throw lockedError(dir, current, true);
       } else refuseIfHeld(dir, current);
       // Our own pid counts as stale too: in a container every start may get the same pid.
       const takeover = `${path}.takeover-${createHash('sha256').update(current).digest('hex').slice(0, 16)}`;
@@ -109,9 +109,8 @@ function fromOtherNamespace(content: string): boolean {
  */
 async function watchedUntilStale(path: string, content: string): Promise<'stale' | 'touched' | 'changed'> {
   const first = modifiedMs(path);
-  for (;;) {
-    const modified = modifiedMs(path);
-    if (first === null || modified === null || readOrNull(path) !== content) return 'changed';
+  for (let modified = first; ; modified = modifiedMs(path)) {
+    if (modified === null || readOrNull(path) !== content) return 'changed';
     if (modified !== first) return 'touched';
     if (Date.now() - modified >= LEASE_MS) return 'stale';
     await sleep(Math.min(500, LEASE_MS - (Date.now() - modified) + 10));
@@ -138,10 +137,11 @@ function refuseIfHeld(dir: string, content: string): void {
   if (owner && owner !== process.pid && isRunning(owner)) throw lockedError(dir, content);
 }
 
-function lockedError(dir: string, content: string, where?: string): DataDirLockedError {
+function lockedError(dir: string, content: string, elsewhere = false): DataDirLockedError {
   const owner = Number(content.split(' ')[0]);
+  const where = elsewhere ? ' in another pid namespace (another container or host?), which keeps it fresh' : '';
   return new DataDirLockedError(
-    `the embedded database in ${dir} is in use by process ${owner}${where ? ` ${where}` : ''} (a running \`aiq start\`?). ` +
+    `the embedded database in ${dir} is in use by process ${owner}${where} (a running \`aiq start\`?). ` +
       'The embedded database serves one server process only: CLI commands reach a running `aiq start` ' +
       'through its socket in that folder, and meanwhile the dashboard and the admin API work too ' +
       `(${runningAddressRead(dir) ?? 'http://127.0.0.1:3000'}/admin, /api); to run several servers or workers at once, set DATABASE_URL ` +
@@ -161,7 +161,7 @@ function lockByCreate(dir: string, path: string, ours: string): () => void {
       const current = readOrNull(path) ?? '';
       if (fromOtherNamespace(current)) {
         const modified = modifiedMs(path);
-        if (modified !== null && Date.now() - modified < LEASE_MS) throw lockedError(dir, current, 'in another pid namespace (another container or host?), which keeps it fresh');
+        if (modified !== null && Date.now() - modified < LEASE_MS) throw lockedError(dir, current, true);
       } else refuseIfHeld(dir, current);
       rmSync(path, { force: true });
     }

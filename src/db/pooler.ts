@@ -31,7 +31,7 @@ export interface PoolerProbe {
 /** How long a notification may take to come back through a session-mode pooler. */
 const NOTIFY_WAIT_MS = 1000;
 
-export interface ServerFacts {
+interface ServerFacts {
   pid: number;
   port: number;
   client_addr: string | null;

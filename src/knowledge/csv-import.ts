@@ -400,8 +400,10 @@ async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: numb
     },
     // In the parser's order (on_skip above sees the count of every record before it).
     on_record: (record, info) => {
-      for (const cell of record) breaksInCells += lineBreaksIn(cell);
-      const cells = record.map(cellValue);
+      const cells = record.map((cell) => {
+        breaksInCells += cell.match(/[\r\n]/g)?.length ?? 0;
+        return cellValue(cell);
+      });
       // A spreadsheet's blank rows come as ",,,,," (";;;;;"): skipped like empty lines, not
       // reported as rows without a name.
       if (cells.every((cell) => cell === '')) return null;
@@ -432,13 +434,6 @@ async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: numb
   input.on('error', (err) => parser.destroy(err));
   input.pipe(parser);
   return parser as AsyncIterable<CsvRow>;
-}
-
-/** CR and LF each, as csv-parse counts lines (CRLF has become LF by then). */
-function lineBreaksIn(cell: string): number {
-  let count = 0;
-  for (const char of cell) if (char === '\n' || char === '\r') count += 1;
-  return count;
 }
 
 /**

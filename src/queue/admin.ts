@@ -93,10 +93,15 @@ function realTime(text: string): boolean {
   return !Number.isNaN(parsed.getTime()) && parsed.getUTCFullYear() >= 1 && parsed.toISOString().slice(0, 19) === text.slice(0, 19);
 }
 
+/** An ISO time in UTC to the microsecond, as cursors and jobRetryCount's failedBy carry it, that exists. */
+export function isIsoTime(text: string): boolean {
+  return CURSOR_TIME.test(text) && realTime(text);
+}
+
 function decodeCursor(cursor: string | undefined): { createdAt: string; id: string } | null {
   if (!cursor) return null;
   const [createdAt, id] = Buffer.from(cursor, 'base64url').toString().split('|');
-  if (!createdAt || !CURSOR_TIME.test(createdAt) || !realTime(createdAt) || !id || !isUuid(id)) {
+  if (!createdAt || !isIsoTime(createdAt) || !id || !isUuid(id)) {
     throw new RangeError('invalid page cursor');
   }
   return { createdAt, id };
@@ -162,10 +167,6 @@ export async function jobRetryCount(db: Queryable, filter: JobFilter): Promise<R
   return { count: row.count, failedBy: row.failed_by };
 }
 
-/** A failedBy as jobRetryCount gives it (an ISO time in UTC); anything else is refused. */
-export function isRetryBound(text: string): boolean {
-  return CURSOR_TIME.test(text) && realTime(text);
-}
 
 /**
  * Retries every failed (default) or cancelled job matching the filter; returns how many.
@@ -173,7 +174,7 @@ export function isRetryBound(text: string): boolean {
  */
 export async function jobRetryMany(db: Queryable, filter: JobFilter, failedBy?: string): Promise<number> {
   const status = retryStatus(filter);
-  if (failedBy !== undefined && !isRetryBound(failedBy)) throw new RangeError('invalid failedBy time');
+  if (failedBy !== undefined && !isIsoTime(failedBy)) throw new RangeError('invalid failedBy time');
   // The constant statuses let the update find its rows through the listing index.
   const result = await db.query(
     `update ai_jobs set ${RETRY_SET} where status in ('failed', 'cancelled') and status = $1 and ${FILTER_WHERE} and ${RETRY_BOUND_WHERE}`,

@@ -2,7 +2,7 @@
 // check input the same way: filters, reply and simulate bodies, uploads, ids, page cursors.
 // zod schemas and small codecs only; no routes, no markup.
 import { z } from 'zod';
-import { isRetryBound, isUuid, JOB_STATUSES, type JobFilter } from '../../queue/index.ts';
+import { isIsoTime, isUuid, JOB_STATUSES, type JobFilter } from '../../queue/index.ts';
 import type { PersonSummary } from './knowledge-store.ts';
 
 /** A route's `:id`, which is always a uuid. */
@@ -20,7 +20,7 @@ export const JobFilterQuery = z.object({
 });
 
 /** A bulk retry's bound: the time its confirmation counted the jobs (jobRetryCount). */
-export const RetryBound = z.string().refine(isRetryBound, 'must be the failedBy time the count gave');
+export const RetryBound = z.string().refine(isIsoTime, 'must be the failedBy time the count gave');
 
 /** The dashboard's "retry all N failed jobs" form: the filter and when N was counted. */
 export const RetryFailedForm = JobFilterQuery.extend({ failedBy: optional(RetryBound) });
