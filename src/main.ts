@@ -122,9 +122,10 @@ function asConfigError<T>(build: () => T): T {
   }
 }
 
-export function createWorker(runtime: Runtime): Worker {
+export function createWorker(runtime: Runtime, options: { sole?: boolean } = {}): Worker {
   const { config } = runtime;
   const worker = new Worker({
+    ...options,
     db: runtime.db,
     handlers: runtime.handlers,
     logger: runtime.logger,
@@ -213,7 +214,10 @@ export async function run(config: Env, role: Role): Promise<void> {
       else if (!config.PUBLIC_URL) logger.warn({}, 'PUBLIC_URL is not set: Twilio cannot send status callbacks, so a reply whose sender dies mid-send is flagged instead of confirmed');
       await whenReachable(logger, () => schedulesDeclare(runtime), stop);
       await whenReachable(logger, () => knowledgeIndexPrepare(runtime), stop);
-      worker = createWorker(runtime);
+      // On the embedded database this is the only worker (`aiq worker` needs a server, and
+      // the folder lock keeps a second `aiq start` out): jobs a killed process left
+      // processing run again now, not when their leases run out.
+      worker = createWorker(runtime, { sole: runtime.db.kind === 'pglite' });
       await worker.start();
       scheduler = new Scheduler({ db: runtime.db, logger: runtime.logger });
       scheduler.start();

@@ -10,6 +10,7 @@ import { createLogger } from '../src/logger.ts';
 import {
   jobEnqueue,
   jobEnqueueMany,
+  jobClaim,
   jobGet,
   PermanentJobError,
   RetryLaterError,
@@ -297,6 +298,56 @@ for (const backend of BACKENDS) {
       assert.deepEqual(runs, ['A'], 'run once');
       const job = (await jobGet(t.db, id))!;
       assert.deepEqual([job.status, job.attempts], ['done', 1]);
+    });
+
+    test('a sole worker runs at once the jobs a killed process left processing; a worker that may share the database waits for their leases', async () => {
+      // Its own database: a sole worker takes every processing job, other tests' too.
+      const own = await backend.fresh();
+      const started: Worker[] = [];
+      const start = async (options: Omit<WorkerOptions, 'db' | 'logger'>) => {
+        const worker = new Worker({ db: own.db, logger, pollIntervalMs: 100, ...options });
+        started.push(worker);
+        await worker.start();
+        return worker;
+      };
+      try {
+        const ran: string[] = [];
+        const handlers = [handler('orphan', async ({ job }) => void ran.push(job.id)), handler('marker', async () => undefined)];
+        const ids = await jobEnqueueMany(own.db, [
+          { type: 'orphan', payload: {} },
+          { type: 'orphan', payload: {} },
+          { type: 'orphan', payload: {}, maxAttempts: 1 },
+        ]);
+        // A process claims them with an hour's lease and is killed: nothing settles them.
+        assert.equal((await jobClaim(own.db, 10, 'gone', 3600)).length, 3);
+
+        const shared = await start({ workerId: 'shared', handlers });
+        const marker = await jobEnqueue(own.db, { type: 'marker', payload: {} });
+        await waitFor(async () => (await jobGet(own.db, marker))!.status === 'done', 'the shared worker runs other work');
+        await shared.stop();
+        const meanwhile = await Promise.all(ids.map((id) => jobGet(own.db, id)));
+        assert.deepEqual(meanwhile.map((j) => j!.status), ['processing', 'processing', 'processing'], 'a lease not run out is left alone');
+        assert.deepEqual(ran, []);
+
+        const reclaimed: string[] = [];
+        const sole = new Worker({ db: own.db, logger, pollIntervalMs: 100, sole: true, workerId: 'sole', handlers });
+        sole.on('lease:reclaimed', (job) => reclaimed.push(job.id));
+        started.push(sole);
+        await sole.start();
+        assert.deepEqual(reclaimed.sort(), [...ids].sort(), 'all three reclaimed before the start returned');
+        await waitFor(async () => (await jobGet(own.db, ids[0]!))!.status === 'done' && (await jobGet(own.db, ids[1]!))!.status === 'done', 'both retried and done');
+        const [first, second, last] = await Promise.all(ids.map((id) => jobGet(own.db, id)));
+        for (const job of [first!, second!]) {
+          assert.deepEqual([job.attempts, job.errors.length, job.errors[0]!.worker], [2, 1, 'gone']);
+          assert.match(job.errors[0]!.error, /worker gone stopped without finishing: its process is gone/);
+        }
+        assert.deepEqual([last!.status, last!.attempts], ['failed', 1], 'its one attempt was spent: failed, visibly');
+        assert.match(last!.lastError!, /worker gone stopped without finishing/);
+        assert.deepEqual(ran.sort(), [ids[0], ids[1]].sort(), 'each retried job ran once');
+      } finally {
+        await Promise.all(started.map((w) => w.stop()));
+        await own.close();
+      }
     });
 
     test('a result JSON cannot hold completes its job with the reason, and holds up no other completion', async () => {

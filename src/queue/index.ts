@@ -2,8 +2,8 @@
 export * from './types.ts';
 export * from './errors.ts';
 export * from './backoff.ts';
-export { jobEnqueue, jobEnqueueUnnotified, jobEnqueueMany, jobClaim, jobCompleteMany, jobFail, jobHeartbeat, jobRelease, jobReclaimExpired, jobGet, isUuid } from './store.ts';
-export type { Completion, FailureInput } from './store.ts';
+export { jobEnqueue, jobEnqueueUnnotified, jobEnqueueMany, jobClaim, jobCompleteMany, jobFail, jobHeartbeat, jobRelease, jobReclaimExpired, jobReclaimOrphaned, jobGet, isUuid } from './store.ts';
+export type { Completion, FailureInput, ReclaimedJob } from './store.ts';
 export * from './admin.ts';
 export { Worker, NOTIFY_CHANNEL } from './worker.ts';
 export * from './schedules.ts';

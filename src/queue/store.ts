@@ -330,11 +330,13 @@ export async function jobRelease(db: Queryable, workerId: string, ids: string[])
 
 // Expired leases belong to workers that died (kill -9, lost machine) or stalled. The job
 // goes back to pending for another attempt, or to failed when that was its last. Batched,
-// and SKIP LOCKED so that several reapers never wait on each other.
-const RECLAIM_SQL = `
+// and SKIP LOCKED so that several reapers never wait on each other. `which` picks the jobs
+// and `why` (a format() pattern, %s the worker) is what their history records.
+function reclaimSql(which: string, why: string): string {
+  return `
   with expired as (
     select id from ai_jobs
-    where status = 'processing' and locked_until < now()
+    where status = 'processing' and ${which}
     order by locked_until
     limit $1
     for update skip locked
@@ -343,25 +345,51 @@ const RECLAIM_SQL = `
   set status = case when j.attempts >= j.max_attempts then 'failed' else 'pending' end,
       finished_at = case when j.attempts >= j.max_attempts then now() end,
       next_run_at = now(),
-      last_error = 'lease expired: worker ' || coalesce(j.locked_by, '?') || ' stopped without finishing (killed, crashed or stalled)',
+      last_error = format('${why}', coalesce(j.locked_by, '?')),
       errors = j.errors || jsonb_build_array(jsonb_build_object(
         'attempt', j.attempts,
         'worker', j.locked_by,
         'started_at', j.attempted_at,
         'duration_ms', null,
-        'error', 'lease expired: worker ' || coalesce(j.locked_by, '?') || ' stopped without finishing (killed, crashed or stalled)',
+        'error', format('${why}', coalesce(j.locked_by, '?')),
         'at', now())),
       locked_until = null,
       updated_at = now()
   from expired
   where j.id = expired.id
   returning j.id, j.type, j.status`;
+}
 
-/** Reclaims up to `limit` jobs whose lease expired. */
-export async function jobReclaimExpired(db: Queryable, limit = 1000): Promise<Array<{ id: string; type: string; status: JobStatus }>> {
-  const result = await db.query<{ id: string; type: string; status: JobStatus }>(RECLAIM_SQL, [limit]);
+const RECLAIM_EXPIRED_SQL = reclaimSql('locked_until < now()', 'lease expired: worker %s stopped without finishing (killed, crashed or stalled)');
+
+// Every job being worked on, whatever its lease: for a worker that knows it is the only one
+// on this database (the embedded database, whose folder lock proves that the process which
+// had it before is gone), so a killed process's jobs run again at once, not a lease later.
+const RECLAIM_ORPHANED_SQL = reclaimSql('true', 'worker %s stopped without finishing: its process is gone (killed or crashed), found as the only worker of this database started');
+
+export interface ReclaimedJob {
+  id: string;
+  type: string;
+  status: JobStatus;
+}
+
+async function reclaim(db: Queryable, sql: string, limit: number): Promise<ReclaimedJob[]> {
+  const result = await db.query<ReclaimedJob>(sql, [limit]);
   if (result.rows.some((r) => r.status === 'pending')) await db.query(`select pg_notify('aiq_jobs', '')`);
   return result.rows;
+}
+
+/** Reclaims up to `limit` jobs whose lease expired. */
+export function jobReclaimExpired(db: Queryable, limit = 1000): Promise<ReclaimedJob[]> {
+  return reclaim(db, RECLAIM_EXPIRED_SQL, limit);
+}
+
+/**
+ * Reclaims up to `limit` jobs being worked on, leases or not. Only for a worker that is sure
+ * no other one runs on this database: a live worker's job would run twice.
+ */
+export function jobReclaimOrphaned(db: Queryable, limit = 1000): Promise<ReclaimedJob[]> {
+  return reclaim(db, RECLAIM_ORPHANED_SQL, limit);
 }
 
 // The wait is measured by the database, whose clock set next_run_at: a timestamp compared

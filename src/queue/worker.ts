@@ -15,6 +15,7 @@ import {
   jobHeartbeat,
   jobNextDueInMs,
   jobReclaimExpired,
+  jobReclaimOrphaned,
   jobRelease,
   type Completion,
 } from './store.ts';
@@ -67,6 +68,14 @@ export interface WorkerOptions {
   /** Longest a throttled job (RetryLaterError with countsAsAttempt false) keeps its attempt back, measured from creation. */
   throttleWindowMs?: number;
   workerId?: string;
+  /**
+   * This worker is the only one that will ever run on this database while it runs (the
+   * embedded database, held by one process): at start it takes every job left processing
+   * as a dead process's and gives it another attempt at once, instead of when its lease
+   * runs out. Never set it where another worker may be running: its jobs would run twice.
+   * Default false.
+   */
+  sole?: boolean;
 }
 
 export interface JobEvent {
@@ -125,6 +134,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly shutdownGraceMs: number;
   private readonly backoff: BackoffPolicy;
   private readonly throttleWindowMs: number;
+  private readonly sole: boolean;
 
   private readonly running = new Map<string, Running>();
   /**
@@ -181,6 +191,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.shutdownGraceMs = options.shutdownGraceMs ?? 10_000;
     this.backoff = options.backoff ?? DEFAULT_BACKOFF;
     this.throttleWindowMs = options.throttleWindowMs ?? 15 * 60_000;
+    this.sole = options.sole ?? false;
     this.id = options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
     this.logger = options.logger.child({ worker: this.id });
     // Listeners are optional; an unhandled 'error' event must not crash the process.
@@ -195,6 +206,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
+    // Before anything can wake a claim: from then on, a job processing may be one of ours.
+    if (this.sole) await this.reclaimOrphaned();
     try {
       this.unlisten = await this.db.listen(NOTIFY_CHANNEL, () => this.wake(), () => this.wake());
     } catch (err) {
@@ -549,6 +562,23 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.emit('lease:reclaimed', job);
       }
     } catch (err) {
+      this.onDatabaseError(err, 'reclaim');
+    }
+  }
+
+  /** A sole worker's start: every job processing was left by a process that is gone. */
+  private async reclaimOrphaned(): Promise<void> {
+    try {
+      for (;;) {
+        const reclaimed = await jobReclaimOrphaned(this.db, 1000);
+        for (const job of reclaimed) {
+          this.logger.warn(job, 'reclaimed a job left processing by a process that is gone');
+          this.emit('lease:reclaimed', job);
+        }
+        if (reclaimed.length < 1000) return;
+      }
+    } catch (err) {
+      // Those jobs then wait for their leases to run out, as on a shared database.
       this.onDatabaseError(err, 'reclaim');
     }
   }
