@@ -135,6 +135,46 @@ test('closing the database leaves the lock alone once it is no longer ours', asy
   }
 });
 
+test('a folder open in this process is refused a second time, not taken over as our own stale lock', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'aiq-lock-twice-'));
+  try {
+    const db = await openPglite({ dataDir });
+    try {
+      const lock = readFileSync(join(dataDir, 'aiq.lock'), 'utf8');
+      await assert.rejects(openPglite({ dataDir }), /already open in this process/);
+      assert.equal(readFileSync(join(dataDir, 'aiq.lock'), 'utf8'), lock, 'the lock is still the first opening\'s');
+      assert.deepEqual((await db.query('select 1 as one')).rows, [{ one: 1 }]);
+    } finally {
+      await db.close();
+    }
+    const again = await openPglite({ dataDir });
+    await again.close();
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('a process whose lock another took over (it was thought dead) stops at once, and leaves that lock alone', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'aiq-lock-lost-'));
+  const lock = join(dataDir, 'aiq.lock');
+  const holder = holdDataDir(dataDir);
+  try {
+    await waitFor(() => settled(holder.output()), 'the holder to open the folder');
+    assert.match(holder.output(), /^opened$/m);
+    const exited = new Promise<string | number>((resolve) => holder.child.once('exit', (code, signal) => resolve(signal ?? code ?? -1)));
+    // What a process of another container writes when it takes over a lock untouched for 15 s.
+    const theirs = `4242 their-token otherhost|pid:[4026500001]\n`;
+    writeFileSync(lock, theirs);
+    const how = await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, HEARTBEAT_MS * 3, 'still running'))]);
+    assert.equal(how, 'SIGKILL', `stopped by its own lock watch; output:\n${holder.output()}`);
+    assert.match(holder.output(), /stopping at once \(SIGKILL\): another process took over the embedded database's lock .*The lock now reads: "4242 their-token otherhost\|pid:\[4026500001\]"/);
+    assert.equal(readFileSync(lock, 'utf8'), theirs, "the other process's lock is left as it is");
+  } finally {
+    holder.child.kill('SIGKILL');
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 test('the embedded database\'s folders are its owner\'s only, also one an older aiq left open to others', async () => {
   const root = mkdtempSync(join(tmpdir(), 'aiq-data-mode-'));
   const dataDir = join(root, 'data');

@@ -131,8 +131,12 @@ function modifiedMs(path: string): number | null {
   }
 }
 
+/** Locks this process holds now, by content: our own pid is not stale while one of them is. */
+const heldHere = new Set<string>();
+
 /** Throws DataDirLockedError when the lock `content` names a process that still runs. */
 function refuseIfHeld(dir: string, content: string): void {
+  if (heldHere.has(content)) throw new DataDirLockedError(`the embedded database in ${dir} is already open in this process`, dir);
   const owner = Number(content.split(' ')[0]);
   if (owner && owner !== process.pid && isRunning(owner)) throw lockedError(dir, content);
 }
@@ -171,10 +175,12 @@ function lockByCreate(dir: string, path: string, ours: string): () => void {
 
 function releaseFor(path: string, ours: string): () => void {
   let released = false;
+  heldHere.add(ours);
   const heartbeat = heartbeatStart(path, ours);
   const release = () => {
     if (released) return;
     released = true;
+    heldHere.delete(ours);
     void heartbeat.terminate();
     process.off('exit', release);
     // Only a lock of ours: a process that found ours stale (we were thought dead) took it over.
@@ -187,18 +193,47 @@ function releaseFor(path: string, ours: string): () => void {
 // The heartbeat runs on a thread of its own: PGlite runs queries on the main thread, and a
 // long one (a migration, an index build) would otherwise leave the lock untouched for longer
 // than LEASE_MS. A failing touch (a share gone away) is tried again at the next beat.
+//
+// It also watches that the lock is still ours. Another process takes it over only when it
+// judged us dead: in another container, after LEASE_MS without a touch (this process was
+// paused, or the folder unreachable, for that long). Both would then write one database,
+// which PGlite cannot survive, so this process stops at once: SIGKILL, from this thread,
+// because the main thread may be inside a long query, and because a graceful stop would
+// write to the database again. A lock seen changed is read once more CONFIRM_MS later, so
+// that a release under way (which leaves a lock no longer ours alone) is not taken for a
+// takeover. A lock that is gone is left so: it was released.
+const CONFIRM_MS = 1_000;
 const HEARTBEAT_SOURCE = `
-  const { readFileSync, utimesSync } = require('node:fs');
-  const { path, ours, ms } = require('node:worker_threads').workerData;
-  setInterval(() => {
+  const { readFileSync, utimesSync, writeSync } = require('node:fs');
+  const { path, ours, ms, confirmMs, stopping } = require('node:worker_threads').workerData;
+  let changed = false;
+  const beat = () => {
+    let current;
     try {
-      if (readFileSync(path, 'utf8') === ours) utimesSync(path, new Date(), new Date());
-    } catch {}
-  }, ms);`;
+      current = readFileSync(path, 'utf8');
+      if (current === ours) utimesSync(path, new Date(), new Date());
+    } catch {
+      current = undefined;
+    }
+    if (current === undefined || current === ours || !changed) {
+      changed = current !== undefined && current !== ours;
+      return setTimeout(beat, changed ? confirmMs : ms);
+    }
+    writeSync(2, stopping + JSON.stringify(current.trim()) + '\\n');
+    process.kill(process.pid, 'SIGKILL');
+  };
+  setTimeout(beat, ms);`;
 
-/** Keeps the lock at `path` fresh while it holds `ours` (see HEARTBEAT_MS), until terminated. */
+/**
+ * Keeps the lock at `path` fresh while it holds `ours` (see HEARTBEAT_MS), and kills this
+ * process once another has taken it over; until terminated.
+ */
 function heartbeatStart(path: string, ours: string): Worker {
-  const worker = new Worker(HEARTBEAT_SOURCE, { eval: true, workerData: { path, ours, ms: HEARTBEAT_MS } });
+  const stopping =
+    `aiq: stopping at once (SIGKILL): another process took over the embedded database's lock ${path}, ` +
+    `having found it untouched for ${LEASE_MS / 1000} s (was this process paused, or the folder unreachable?); ` +
+    'two processes must never write one database. The lock now reads: ';
+  const worker = new Worker(HEARTBEAT_SOURCE, { eval: true, workerData: { path, ours, ms: HEARTBEAT_MS, confirmMs: CONFIRM_MS, stopping } });
   worker.unref();
   return worker;
 }
