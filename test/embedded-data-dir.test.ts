@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { once } from 'node:events';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -52,6 +53,24 @@ test('two processes that find the same stale lock at once: one opens the folder,
   }
   assert.equal(existsSync(join(dataDir, 'aiq.lock')), false, 'B released its lock on close');
   rmSync(root, { recursive: true, force: true });
+});
+
+test('a lock whose process was killed but not yet reaped (a zombie) is taken over, not refused', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'aiq-lock-zombie-'));
+  // `sleep 0` ends at once, and its parent (exec'd into a long sleep) never reaps it.
+  const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  try {
+    const zombie = Number((await once(parent.stdout!, 'data'))[0].toString().trim());
+    await waitFor(() => /\) Z/.test(readFileSync(`/proc/${zombie}/stat`, 'utf8')), 'the child to be a zombie');
+    assert.doesNotThrow(() => process.kill(zombie, 0), 'signal 0 still reaches it');
+    writeFileSync(join(dataDir, 'aiq.lock'), `${zombie} killed-token\n`);
+    const db = await openPglite({ dataDir });
+    assert.match(readFileSync(join(dataDir, 'aiq.lock'), 'utf8'), new RegExp(`^${process.pid} `));
+    await db.close();
+  } finally {
+    parent.kill('SIGKILL');
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 });
 
 test('on a filesystem without hard links (exFAT, FAT, some shares) the folder still opens, once, and a stale lock is taken over', async () => {

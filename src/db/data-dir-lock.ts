@@ -269,8 +269,24 @@ function readOrNull(path: string): string | null {
 function isRunning(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  return !isZombie(pid);
+}
+
+/**
+ * A killed process stays in the process table until its parent reaps it, and signal 0 still
+ * reaches it there: an `aiq start` restarted right after a kill -9 was refused for the
+ * corpse's lock (a second or more under an init that reaps lazily). A zombie (Z) or dead (X)
+ * process holds no files and writes nothing. Linux only; elsewhere signal 0 decides alone.
+ */
+function isZombie(pid: number): boolean {
+  try {
+    // "pid (comm) S …": comm may hold spaces and parentheses, the state follows the last ')'.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return /^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2));
+  } catch {
+    return false;
   }
 }
