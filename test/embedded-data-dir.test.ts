@@ -173,23 +173,38 @@ test('a folder open in this process is refused a second time, not taken over as 
   }
 });
 
-test('a process whose lock another took over (it was thought dead) stops at once, and leaves that lock alone', async () => {
+test('a process whose lock another took over (it was thought dead) stops at once, and leaves that lock alone; so does one whose lock is gone', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'aiq-lock-lost-'));
   const lock = join(dataDir, 'aiq.lock');
-  const holder = holdDataDir(dataDir);
+  /** Opens the folder in a process of its own, lets `meddle` change the lock, and says how that process ended. */
+  const holdWhile = async (meddle: () => void): Promise<{ how: unknown; output: string }> => {
+    const holder = holdDataDir(dataDir);
+    try {
+      await waitFor(() => settled(holder.output()), 'the holder to open the folder');
+      assert.match(holder.output(), /^opened$/m);
+      const exited = new Promise<string | number>((resolve) => holder.child.once('exit', (code, signal) => resolve(signal ?? code ?? -1)));
+      meddle();
+      const how = await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, HEARTBEAT_MS * 3, 'still running'))]);
+      return { how, output: holder.output() };
+    } finally {
+      holder.child.kill('SIGKILL');
+    }
+  };
   try {
-    await waitFor(() => settled(holder.output()), 'the holder to open the folder');
-    assert.match(holder.output(), /^opened$/m);
-    const exited = new Promise<string | number>((resolve) => holder.child.once('exit', (code, signal) => resolve(signal ?? code ?? -1)));
     // What a process of another container writes when it takes over a lock untouched for 15 s.
     const theirs = `4242 their-token otherhost|pid:[4026500001]\n`;
-    writeFileSync(lock, theirs);
-    const how = await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, HEARTBEAT_MS * 3, 'still running'))]);
-    assert.equal(how, 'SIGKILL', `stopped by its own lock watch; output:\n${holder.output()}`);
-    assert.match(holder.output(), /stopping at once \(SIGKILL\): another process took over the embedded database's lock .*The lock now reads: "4242 their-token otherhost\|pid:\[4026500001\]"/);
+    const takenOver = await holdWhile(() => writeFileSync(lock, theirs));
+    assert.equal(takenOver.how, 'SIGKILL', `stopped by its own lock watch; output:\n${takenOver.output}`);
+    assert.match(takenOver.output, /stopping at once \(SIGKILL\): another process took over the embedded database's lock .*Found: the lock now reads: "4242 their-token otherhost\|pid:\[4026500001\]"/);
     assert.equal(readFileSync(lock, 'utf8'), theirs, "the other process's lock is left as it is");
+
+    // Taken over by a short command (aiq stats, backup, restore) that has released it since:
+    // the database may have changed under us, and nothing keeps a third process out.
+    rmSync(lock);
+    const gone = await holdWhile(() => rmSync(lock));
+    assert.equal(gone.how, 'SIGKILL', `stopped by its own lock watch; output:\n${gone.output}`);
+    assert.match(gone.output, /stopping at once \(SIGKILL\).*Found: the lock is gone/);
   } finally {
-    holder.child.kill('SIGKILL');
     rmSync(dataDir, { recursive: true, force: true });
   }
 });

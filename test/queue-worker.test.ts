@@ -344,6 +344,31 @@ for (const backend of BACKENDS) {
         assert.deepEqual([last!.status, last!.attempts], ['failed', 1], 'its one attempt was spent: failed, visibly');
         assert.match(last!.lastError!, /worker gone stopped without finishing/);
         assert.deepEqual(ran.sort(), [ids[0], ids[1]].sort(), 'each retried job ran once');
+
+        // Nothing claims while the reclaim runs, also when woken (NOTIFY, a poll, a caller):
+        // a job claimed then would be taken back by that reclaim and run twice.
+        const queries: string[] = [];
+        let letReclaimFinish!: () => void;
+        const reclaimHeld = new Promise<void>((resolve) => (letReclaimFinish = resolve));
+        const watched: Database = Object.create(own.db);
+        watched.query = async (text: string, values?: unknown[]) => {
+          queries.push(text.includes('claim_ai_jobs') ? 'claim' : text.includes('with expired as') ? 'reclaim' : 'other');
+          const result = await own.db.query(text, values);
+          if (text.includes('with expired as') && queries.filter((q) => q === 'reclaim').length === 1) await reclaimHeld;
+          return result as never;
+        };
+        const next = await jobEnqueue(own.db, { type: 'orphan', payload: {} });
+        const early = new Worker({ db: watched, logger, pollIntervalMs: 100, sole: true, handlers });
+        started.push(early);
+        const starting = early.start();
+        assert.equal(early.start(), starting, 'a second start() is the same start');
+        await waitFor(() => queries.includes('reclaim'), 'the reclaim to run');
+        early.wake();
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        assert.deepEqual(queries.filter((q) => q === 'claim'), [], 'no claim while the reclaim is under way');
+        letReclaimFinish();
+        await starting;
+        await waitFor(async () => (await jobGet(own.db, next))!.status === 'done', 'claimed after the start');
       } finally {
         await Promise.all(started.map((w) => w.stop()));
         await own.close();

@@ -181,7 +181,7 @@ function releaseFor(path: string, ours: string): () => void {
     if (released) return;
     released = true;
     heldHere.delete(ours);
-    void heartbeat.terminate();
+    heartbeat.stop();
     process.off('exit', release);
     // Only a lock of ours: a process that found ours stale (we were thought dead) took it over.
     if (readOrNull(path) === ours) unlinkSync(path);
@@ -199,43 +199,57 @@ function releaseFor(path: string, ours: string): () => void {
 // paused, or the folder unreachable, for that long). Both would then write one database,
 // which PGlite cannot survive, so this process stops at once: SIGKILL, from this thread,
 // because the main thread may be inside a long query, and because a graceful stop would
-// write to the database again. A lock seen changed is read once more CONFIRM_MS later, so
-// that a release under way (which leaves a lock no longer ours alone) is not taken for a
-// takeover. A lock that is gone is left so: it was released.
+// write to the database again. A lock that is gone counts the same unless we are releasing
+// it: the one that took it over may have been a short command that has released it since,
+// and the database may have changed under us. A lock seen changed or gone is read once
+// more CONFIRM_MS later. A read that fails otherwise (a share gone away) is tried again at
+// the next beat.
 const CONFIRM_MS = 1_000;
 const HEARTBEAT_SOURCE = `
   const { readFileSync, utimesSync, writeSync } = require('node:fs');
-  const { path, ours, ms, confirmMs, stopping } = require('node:worker_threads').workerData;
-  let changed = false;
+  const { path, ours, ms, confirmMs, releasing, stopping } = require('node:worker_threads').workerData;
+  let suspect = false;
   const beat = () => {
     let current;
     try {
       current = readFileSync(path, 'utf8');
       if (current === ours) utimesSync(path, new Date(), new Date());
-    } catch {
-      current = undefined;
+    } catch (err) {
+      current = err.code === 'ENOENT' ? null : ours;
     }
-    if (current === undefined || current === ours || !changed) {
-      changed = current !== undefined && current !== ours;
-      return setTimeout(beat, changed ? confirmMs : ms);
+    if (Atomics.load(releasing, 0) === 1) return;
+    if (current === ours || !suspect) {
+      suspect = current !== ours;
+      return setTimeout(beat, suspect ? confirmMs : ms);
     }
-    writeSync(2, stopping + JSON.stringify(current.trim()) + '\\n');
+    writeSync(2, stopping + (current === null ? 'the lock is gone' : 'the lock now reads: ' + JSON.stringify(current.trim())) + '\\n');
     process.kill(process.pid, 'SIGKILL');
   };
   setTimeout(beat, ms);`;
 
+interface Heartbeat {
+  /** Says we release the lock (a lock gone is then no takeover), and ends the thread. */
+  stop(): void;
+}
+
 /**
  * Keeps the lock at `path` fresh while it holds `ours` (see HEARTBEAT_MS), and kills this
- * process once another has taken it over; until terminated.
+ * process once another has taken it over or it is gone; until stopped.
  */
-function heartbeatStart(path: string, ours: string): Worker {
+function heartbeatStart(path: string, ours: string): Heartbeat {
   const stopping =
     `aiq: stopping at once (SIGKILL): another process took over the embedded database's lock ${path}, ` +
     `having found it untouched for ${LEASE_MS / 1000} s (was this process paused, or the folder unreachable?); ` +
-    'two processes must never write one database. The lock now reads: ';
-  const worker = new Worker(HEARTBEAT_SOURCE, { eval: true, workerData: { path, ours, ms: HEARTBEAT_MS, confirmMs: CONFIRM_MS, stopping } });
+    'two processes must never write one database. Found: ';
+  const releasing = new Int32Array(new SharedArrayBuffer(4));
+  const worker = new Worker(HEARTBEAT_SOURCE, { eval: true, workerData: { path, ours, ms: HEARTBEAT_MS, confirmMs: CONFIRM_MS, releasing, stopping } });
   worker.unref();
-  return worker;
+  return {
+    stop() {
+      Atomics.store(releasing, 0, 1);
+      void worker.terminate();
+    },
+  };
 }
 
 /** Errors of a filesystem that has no hard links (exFAT answers EPERM). */

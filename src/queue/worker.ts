@@ -164,6 +164,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private drained = false;
   private stopping = false;
   private started = false;
+  private starting?: Promise<void>;
   private pollTimer?: NodeJS.Timeout;
   private dueTimer?: NodeJS.Timeout;
   private dueAt = Infinity;
@@ -203,11 +204,17 @@ export class Worker extends EventEmitter<WorkerEvents> {
     return this.running.size + this.timedOutRuns.size;
   }
 
-  async start(): Promise<void> {
-    if (this.started) return;
-    this.started = true;
-    // Before anything can wake a claim: from then on, a job processing may be one of ours.
+  /** Starts claiming; calling it again returns the same start. */
+  start(): Promise<void> {
+    this.starting ??= this.startUp();
+    return this.starting;
+  }
+
+  private async startUp(): Promise<void> {
+    // While `started` is unset nothing claims (wake() returns): a job processing now was left
+    // by a process that is gone, never one of ours.
     if (this.sole) await this.reclaimOrphaned();
+    this.started = true;
     try {
       this.unlisten = await this.db.listen(NOTIFY_CHANNEL, () => this.wake(), () => this.wake());
     } catch (err) {
@@ -230,6 +237,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * within the grace period, then abort and release the rest. Nothing stays `processing`.
    */
   async stop(): Promise<void> {
+    // A stop during start-up lets it finish first: else the timers it is about to set would
+    // outlive the stop.
+    await this.starting?.catch(() => {});
     if (!this.started || this.stopping) return;
     this.stopping = true;
     // Leases are still extended while running jobs finish: a grace period longer than what
