@@ -34,6 +34,15 @@ export function createLogger(level = 'info', format: LogFormat = 'json', destina
 }
 
 /** A phone number for logs: country code and the last two digits (+31•••••••78). */
+/**
+ * A request's path for the log, without its query: a query may hold a phone number (the
+ * privacy export takes one) or words someone searched for.
+ */
+export function loggedPath(url: string): string {
+  const at = url.indexOf('?');
+  return at < 0 ? url : `${url.slice(0, at)}?…`;
+}
+
 export function maskPhone(phone: string): string {
   const digits = phone.replace(/^whatsapp:/, '');
   if (digits.length <= 5) return '•'.repeat(digits.length);

@@ -17,7 +17,7 @@ const TEXT = 'Mijn geheime vraag over verlof';
 async function runOnce(format: 'json' | 'pretty'): Promise<string> {
   const dataDir = mkdtempSync(join(tmpdir(), `aiq-log-${format}-`));
   const port = await freePort();
-  const env = { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_FORMAT: format, LOG_LEVEL: 'info', AI_PROVIDER: 'local', DATABASE_URL: '' };
+  const env = { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_FORMAT: format, LOG_LEVEL: 'info', AI_PROVIDER: 'local', DATABASE_URL: '', ADMIN_TOKEN: 'the-admin-token-0123456789' };
   const server = spawn(process.execPath, ['bin/aiq.js', 'start'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   server.stdout.on('data', (c) => (out += c));
@@ -27,6 +27,10 @@ async function runOnce(format: 'json' | 'pretty'): Promise<string> {
     const simulate = spawn(process.execPath, ['bin/aiq.js', 'simulate', TEXT, '--from', PHONE], { cwd: ROOT, env, stdio: 'ignore' });
     assert.equal(await new Promise((resolve) => simulate.on('exit', resolve)), 0);
     await waitFor(() => out.includes('reply sent'), `the reply (${format}):\n${out}`, 30_000, 100);
+    // A refused request is logged with its path; its query (here a number to export) is not.
+    const refused = await fetch(`http://127.0.0.1:${port}/api/privacy/export?phone=${encodeURIComponent(PHONE)}`, { headers: { authorization: 'Bearer not-the-admin-token-000' } });
+    assert.equal(refused.status, 401);
+    await waitFor(() => out.includes('wrong bearer token'), `the refusal in the log (${format}):\n${out}`, 10_000, 50);
     return out;
   } finally {
     server.kill('SIGTERM');

@@ -115,6 +115,50 @@ test('erasure removes every trace of one person and nothing of anyone else; expo
   assert.match(bad.json().error, /^phone: "0612" is not a phone number/);
 });
 
+test("erasure and export go by whole cells and words, read uploads in any encoding, and wait for a running import of the person's file", async () => {
+  const JO = '+31611111111';
+  await t.db.query(`insert into people (name, phone, email, content_hash) values ('Jo Bakker', $1, 'jo@corp.nl', 'x')`, [JO]);
+  const insertUpload = async (content: Buffer, status = 'failed', rowErrors: unknown[] = []) =>
+    (await t.db.query<{ id: string }>(
+      `insert into imports (filename, content, status, finished_at, row_errors) values ('u.csv', $1, $2, case when $2 in ('done', 'failed') then now() end, $3) returning id`,
+      [content, status, JSON.stringify(rowErrors)],
+    )).rows[0]!.id;
+  // Someone else whose address holds Jo's, and a US number ending in Jo's national digits.
+  const team = await insertUpload(
+    Buffer.from(`Name,Phone,Email\nJo Bakker,0611111111,jo@corp.nl\nMarjo Visser,+31622222222,marjo@corp.nl\nCarl (US office),+15611111111,carl@corp.com\nJo typo,${JO},jo@@corp.nl\n`),
+    'done',
+    [{ line: 5, reason: 'email "jo@@corp.nl" is not a valid address' }, { line: 3, reason: 'something about Marjo' }],
+  );
+  // Excel's "Unicode text" (UTF-16 with NULs) and a Windows-1252 file: neither may stop an erasure.
+  const utf16 = await insertUpload(Buffer.from('Name\tPhone\r\nSomeone\t+31699999999\r\n', 'utf16le'));
+  const cp1252 = await insertUpload(Buffer.concat([Buffer.from('Name,Phone\nJos'), Buffer.from([0xe9]), Buffer.from(',+31611111111\nRen'), Buffer.from([0xe9]), Buffer.from(',+31633333333\n')]));
+
+  const exported = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(JO)}`, headers: BEARER });
+  assert.equal(exported.statusCode, 200, exported.body);
+  const lines = Object.fromEntries(exported.json().imports.map((i: { id: string; lines: string[] }) => [i.id, i.lines]));
+  assert.deepEqual(lines[team], ['Jo Bakker,0611111111,jo@corp.nl', `Jo typo,${JO},jo@@corp.nl`], "Jo's lines only: not Marjo's, not Carl's");
+  assert.deepEqual(lines[cp1252], ['Jos\ufffd,+31611111111']);
+  assert.equal(lines[utf16], undefined);
+
+  // An import reading the file that names Jo: refused, nothing erased.
+  await t.db.query(`update imports set status = 'running', finished_at = null where id = $1`, [team]);
+  const busy = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: JO } });
+  assert.equal(busy.statusCode, 409, busy.body);
+  assert.match(busy.json().error, /^nothing erased: an import of a file that names this person is running/);
+  assert.equal((await t.db.query('select 1 from people where phone = $1', [JO])).rowCount, 1);
+  await t.db.query(`update imports set status = 'done', finished_at = now() where id = $1`, [team]);
+
+  const erased = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: JO } });
+  assert.equal(erased.statusCode, 200, erased.body);
+  const content = async (id: string) => (await t.db.query<{ c: Buffer; e: Array<{ line: number }> }>('select content as c, row_errors as e from imports where id = $1', [id])).rows[0]!;
+  const after = await content(team);
+  assert.equal(after.c.toString(), 'Name,Phone,Email\nMarjo Visser,+31622222222,marjo@corp.nl\nCarl (US office),+15611111111,carl@corp.com\n');
+  assert.deepEqual(after.e, [{ line: 3, reason: 'something about Marjo' }], "the rejected line's error went with it");
+  assert.deepEqual((await content(cp1252)).c, Buffer.concat([Buffer.from('Name,Phone\nRen'), Buffer.from([0xe9]), Buffer.from(',+31633333333\n')]), 'the other lines byte for byte');
+  assert.deepEqual((await content(utf16)).c, Buffer.from('Name\tPhone\r\nSomeone\t+31699999999\r\n', 'utf16le'));
+  await t.db.query('delete from imports where id = any($1::uuid[])', [[team, utf16, cp1252]]);
+});
+
 test('an erasure while the reply is being composed leaves nothing behind and sends nothing', async () => {
   const carla = '+31611112222';
   const sendsBefore = twilio.messages.length;

@@ -3,7 +3,7 @@ import { closeSync, fchmodSync, fstatSync, openSync, writeFileSync } from 'node:
 import { createInterface } from 'node:readline/promises';
 import type { Env } from '../config.ts';
 import { auditRecord } from '../privacy/audit.ts';
-import { erasurePhone, ErasureInputError, personErase } from '../privacy/erasure.ts';
+import { erasurePhone, ErasureBusyError, ErasureInputError, personErase } from '../privacy/erasure.ts';
 import { personExport } from '../privacy/export.ts';
 import { cliActor, UsageError, withRuntime, type CommandInput } from './command.ts';
 
@@ -35,7 +35,14 @@ export async function forget({ values, positionals }: CommandInput, config: Env)
     }
   }
   return withRuntime(config, async (rt) => {
-    const outcome = await personErase(rt.db, phone, cliActor());
+    const outcome = await personErase(rt.db, phone, cliActor()).catch((err: unknown) => {
+      if (err instanceof ErasureBusyError) return { status: 'busy' as const, reason: err.message };
+      throw err;
+    });
+    if (outcome.status === 'busy') {
+      console.error(`aiq: nothing erased: ${outcome.reason}`);
+      return 1;
+    }
     if (outcome.status === 'not_found') {
       console.error(`aiq: nothing is held for ${phone}: no contact and no person with that number (already erased, or a typo?)`);
       return 1;

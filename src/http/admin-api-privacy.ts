@@ -4,7 +4,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { auditRecord } from '../privacy/audit.ts';
-import { ErasureInputError, personErase } from '../privacy/erasure.ts';
+import { ErasureBusyError, ErasureInputError, personErase } from '../privacy/erasure.ts';
 import { personExport } from '../privacy/export.ts';
 import type { Runtime } from '../runtime.ts';
 import { parseOr400 } from './api-input.ts';
@@ -23,6 +23,7 @@ export const privacyApi: FastifyPluginAsync<{ runtime: Runtime; actor: string }>
       return { erased: true, counts: outcome.counts };
     } catch (err) {
       if (err instanceof ErasureInputError) return reply.status(400).send({ error: `phone: ${err.message}` });
+      if (err instanceof ErasureBusyError) return reply.status(409).send({ error: `nothing erased: ${err.message}` });
       throw err;
     }
   });

@@ -2,6 +2,7 @@
 // (open on loopback without one), never for another site's pages, zod-validated input, 4xx
 // with a message that says what was wrong. The conversation and knowledge groups are
 // registered here, behind the same check.
+import { loggedPath } from '../logger.ts';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { usageReport } from '../ai/costs.ts';
@@ -58,7 +59,7 @@ export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth; l
     // A request without any token is no guess at it; only wrong tokens count.
     if (token !== undefined) {
       await limiter.recordFailure(request);
-      request.log.warn({ ip: request.ip, url: request.url }, 'admin API refused: wrong bearer token');
+      request.log.warn({ ip: request.ip, url: loggedPath(request.url) }, 'admin API refused: wrong bearer token');
     }
     await reply
       .status(401)

@@ -1,5 +1,6 @@
 // Builds the HTTP app as a plugin tree without listening, so tests call `app.inject()` or
 // listen on a port of their choosing. Every route group is registered explicitly here.
+import { loggedPath } from '../logger.ts';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { trustProxyOf } from '../config.ts';
 import type { Runtime } from '../runtime.ts';
@@ -28,7 +29,7 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
   app.setErrorHandler((error: { statusCode?: number; message: string; code?: string }, request, reply) => {
     const status = error.statusCode && error.statusCode >= 400 ? error.statusCode : 500;
     if (status >= 500) {
-      request.log.error({ err: error, url: request.url }, 'request failed');
+      request.log.error({ err: error, url: loggedPath(request.url) }, 'request failed');
       return reply.status(status).send({ error: 'internal error' });
     }
     return reply.status(status).send({ error: error.message, code: error.code });

@@ -14,6 +14,11 @@ export class ErasureInputError extends Error {
   override name = 'ErasureInputError';
 }
 
+/** The erasure cannot run now (the reason says until when); nothing was erased. */
+export class ErasureBusyError extends Error {
+  override name = 'ErasureBusyError';
+}
+
 export interface ErasureCounts {
   contacts: number;
   people: number;
@@ -47,7 +52,8 @@ export const JOBS_ABOUT_PERSON = `
 const JOBS_DELETE_SQL = `delete from ai_jobs where ${JOBS_ABOUT_PERSON} returning id`;
 
 // Any other text that names the number (a Twilio error in another job's history, an import's
-// row error): its national part (the last 9 digits) gives way to a marker, written as
+// row error), and an import's row error or error that quotes their email ($2; a pattern
+// that matches nothing when there is none): its national part (the last 9 digits) gives way to a marker, written as
 // people write numbers (spelledNumberPattern), which covers "+31612345678", "0612345678"
 // and "06 1234 5678" alike.
 const TEXTS_SCRUB_SQL = `
@@ -59,9 +65,9 @@ const TEXTS_SCRUB_SQL = `
     where last_error ~ $1 or errors::text ~ $1 or result::text ~ $1 or payload::text ~ $1
     returning 1
   ), imports as (
-    update imports set row_errors = regexp_replace(row_errors::text, $1, '[erased]', 'g')::jsonb,
-                       error = regexp_replace(error, $1, '[erased]', 'g')
-    where row_errors::text ~ $1 or error ~ $1
+    update imports set row_errors = regexp_replace(regexp_replace(row_errors::text, $1, '[erased]', 'g'), $2, '\\1[erased]\\2', 'gi')::jsonb,
+                       error = regexp_replace(regexp_replace(error, $1, '[erased]', 'g'), $2, '\\1[erased]\\2', 'gi')
+    where row_errors::text ~ $1 or error ~ $1 or row_errors::text ~* $2 or error ~* $2
     returning 1
   )
   select (select count(*) from jobs)::int + (select count(*) from imports)::int as n`;
@@ -76,26 +82,68 @@ export function spelledNumberPattern(national: string): string {
   return national.replace(/\D/g, '').split('').join('[ ()./-]{0,2}');
 }
 
+/**
+ * A regular expression for an email address as a whole word (not inside a longer one), the
+ * characters around it in groups 1 and 2 (kept), or one that matches nothing. Its
+ * characters are escaped; a quote cannot be in it (JSON text).
+ */
+export function emailPattern(email: string | null): string {
+  if (!email) return '()a^()';
+  return `(^|[^a-z0-9._%+-])${email.toLowerCase().replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}($|[^a-z0-9.-])`;
+}
+
 /** The national significant number: the last 9 digits, without trunk or country prefix. */
 export const nationalPartOf = (phone: string): string => phone.slice(-9);
 
 /**
- * Whether a line of a stored CSV upload is about the person: its digits hold the number's
- * national part (so "06 1234 5678" and "+31 6 12345678" both match) or it holds their email.
+ * An upload's lines, byte for byte: decoded as latin1, which maps every byte to one
+ * character and back, so an upload in any encoding (UTF-8, Excel's Windows-1252 or UTF-16,
+ * a stray NUL) is matched and rewritten without harm to its other lines. Digits, commas and
+ * ASCII addresses read the same in all of them but UTF-16.
  */
-export function lineAboutPerson(line: string, phone: string, email: string | null): boolean {
-  return line.replace(/\D/g, '').includes(nationalPartOf(phone)) || (email !== null && line.toLowerCase().includes(email.toLowerCase()));
+export function uploadLines(content: Buffer): string[] {
+  return content.toString('latin1').split('\n');
 }
 
-/** Stored uploads with a line about the person (the same test as lineAboutPerson, in SQL first). */
-export async function uploadsAboutPerson(db: Queryable, phone: string, email: string | null): Promise<Array<{ id: string; content: Buffer }>> {
-  const { rows } = await db.query<{ id: string; content: Buffer }>(
-    `select id, content from imports where content is not null
-       and (regexp_replace(convert_from(content, 'UTF8'), '[^0-9\n]', '', 'g') like '%' || $1 || '%'
-            or ($2::text is not null and position(lower($2) in lower(convert_from(content, 'UTF8'))) > 0))`,
+/** A line of uploadLines as text to show (UTF-8, what uploads are read as). */
+export const uploadLineText = (line: string): string => Buffer.from(line, 'latin1').toString('utf8');
+
+/**
+ * Whether a line of a stored CSV upload is about the person: one of its cells holds their
+ * number (in international form, with 00, or in national form with a trunk 0: "06 1234
+ * 5678"), or one of its words is their email. Cell by cell and word by word, so that
+ * +15612345678 is not taken for +31612345678, nor marjo@corp.nl for jo@corp.nl.
+ */
+export function lineAboutPerson(line: string, phone: string, email: string | null): boolean {
+  const digits = phone.replace(/\D/g, '');
+  const cells = line.split(/[,;\t|]/);
+  const numberIn = (cell: string): boolean => {
+    const written = cell.replace(/\D/g, '');
+    if (written === digits || written === `00${digits}`) return true;
+    // A national form: the trunk 0, then the number without its country code (1-3 digits).
+    const national = written.slice(1);
+    return written.startsWith('0') && !written.startsWith('00') && national.length >= 6 && digits.endsWith(national) && digits.length - national.length <= 3;
+  };
+  if (cells.some(numberIn)) return true;
+  if (email === null) return false;
+  const address = Buffer.from(email.toLowerCase(), 'utf8').toString('latin1');
+  return line.toLowerCase().split(/[\s,;\t|"'<>()[\]]+/).includes(address);
+}
+
+/**
+ * Stored uploads that may have a line about the person, with their import's status: a
+ * cheap test in SQL on the bytes (escape-encoded, so no upload's encoding can fail it; a
+ * superset), then lineAboutPerson line by line. `lock` takes the rows (erasure).
+ */
+export async function uploadsAboutPerson(db: Queryable, phone: string, email: string | null, lock = false): Promise<Array<{ id: string; status: string; content: Buffer }>> {
+  const { rows } = await db.query<{ id: string; status: string; content: Buffer }>(
+    `select id, status, content from imports where content is not null
+       and (regexp_replace(encode(content, 'escape'), '[^0-9\n]', '', 'g') like '%' || $1 || '%'
+            or ($2::text is not null and position(lower(encode(convert_to($2, 'UTF8'), 'escape')) in lower(encode(content, 'escape'))) > 0))
+     ${lock ? 'for update' : ''}`,
     [nationalPartOf(phone), email],
   );
-  return rows;
+  return rows.filter((row) => uploadLines(row.content).some((line) => lineAboutPerson(line, phone, email)));
 }
 
 // An erasure crosses the rows a running reply holds (its job, its conversation): PostgreSQL
@@ -131,7 +179,7 @@ async function eraseOnce(db: Database, phone: string, actor: string): Promise<Er
     if (contact) await tx.query('delete from contacts where id = $1', [contact.id]); // cascades: conversations, messages, suggestions
     if (person) await tx.query('delete from people where id = $1', [person.id]);
     const importsScrubbed = await uploadsScrub(tx, phone, person?.email ?? null);
-    const textsScrubbed = (await tx.query<{ n: number }>(TEXTS_SCRUB_SQL, [spelledNumberPattern(nationalPartOf(phone))])).rows[0]!.n;
+    const textsScrubbed = (await tx.query<{ n: number }>(TEXTS_SCRUB_SQL, [spelledNumberPattern(nationalPartOf(phone)), emailPattern(person?.email ?? null)])).rows[0]!.n;
     const counts: ErasureCounts = {
       contacts: contact ? 1 : 0,
       people: person ? 1 : 0,
@@ -146,12 +194,30 @@ async function eraseOnce(db: Database, phone: string, actor: string): Promise<Er
   });
 }
 
-/** Removes the person's lines (lineAboutPerson) from CSV uploads kept in the database. */
+/**
+ * Removes the person's lines (lineAboutPerson) from CSV uploads kept in the database. An
+ * import reading such an upload is refused: it reads the bytes in slices by offset, so it
+ * would bring back the lines it read already and misread the rest. The row locks make an
+ * import about to start wait for this erasure, and then read the upload without them.
+ */
 async function uploadsScrub(tx: Queryable, phone: string, email: string | null): Promise<number> {
-  const rows = await uploadsAboutPerson(tx, phone, email);
+  const rows = await uploadsAboutPerson(tx, phone, email, true);
+  if (rows.some((row) => row.status === 'running')) {
+    throw new ErasureBusyError("an import of a file that names this person is running: erase once it has finished (the dashboard's Imports page shows it)");
+  }
   for (const row of rows) {
-    const kept = row.content.toString('utf8').split('\n').filter((line) => !lineAboutPerson(line, phone, email));
-    await tx.query('update imports set content = $2 where id = $1', [row.id, Buffer.from(kept.join('\n'))]);
+    const lines = uploadLines(row.content);
+    const about = lines.flatMap((line, i) => (lineAboutPerson(line, phone, email) ? [i + 1] : []));
+    const kept = lines.filter((_, i) => !about.includes(i + 1));
+    // The row errors of their lines go with them (a rejected address, a name): export hands
+    // those over as theirs.
+    await tx.query(
+      `update imports set content = $2,
+         row_errors = (select coalesce(jsonb_agg(e order by n), '[]') from jsonb_array_elements(row_errors) with ordinality as r(e, n)
+                       where not coalesce((e->>'line')::int = any($3::int[]), false))
+       where id = $1`,
+      [row.id, Buffer.from(kept.join('\n'), 'latin1'), about],
+    );
   }
   return rows.length;
 }

@@ -3,7 +3,7 @@
 // every conversation with its messages and suggestions, the jobs about them, and their lines
 // and row errors in stored CSV uploads: what erasure removes, the export hands over first.
 import type { Queryable } from '../db/types.ts';
-import { erasurePhone, JOBS_ABOUT_PERSON, lineAboutPerson, nationalPartOf, spelledNumberPattern, uploadsAboutPerson } from './erasure.ts';
+import { erasurePhone, JOBS_ABOUT_PERSON, lineAboutPerson, nationalPartOf, spelledNumberPattern, uploadLines, uploadLineText, uploadsAboutPerson } from './erasure.ts';
 
 export interface PersonExport {
   exportedAt: string;
@@ -131,13 +131,14 @@ async function importsAboutPerson(db: Queryable, phone: string, email: string | 
   );
   const quotes = new RegExp(spelled);
   return rows.map((row) => {
-    const all = uploads.get(row.id)?.toString('utf8').split('\n') ?? [];
+    const content = uploads.get(row.id);
+    const all = content ? uploadLines(content) : [];
     const about = new Set(all.flatMap((line, i) => (lineAboutPerson(line, phone, email) ? [i + 1] : [])));
     return {
       id: row.id,
       filename: row.filename,
       createdAt: row.created_at,
-      lines: [...about].map((n) => all[n - 1]!),
+      lines: [...about].map((n) => uploadLineText(all[n - 1]!)),
       rowErrors: row.row_errors.filter((e) => about.has(e.line) || quotes.test(e.reason) || (email !== null && e.reason.toLowerCase().includes(email.toLowerCase()))),
     };
   });
