@@ -66,6 +66,12 @@ test('keywords: the whole message, any case, punctuation around it; never a sent
   for (const body of ['STOP', 'stop', ' Stop. ', 'stoppen!', 'Afmelden', 'unsubscribe 🙏']) assert.equal(optChangeOf(body, keywords), 'out', body);
   for (const body of ['START', 'start!']) assert.equal(optChangeOf(body, keywords), 'in', body);
   for (const body of ['stop met het beleid?', 'kan ik stoppen met werken', 'starten', '', '   ']) assert.equal(optChangeOf(body, keywords), null, body);
+  // Keywords in scripts with combining marks: a vowel sign belongs to its word; Arabic
+  // vowel points, mostly left out in writing, do not make another word.
+  const world = optKeywordsOf({ OPT_OUT_KEYWORDS: 'रोको,توقف', OPT_IN_KEYWORDS: 'शुरू' });
+  for (const body of ['रोको', 'रोको।', 'توقف', 'توقّف', 'تَوَقَّفْ']) assert.equal(optChangeOf(body, world), 'out', body);
+  assert.equal(optChangeOf('शुरू', world), 'in');
+  for (const body of ['रुको', 'रोक', 'र क', 'شكرا']) assert.equal(optChangeOf(body, world), null, body);
 });
 
 test('STOP: one confirmation, no AI reply to it or to the next message; admin sends refused; START resumes', async () => {

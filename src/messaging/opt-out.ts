@@ -18,11 +18,14 @@ export function optKeywordsOf(config: { OPT_OUT_KEYWORDS: string; OPT_IN_KEYWORD
   return { out: set(config.OPT_OUT_KEYWORDS), in: set(config.OPT_IN_KEYWORDS) };
 }
 
-// "Stop.", " stop! ", "STOP 🙏" all mean STOP; "stop met roken?" does not.
+// "Stop.", " stop! ", "STOP 🙏" all mean STOP; "stop met roken?" does not. Combining marks
+// are part of a word (a Devanagari vowel sign: "रोको" is not "रुको"), except the vowel
+// points Arabic and Hebrew writers mostly leave out: "توقّف" is "توقف".
 function normalise(text: string): string {
   return text
     .normalize('NFKC')
-    .replace(/[^\p{L}\p{N}\s]/gu, ' ')
+    .replace(/[\u064B-\u065F\u0670\u0591-\u05BD\u05BF\u05C1\u05C2\u05C4\u05C5\u05C7]/g, '')
+    .replace(/[^\p{L}\p{M}\p{N}\s]/gu, ' ')
     .replace(/\s+/g, ' ')
     .trim()
     .toUpperCase();
