@@ -63,6 +63,39 @@ async function settled(s: Setup, jobId: string) {
   return job!;
 }
 
+describe('a reply in parts, held outside the window', () => {
+  let s: Setup | undefined;
+  before(async () => {
+    // The offline provider's answer is longer than 100 characters: two parts.
+    s = await setUp({ WORKER_CONCURRENCY: '1', REPLY_MAX_CHARS: '100' });
+  });
+  after(() => tearDown(s));
+
+  test('its later parts, which can never go out, answer nothing either', async () => {
+    const phone = '+31612340009';
+    const { conversationId, jobId } = await received(s!, phone, 'Wat zijn de openingstijden van het kantoor?');
+    await settled(s!, jobId);
+    const inbound = await s!.t.db.query<{ id: string }>(`select id from messages where conversation_id = $1 and source = 'inbound'`, [conversationId]);
+    await s!.t.db.query(`delete from messages where reply_to_message_id = $1`, [inbound.rows[0]!.id]);
+    await closeWindow(s!, conversationId);
+    s!.twilioApi.reset();
+    const lateJob = await autoreplyEnqueue(s!.t.db, { messageId: inbound.rows[0]!.id, conversationId });
+    await s!.t.db.query(`select pg_notify('aiq_jobs', '')`);
+    assert.equal((await settled(s!, lateJob)).status, 'failed');
+    const parts = await s!.t.db.query<{ part: number; status: string }>(`select part, status from messages where source = 'ai' and reply_to_message_id = $1 order by part`, [inbound.rows[0]!.id]);
+    assert.ok(parts.rows.length >= 2, 'a reply in parts');
+    assert.deepEqual(parts.rows.map((r) => r.status), ['held', ...parts.rows.slice(1).map(() => 'unsent')]);
+    assert.equal(s!.twilioApi.messages.length, 0);
+    const thread = await conversationThread(s!.t.db, conversationId, 20);
+    assert.equal(thread.answeredUpTo, 0, 'the question is still open');
+    assert.deepEqual(thread.unanswered.map((m) => m.body), ['Wat zijn de openingstijden van het kantoor?']);
+    assert.equal(await messageAnsweredBy(s!.t.db, conversationId, 1), null);
+    const all = await s!.t.db.query(`select * from messages where conversation_id = $1 order by created_at, part`, [conversationId]);
+    const { messageFromRow } = await import('../src/messaging/conversations.ts');
+    assert.deepEqual(historyOf(all.rows.map((r) => messageFromRow(r as never))).map((h) => h.role), ['user'], 'the model is shown no part of the held reply');
+  });
+});
+
 describe('without a template', () => {
   let s: Setup | undefined;
   before(async () => {

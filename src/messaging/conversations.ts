@@ -196,6 +196,19 @@ export async function conversationGet(db: Queryable, id: string): Promise<Conver
  */
 export const ANSWERS_NOTHING_SQL = `('failed', 'send_failed', 'held')`;
 
+/**
+ * Whether the reply (or part) `m` (an alias, or the table's name) answers what it covered:
+ * it is not undelivered itself, nor a part still `unsent` behind an undelivered earlier
+ * part of its reply (held outside the window, refused): a later part never goes out before
+ * an earlier one, so it would never reach the contact either.
+ */
+export const answersSomethingSql = (m: string) => `(${m}.status not in ${ANSWERS_NOTHING_SQL}
+  and not (${m}.status = 'unsent' and exists (
+    select 1 from messages earlier_part
+    where earlier_part.conversation_id = ${m}.conversation_id and earlier_part.source = ${m}.source
+      and earlier_part.reply_to_message_id = ${m}.reply_to_message_id and earlier_part.parts = ${m}.parts
+      and earlier_part.part < ${m}.part and earlier_part.status in ${ANSWERS_NOTHING_SQL})))`;
+
 // The seed's done-is-noop guard, made exact: a reply whose context covered this message's
 // position answers it (an AI reply: it was in the prompt; an admin reply: it was visible
 // when the admin wrote). Positions, unlike created_at, follow commit order. A fragment, so
@@ -203,7 +216,7 @@ export const ANSWERS_NOTHING_SQL = `('failed', 'send_failed', 'held')`;
 const answeringReplySql = (conversationId: string, seq: string) => `
   select a.id from messages a
   where a.conversation_id = ${conversationId} and a.source <> 'inbound'
-    and a.status not in ${ANSWERS_NOTHING_SQL}
+    and ${answersSomethingSql('a')}
     and a.context_until_seq >= ${seq}
   order by a.created_at desc
   limit 1`;
@@ -231,7 +244,7 @@ export interface ConversationThread {
 const threadSql = (conversationId: string, limit: string) => `
   with up_to as (
     select coalesce(max(context_until_seq), 0)::int8 as n from messages
-    where conversation_id = ${conversationId} and source <> 'inbound' and status not in ${ANSWERS_NOTHING_SQL}
+    where conversation_id = ${conversationId} and source <> 'inbound' and ${answersSomethingSql('messages')}
   )
   select 'earlier' as thread_part, up_to.n as answered_up_to, e.*
   from up_to cross join lateral (

@@ -4,7 +4,7 @@
 // it for a human. A reply split into parts sends them in order, each the same way.
 // Knows the transport and the database, not the queue: callers map outcomes to job errors.
 import type { Queryable } from '../db/types.ts';
-import { ANSWERS_NOTHING_SQL, messageFromRow, messageGet, type Message } from './conversations.ts';
+import { answersSomethingSql, messageFromRow, messageGet, type Message } from './conversations.ts';
 import { SendError, type Transport } from './transport.ts';
 import { heldReason, templateFill, windowOpen, type ReplyTemplate } from './window.ts';
 
@@ -126,7 +126,7 @@ const ADMIN_ANSWERED = (conversationId: string, seq: string) => `
   exists (
     select 1 from messages a
     where a.conversation_id = ${conversationId} and a.source = 'admin'
-      and a.status not in ${ANSWERS_NOTHING_SQL} and a.context_until_seq >= ${seq})`;
+      and ${answersSomethingSql('a')} and a.context_until_seq >= ${seq})`;
 
 // An admin reply, written before sending, in `pending`, with the send's start time. It
 // answers every inbound message visible as it is written (the done-is-noop guard), or up to
