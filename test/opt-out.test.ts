@@ -6,10 +6,9 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { inboundStoreAndEnqueue } from '../src/jobs/autoreply.ts';
 import { optChangeOf, optKeywordsOf } from '../src/messaging/opt-out.ts';
-import { jobGet } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
-import { inboundParams, injectSigned, messageSid, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
+import { inboundParams, injectSigned, messageSid, messagingEnv, receiveAnswered, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
 import { waitFor } from './helpers/processes.ts';
 
 const WHATSAPP = '/webhooks/twilio/whatsapp';
@@ -34,23 +33,7 @@ after(async () => {
 });
 
 /** Sends an inbound message and waits until its autoreply job is finished; returns the job's result. */
-async function receive(body: string, from = ANNA): Promise<Record<string, unknown>> {
-  const params = inboundParams(body, from);
-  const response = await injectSigned(m.app, WHATSAPP, params);
-  assert.equal(response.statusCode, 200, response.body);
-  const job = await t.db.query<{ id: string }>(
-    `select j.id from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1 and j.type = 'autoreply'`,
-    [params.MessageSid],
-  );
-  let result: Record<string, unknown> = {};
-  await waitFor(async () => {
-    const current = await jobGet(t.db, job.rows[0]!.id);
-    if (current?.status !== 'done') return false;
-    result = current.result as Record<string, unknown>;
-    return true;
-  }, `the job of "${body}"`);
-  return result;
-}
+const receive = (body: string, from = ANNA) => receiveAnswered(m, inboundParams(body, from));
 
 function sentTo(phone: string): string[] {
   return twilioApi.messages.filter((msg) => msg.to === `whatsapp:${phone}`).map((msg) => msg.body);

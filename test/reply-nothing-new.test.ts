@@ -3,11 +3,9 @@
 // second answer to the question before it.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { jobGet } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
-import { inboundParams, injectSigned, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
-import { waitFor } from './helpers/processes.ts';
+import { inboundParams, messagingEnv, receiveAnswered, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
 
 const ANNA = '+31612349999';
 let t: TestDatabase;
@@ -26,22 +24,7 @@ after(async () => {
   await t?.close();
 });
 
-/** Posts an inbound message as Twilio does and waits for its autoreply job; returns the job's result. */
-async function receive(params: Record<string, string>): Promise<Record<string, unknown>> {
-  const response = await injectSigned(m.app, '/webhooks/twilio/whatsapp', params);
-  assert.equal(response.statusCode, 200, response.body);
-  const job = await t.db.query<{ id: string }>(
-    `select j.id from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1 and j.type = 'autoreply'`,
-    [params.MessageSid],
-  );
-  let result: Record<string, unknown> = {};
-  await waitFor(async () => {
-    const current = await jobGet(t.db, job.rows[0]!.id);
-    result = (current?.result ?? {}) as Record<string, unknown>;
-    return current?.status === 'done';
-  }, 'the autoreply job');
-  return result;
-}
+const receive = (params: Record<string, string>) => receiveAnswered(m, params);
 
 test('a location pin after a question gets no reply: the question is not answered twice', async () => {
   const question = await receive(inboundParams('Waar is het kantoor in Utrecht?', ANNA));

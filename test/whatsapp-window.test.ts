@@ -63,6 +63,23 @@ async function settled(s: Setup, jobId: string) {
   return job!;
 }
 
+/**
+ * Answers the contact's question, then, as if its job had waited out a long outage, runs it
+ * again with the reply not written yet and the window closed. Returns the late job and the question.
+ */
+async function lateReplyJob(s: Setup, phone: string, question: string) {
+  const { conversationId, jobId } = await received(s, phone, question);
+  await settled(s, jobId);
+  const inbound = await s.t.db.query<{ id: string }>(`select id from messages where conversation_id = $1 and source = 'inbound'`, [conversationId]);
+  const inboundId = inbound.rows[0]!.id;
+  await s.t.db.query(`delete from messages where reply_to_message_id = $1`, [inboundId]);
+  await closeWindow(s, conversationId);
+  s.twilioApi.reset();
+  const lateJob = await autoreplyEnqueue(s.t.db, { messageId: inboundId, conversationId });
+  await s.t.db.query(`select pg_notify('aiq_jobs', '')`);
+  return { conversationId, inboundId, job: await settled(s, lateJob) };
+}
+
 describe('a reply in parts, held outside the window', () => {
   let s: Setup | undefined;
   before(async () => {
@@ -72,17 +89,9 @@ describe('a reply in parts, held outside the window', () => {
   after(() => tearDown(s));
 
   test('its later parts, which can never go out, answer nothing either', async () => {
-    const phone = '+31612340009';
-    const { conversationId, jobId } = await received(s!, phone, 'Wat zijn de openingstijden van het kantoor?');
-    await settled(s!, jobId);
-    const inbound = await s!.t.db.query<{ id: string }>(`select id from messages where conversation_id = $1 and source = 'inbound'`, [conversationId]);
-    await s!.t.db.query(`delete from messages where reply_to_message_id = $1`, [inbound.rows[0]!.id]);
-    await closeWindow(s!, conversationId);
-    s!.twilioApi.reset();
-    const lateJob = await autoreplyEnqueue(s!.t.db, { messageId: inbound.rows[0]!.id, conversationId });
-    await s!.t.db.query(`select pg_notify('aiq_jobs', '')`);
-    assert.equal((await settled(s!, lateJob)).status, 'failed');
-    const parts = await s!.t.db.query<{ part: number; status: string }>(`select part, status from messages where source = 'ai' and reply_to_message_id = $1 order by part`, [inbound.rows[0]!.id]);
+    const { conversationId, inboundId, job } = await lateReplyJob(s!, '+31612340009', 'Wat zijn de openingstijden van het kantoor?');
+    assert.equal(job.status, 'failed');
+    const parts = await s!.t.db.query<{ part: number; status: string }>(`select part, status from messages where source = 'ai' and reply_to_message_id = $1 order by part`, [inboundId]);
     assert.ok(parts.rows.length >= 2, 'a reply in parts');
     assert.deepEqual(parts.rows.map((r) => r.status), ['held', ...parts.rows.slice(1).map(() => 'unsent')]);
     assert.equal(s!.twilioApi.messages.length, 0);
@@ -123,20 +132,10 @@ describe('without a template', () => {
   });
 
   test('an AI reply whose job runs after the window closed is held and its job fails with the reason', async () => {
-    const phone = '+31612340002';
-    const { conversationId, jobId } = await received(s!, phone, 'Hoeveel vakantiedagen heb ik?');
-    await settled(s!, jobId);
-    // As if the job had waited out a long outage: its reply not written yet, the window closed.
-    const inbound = await s!.t.db.query<{ id: string }>(`select id from messages where conversation_id = $1 and source = 'inbound'`, [conversationId]);
-    await s!.t.db.query(`delete from messages where reply_to_message_id = $1`, [inbound.rows[0]!.id]);
-    await closeWindow(s!, conversationId);
-    s!.twilioApi.reset();
-    const lateJob = await autoreplyEnqueue(s!.t.db, { messageId: inbound.rows[0]!.id, conversationId });
-    await s!.t.db.query(`select pg_notify('aiq_jobs', '')`);
-    const job = await settled(s!, lateJob);
+    const { conversationId, inboundId, job } = await lateReplyJob(s!, '+31612340002', 'Hoeveel vakantiedagen heb ik?');
     assert.equal(job.status, 'failed');
     assert.match(job.lastError ?? '', /held, not sent: outside WhatsApp's 24-hour window/);
-    const reply = await s!.t.db.query<{ status: string }>(`select status from messages where source = 'ai' and reply_to_message_id = $1`, [inbound.rows[0]!.id]);
+    const reply = await s!.t.db.query<{ status: string }>(`select status from messages where source = 'ai' and reply_to_message_id = $1`, [inboundId]);
     assert.deepEqual(reply.rows, [{ status: 'held' }]);
     assert.equal(s!.twilioApi.messages.length, 0);
     // The held reply never left: the question is still open for the next reply, and the

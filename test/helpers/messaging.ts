@@ -7,9 +7,10 @@ import twilio from 'twilio';
 import { loadConfig } from '../../src/config.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { createWorker, openRuntime } from '../../src/main.ts';
-import type { Worker } from '../../src/queue/index.ts';
+import { jobGet, type Worker } from '../../src/queue/index.ts';
 import type { Runtime } from '../../src/runtime.ts';
 import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN } from './fake-twilio.ts';
+import { waitFor } from './processes.ts';
 
 export const FROM_NUMBER = 'whatsapp:+14155238886';
 
@@ -123,4 +124,25 @@ export function signedForm(signedUrl: string, params: Record<string, string>, to
 export function injectSigned(app: FastifyInstance, path: string, params: Record<string, string>, options: { signedUrl?: string; token?: string } = {}) {
   const form = signedForm(options.signedUrl ?? `http://localhost:80${path}`, params, options.token);
   return app.inject({ method: 'POST', url: path, headers: form.headers, payload: form.payload });
+}
+
+/**
+ * Posts a signed inbound message to the app and waits until its autoreply job is done;
+ * returns the job's result.
+ */
+export async function receiveAnswered(m: MessagingApp, params: Record<string, string>): Promise<Record<string, unknown>> {
+  const response = await injectSigned(m.app, '/webhooks/twilio/whatsapp', params);
+  if (response.statusCode !== 200) throw new Error(`webhook answered ${response.statusCode}: ${response.body}`);
+  const { db } = m.runtime;
+  const job = await db.query<{ id: string }>(
+    `select j.id from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1 and j.type = 'autoreply'`,
+    [params.MessageSid],
+  );
+  let result: Record<string, unknown> = {};
+  await waitFor(async () => {
+    const current = await jobGet(db, job.rows[0]!.id);
+    result = (current?.result ?? {}) as Record<string, unknown>;
+    return current?.status === 'done';
+  }, `the autoreply job of "${params.Body}"`);
+  return result;
 }
