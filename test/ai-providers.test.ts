@@ -81,6 +81,11 @@ describe('openai provider', () => {
     assert.equal(typeof voice.text, 'string');
     assert.deepEqual(fetched, [`${fake.openaiBaseUrl}/audio/transcriptions`], 'the multipart upload goes through the global fetch');
     assert.equal(fake.requests.filter((r) => r.endpoint === 'transcription').length, 1);
+    // Named as the API expects: it refuses a file named after a content type's subtype like x-m4a.
+    await ai.transcribe!({ bytes: new Uint8Array([0, 0, 0, 24, 102, 116, 121, 112]), contentType: 'audio/x-m4a' });
+    await ai.transcribe!({ bytes: new Uint8Array([79, 103, 103, 83, 0, 1, 2, 3]), contentType: 'audio/opus; codecs=opus' });
+    const names = fake.requests.filter((r) => r.endpoint === 'transcription').map((r) => /filename="([^"]+)"/.exec(String(r.body))?.[1]);
+    assert.deepEqual(names, ['voice-note.ogg', 'voice-note.m4a', 'voice-note.ogg']);
   });
 
   test('with NODE_USE_ENV_PROXY=1 every request goes through the global fetch, which applies the proxy settings', async (t) => {

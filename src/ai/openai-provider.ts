@@ -7,6 +7,17 @@ import { aiErrorMap } from './errors.ts';
 import { sdkFetchCreate } from './sdk-fetch.ts';
 import { NO_USAGE, type AiProvider, type CallObserver, type CallOptions, type ChatResult, type EmbedResult, type Prompt, type TokenUsage } from './types.ts';
 
+/**
+ * The file name's extension for a transcription upload: the API checks it against the
+ * formats it reads (flac, m4a, mp3, mp4, mpeg, mpga, oga, ogg, wav, webm), so a content
+ * type's subtype does not always do (`audio/x-m4a` is m4a, `audio/opus` is Ogg).
+ */
+const AUDIO_EXTENSIONS: Record<string, string> = { 'x-m4a': 'm4a', opus: 'ogg', 'x-wav': 'wav', wave: 'wav', mp3: 'mp3', mpeg3: 'mp3', 'x-flac': 'flac' };
+function audioExtensionOf(contentType: string): string {
+  const subtype = contentType.split('/')[1]?.split(';')[0]?.trim().toLowerCase() || 'ogg';
+  return AUDIO_EXTENSIONS[subtype] ?? subtype;
+}
+
 export interface OpenAiProviderOptions {
   apiKey?: string;
   /** Default https://api.openai.com/v1. */
@@ -121,8 +132,7 @@ function sdkProvider(
     ...(transcriptionModel
       ? {
           async transcribe(audio: { bytes: Uint8Array; contentType: string }, callOptions: CallOptions = {}) {
-            const extension = audio.contentType.split('/')[1]?.split(';')[0] ?? 'ogg';
-            const file = await toFile(audio.bytes, `voice-note.${extension}`, { type: audio.contentType });
+            const file = await toFile(audio.bytes, `voice-note.${audioExtensionOf(audio.contentType)}`, { type: audio.contentType });
             const result = await call('transcribe', `${name} transcription ${transcriptionModel}`, () =>
               client.audio.transcriptions.create({ model: transcriptionModel, file }, { signal: callOptions.signal }),
             );
