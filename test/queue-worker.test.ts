@@ -32,7 +32,7 @@ for (const backend of BACKENDS) {
   describe(`worker on ${backend.name}`, () => {
     let t: TestDatabase;
     const workers: Worker[] = [];
-    const startWorker = async (options: Omit<WorkerOptions, 'db' | 'logger'>) => {
+    const startWorker = async (options: Omit<WorkerOptions, 'db' | 'logger'> & { db?: Database }) => {
       const worker = new Worker({ db: t.db, logger, pollIntervalMs: 60_000, ...options });
       workers.push(worker);
       await worker.start();
@@ -304,12 +304,6 @@ for (const backend of BACKENDS) {
       // Its own database: a sole worker takes every processing job, other tests' too.
       const own = await backend.fresh();
       const started: Worker[] = [];
-      const start = async (options: Omit<WorkerOptions, 'db' | 'logger'>) => {
-        const worker = new Worker({ db: own.db, logger, pollIntervalMs: 100, ...options });
-        started.push(worker);
-        await worker.start();
-        return worker;
-      };
       try {
         const ran: string[] = [];
         const handlers = [handler('orphan', async ({ job }) => void ran.push(job.id)), handler('marker', async () => undefined)];
@@ -321,7 +315,7 @@ for (const backend of BACKENDS) {
         // A process claims them with an hour's lease and is killed: nothing settles them.
         assert.equal((await jobClaim(own.db, 10, 'gone', 3600)).length, 3);
 
-        const shared = await start({ workerId: 'shared', handlers });
+        const shared = await startWorker({ db: own.db, pollIntervalMs: 100, workerId: 'shared', handlers });
         const marker = await jobEnqueue(own.db, { type: 'marker', payload: {} });
         await waitFor(async () => (await jobGet(own.db, marker))!.status === 'done', 'the shared worker runs other work');
         await shared.stop();

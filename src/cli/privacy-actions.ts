@@ -3,7 +3,7 @@ import { closeSync, fchmodSync, fstatSync, openSync, writeFileSync } from 'node:
 import { createInterface } from 'node:readline/promises';
 import type { Env } from '../config.ts';
 import { auditRecord } from '../privacy/audit.ts';
-import { erasurePhone, ErasureBusyError, ErasureInputError, personErase } from '../privacy/erasure.ts';
+import { erasurePhone, ErasureInputError, personErase } from '../privacy/erasure.ts';
 import { personExport } from '../privacy/export.ts';
 import { cliActor, UsageError, withRuntime, type CommandInput } from './command.ts';
 
@@ -35,10 +35,7 @@ export async function forget({ values, positionals }: CommandInput, config: Env)
     }
   }
   return withRuntime(config, async (rt) => {
-    const outcome = await personErase(rt.db, phone, cliActor()).catch((err: unknown) => {
-      if (err instanceof ErasureBusyError) return { status: 'busy' as const, reason: err.message };
-      throw err;
-    });
+    const outcome = await personErase(rt.db, phone, cliActor());
     if (outcome.status === 'busy') {
       console.error(`aiq: nothing erased: ${outcome.reason}`);
       return 1;

@@ -4,7 +4,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { auditRecord } from '../privacy/audit.ts';
-import { ErasureBusyError, ErasureInputError, personErase } from '../privacy/erasure.ts';
+import { ErasureInputError, personErase } from '../privacy/erasure.ts';
 import { personExport } from '../privacy/export.ts';
 import type { Runtime } from '../runtime.ts';
 import { parseOr400 } from './api-input.ts';
@@ -20,10 +20,10 @@ export const privacyApi: FastifyPluginAsync<{ runtime: Runtime; actor: string }>
     try {
       const outcome = await personErase(db, input.phone, actor);
       if (outcome.status === 'not_found') return reply.status(404).send({ error: 'nothing is held for this number: no contact and no person' });
+      if (outcome.status === 'busy') return reply.status(409).send({ error: `nothing erased: ${outcome.reason}` });
       return { erased: true, counts: outcome.counts };
     } catch (err) {
       if (err instanceof ErasureInputError) return reply.status(400).send({ error: `phone: ${err.message}` });
-      if (err instanceof ErasureBusyError) return reply.status(409).send({ error: `nothing erased: ${err.message}` });
       throw err;
     }
   });

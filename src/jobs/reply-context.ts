@@ -105,9 +105,12 @@ const UNDELIVERED = new Set(['failed', 'send_failed', 'held', 'undelivered', 'ca
  * transcript, an image as one the assistant cannot see, a file that failed with why.
  */
 export function historyOf(messages: Message[], media: Map<string, MediaInfo[]> = new Map(), images: Map<string, string[]> = new Map()): HistoryMessage[] {
-  // A part still unsent behind an undelivered earlier part never goes out either.
-  const stopped = new Set(messages.filter((m) => m.source !== 'inbound' && m.parts > 1 && UNDELIVERED.has(m.status)).map((m) => `${m.source} ${m.replyToMessageId} ${m.part}`));
-  const stoppedBefore = (m: Message) => m.status === 'unsent' && Array.from({ length: m.part - 1 }, (_, i) => `${m.source} ${m.replyToMessageId} ${i + 1}`).some((key) => stopped.has(key));
+  // A part still unsent behind an undelivered earlier part never goes out either: per reply,
+  // the first undelivered part.
+  const reply = (m: Message) => `${m.source} ${m.replyToMessageId}`;
+  const stoppedAt = new Map<string, number>();
+  for (const m of messages) if (m.source !== 'inbound' && m.parts > 1 && UNDELIVERED.has(m.status)) stoppedAt.set(reply(m), Math.min(m.part, stoppedAt.get(reply(m)) ?? m.part));
+  const stoppedBefore = (m: Message) => m.status === 'unsent' && (stoppedAt.get(reply(m)) ?? Infinity) < m.part;
   return messages
     .filter((m) => m.source === 'inbound' || (!UNDELIVERED.has(m.status) && !stoppedBefore(m)))
     .map((m) => {

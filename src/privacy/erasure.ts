@@ -15,7 +15,7 @@ export class ErasureInputError extends Error {
 }
 
 /** The erasure cannot run now (the reason says until when); nothing was erased. */
-export class ErasureBusyError extends Error {
+class ErasureBusyError extends Error {
   override name = 'ErasureBusyError';
 }
 
@@ -29,7 +29,8 @@ export interface ErasureCounts {
   textsScrubbed: number;
 }
 
-export type ErasureOutcome = { status: 'erased'; counts: ErasureCounts } | { status: 'not_found' };
+/** `busy`: refused for now (ErasureBusyError's reason), nothing erased. */
+export type ErasureOutcome = { status: 'erased'; counts: ErasureCounts } | { status: 'not_found' } | { status: 'busy'; reason: string };
 
 /** The number in E.164, or an ErasureInputError that says what is wrong with it. */
 export function erasurePhone(raw: string): string {
@@ -131,11 +132,12 @@ export function lineAboutPerson(line: string, phone: string, email: string | nul
 }
 
 /**
- * Stored uploads that may have a line about the person, with their import's status: a
- * cheap test in SQL on the bytes (escape-encoded, so no upload's encoding can fail it; a
- * superset), then lineAboutPerson line by line. `lock` takes the rows (erasure).
+ * Stored uploads with a line about the person, with their import's status, their lines
+ * (uploadLines) and which of them (1-based) are the person's: a cheap test in SQL on the
+ * bytes first (escape-encoded, so no upload's encoding can fail it; a superset), then
+ * lineAboutPerson line by line. `lock` takes the rows (erasure).
  */
-export async function uploadsAboutPerson(db: Queryable, phone: string, email: string | null, lock = false): Promise<Array<{ id: string; status: string; content: Buffer }>> {
+export async function uploadsAboutPerson(db: Queryable, phone: string, email: string | null, lock = false): Promise<Array<{ id: string; status: string; lines: string[]; about: number[] }>> {
   const { rows } = await db.query<{ id: string; status: string; content: Buffer }>(
     `select id, status, content from imports where content is not null
        and (regexp_replace(encode(content, 'escape'), '[^0-9\n]', '', 'g') like '%' || $1 || '%'
@@ -143,7 +145,12 @@ export async function uploadsAboutPerson(db: Queryable, phone: string, email: st
      ${lock ? 'for update' : ''}`,
     [nationalPartOf(phone), email],
   );
-  return rows.filter((row) => uploadLines(row.content).some((line) => lineAboutPerson(line, phone, email)));
+  return rows
+    .map(({ id, status, content }) => {
+      const lines = uploadLines(content);
+      return { id, status, lines, about: lines.flatMap((line, i) => (lineAboutPerson(line, phone, email) ? [i + 1] : [])) };
+    })
+    .filter((upload) => upload.about.length > 0);
 }
 
 // An erasure crosses the rows a running reply holds (its job, its conversation): PostgreSQL
@@ -156,6 +163,7 @@ export async function personErase(db: Database, rawPhone: string, actor: string)
     try {
       return await eraseOnce(db, phone, actor);
     } catch (err) {
+      if (err instanceof ErasureBusyError) return { status: 'busy', reason: err.message };
       if (attempt >= 5 || !RETRYABLE.has((err as { code?: string }).code ?? '')) throw err;
       await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
     }
@@ -206,9 +214,7 @@ async function uploadsScrub(tx: Queryable, phone: string, email: string | null):
     throw new ErasureBusyError("an import of a file that names this person is running: erase once it has finished (the dashboard's Imports page shows it)");
   }
   for (const row of rows) {
-    const lines = uploadLines(row.content);
-    const about = lines.flatMap((line, i) => (lineAboutPerson(line, phone, email) ? [i + 1] : []));
-    const kept = lines.filter((_, i) => !about.includes(i + 1));
+    const kept = row.lines.filter((_, i) => !row.about.includes(i + 1));
     // The row errors of their lines go with them (a rejected address, a name): export hands
     // those over as theirs.
     await tx.query(
@@ -216,7 +222,7 @@ async function uploadsScrub(tx: Queryable, phone: string, email: string | null):
          row_errors = (select coalesce(jsonb_agg(e order by n), '[]') from jsonb_array_elements(row_errors) with ordinality as r(e, n)
                        where not coalesce((e->>'line')::int = any($3::int[]), false))
        where id = $1`,
-      [row.id, Buffer.from(kept.join('\n'), 'latin1'), about],
+      [row.id, Buffer.from(kept.join('\n'), 'latin1'), row.about],
     );
   }
   return rows.length;

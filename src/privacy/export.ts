@@ -3,7 +3,7 @@
 // every conversation with its messages and suggestions, the jobs about them, and their lines
 // and row errors in stored CSV uploads: what erasure removes, the export hands over first.
 import type { Queryable } from '../db/types.ts';
-import { erasurePhone, JOBS_ABOUT_PERSON, lineAboutPerson, nationalPartOf, spelledNumberPattern, uploadLines, uploadLineText, uploadsAboutPerson } from './erasure.ts';
+import { erasurePhone, JOBS_ABOUT_PERSON, nationalPartOf, spelledNumberPattern, uploadLineText, uploadsAboutPerson } from './erasure.ts';
 
 export interface PersonExport {
   exportedAt: string;
@@ -121,8 +121,8 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
  */
 async function importsAboutPerson(db: Queryable, phone: string, email: string | null): Promise<PersonExport['imports']> {
   const spelled = spelledNumberPattern(nationalPartOf(phone));
-  // The uploads' bytes are read once, by uploadsAboutPerson; here only the rest of the row.
-  const uploads = new Map((await uploadsAboutPerson(db, phone, email)).map((u) => [u.id, u.content]));
+  // The uploads' bytes are read and matched once, by uploadsAboutPerson; here only the rest of the row.
+  const uploads = new Map((await uploadsAboutPerson(db, phone, email)).map((u) => [u.id, u]));
   const { rows } = await db.query<{ id: string; filename: string; created_at: Date; row_errors: Array<{ line: number; reason: string }> }>(
     `select id, filename, created_at, row_errors from imports
      where id = any($1::uuid[]) or row_errors::text ~ $2 or ($3::text is not null and position(lower($3) in lower(row_errors::text)) > 0)
@@ -131,14 +131,13 @@ async function importsAboutPerson(db: Queryable, phone: string, email: string | 
   );
   const quotes = new RegExp(spelled);
   return rows.map((row) => {
-    const content = uploads.get(row.id);
-    const all = content ? uploadLines(content) : [];
-    const about = new Set(all.flatMap((line, i) => (lineAboutPerson(line, phone, email) ? [i + 1] : [])));
+    const upload = uploads.get(row.id);
+    const about = new Set(upload?.about ?? []);
     return {
       id: row.id,
       filename: row.filename,
       createdAt: row.created_at,
-      lines: [...about].map((n) => uploadLineText(all[n - 1]!)),
+      lines: [...about].map((n) => uploadLineText(upload!.lines[n - 1]!)),
       rowErrors: row.row_errors.filter((e) => about.has(e.line) || quotes.test(e.reason) || (email !== null && e.reason.toLowerCase().includes(email.toLowerCase()))),
     };
   });

@@ -9,7 +9,7 @@ import { windowOpen, windowOpenUntil } from '../../messaging/window.ts';
 import type { Profiles } from '../../messaging/profiles.ts';
 import { mediaFile, mediaOfMessages, type MediaInfo } from '../../messaging/media-store.ts';
 import { conversationAiPausedSet, conversationGet, messageListRecent, type Citations, type Conversation, type Message } from '../../messaging/conversations.ts';
-import { ErasureBusyError, personErase } from '../../privacy/erasure.ts';
+import { personErase } from '../../privacy/erasure.ts';
 import type { Runtime } from '../../runtime.ts';
 import { actionQuery, pageContext, queryString } from './access.ts';
 import { ActionError, adminReplySend, inboundSimulate, optOutRecord, outcomeText, suggestionRequest, suggestionSend } from '../admin/conversation-actions.ts';
@@ -263,10 +263,7 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const params = Id.safeParse(request.params);
     const conversation = params.success ? await conversationGet(db, params.data.id) : null;
     if (!conversation) return reply.status(404).send('no such conversation');
-    const outcome = await personErase(db, conversation.whatsappNumber, 'dashboard').catch((err: unknown) => {
-      if (err instanceof ErasureBusyError) return { status: 'busy' as const, reason: err.message };
-      throw err;
-    });
+    const outcome = await personErase(db, conversation.whatsappNumber, 'dashboard');
     if (outcome.status === 'busy') return back(request, reply, conversation.id, { problem: `Nothing erased: ${outcome.reason}` });
     // The notice travels in the address (and so into history and access logs): no number in it.
     const notice = outcome.status === 'erased' ? `Erased: ${outcome.counts.messages} message(s), ${outcome.counts.jobs} job(s)${outcome.counts.people ? ' and the person record' : ''}.` : 'Nothing was left to erase.';
