@@ -43,16 +43,18 @@ test('aiq backup (while aiq start runs, and after) and aiq restore round-trip a 
     const doc = join(root, 'handbook.md');
     writeFileSync(doc, '# Holidays\n\nEvery employee has 25 days of holiday a year.\n');
     assert.equal((await aiq(['add-document', doc, '--title', 'Handbook'], env)).code, 0);
-    const sent = await aiq(['simulate', 'How many holidays do I have?', '--from', '+31612345678', '--url', base], env);
+    // Without PORT (the shell a user types in next to `PORT=… npm start`): simulate and
+    // backup find the running aiq's address in its data folder.
+    const { PORT: _port, ...withoutPort } = env;
+    const sent = await aiq(['simulate', 'How many holidays do I have?', '--from', '+31612345678'], withoutPort);
     assert.equal(sent.code, 0, sent.out);
+    assert.match(sent.out, new RegExp(`to ${base}/webhooks/twilio/whatsapp: 200`));
     await waitFor(async () => {
       const stats = await api('/api/stats');
       return stats.totals.done === 2 && stats.totals.pending + stats.totals.processing === 0;
     }, 'the embedding and the reply to be done', 30_000, 100);
 
     const live = join(root, 'live.tar.gz');
-    // Without PORT: the running aiq's address is found in its data folder.
-    const { PORT: _port, ...withoutPort } = env;
     const during = await aiq(['backup', live], withoutPort);
     assert.equal(during.code, 0, during.out);
     assert.match(during.out, /through the running aiq/);

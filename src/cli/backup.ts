@@ -7,16 +7,13 @@ import { resolve } from 'node:path';
 import type { Env } from '../config.ts';
 import { DataDirLockedError } from '../db/errors.ts';
 import { BackupUnusableError, openPglite, pgliteRestore } from '../db/pglite.ts';
-import { runningAddressRead } from '../running-address.ts';
+import { localServerUrl } from '../running-address.ts';
 import { refuseMissingEmbedded, UsageError, type CommandInput } from './command.ts';
 
 const SERVER_DATABASE = 'this aiq runs on a PostgreSQL server (DATABASE_URL):';
 
 async function backupFromRunningServer(config: Env): Promise<Blob> {
-  // The address the running aiq wrote into the folder; else this shell's HOST and PORT.
-  const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
-  const base = (runningAddressRead(config.DATA_DIR) ?? `http://${host}:${config.PORT}`).replace('://0.0.0.0:', '://127.0.0.1:').replace('://[::]:', '://[::1]:');
-  const url = `${base}/api/backup`;
+  const url = `${localServerUrl(config)}/api/backup`;
   let response: Response;
   try {
     response = await fetch(url, { headers: { authorization: `Bearer ${config.ADMIN_TOKEN ?? 'local'}` } });

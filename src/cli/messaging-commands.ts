@@ -6,16 +6,10 @@ import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { Env } from '../config.ts';
 import { SANDBOX_NUMBER } from '../messaging/sandbox.ts';
+import { localServerUrl } from '../running-address.ts';
 import { UsageError, type Command } from './command.ts';
 
 const PLACEHOLDER_ACCOUNT = `AC${'0'.repeat(32)}`;
-
-/** Where the local server listens, as a URL this machine can reach. */
-function localUrl(config: Env): string {
-  // Bound to every interface: loopback is one of them.
-  const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
-  return `http://${host.includes(':') ? `[${host}]` : host}:${config.PORT}`;
-}
 
 /** The form fields Twilio posts for an inbound WhatsApp text. */
 function inboundFields(config: Env, text: string, from: string, sid: string, name: string, to: string | undefined): Record<string, string> {
@@ -94,7 +88,7 @@ export const messagingCommands: Command[] = [
       const sid = values.sid === undefined ? `SM${randomBytes(16).toString('hex')}` : String(values.sid);
       if (!/^[A-Z]{2}[0-9a-fA-F]{32}$/.test(sid)) throw new UsageError(`--sid must look like a Twilio MessageSid (SM and 32 hex digits), got "${sid}"`);
 
-      const base = String(values.url ?? localUrl(config)).replace(/\/+$/, '');
+      const base = String(values.url ?? localServerUrl(config)).replace(/\/+$/, '');
       const target = `${base}${WHATSAPP_WEBHOOK_PATH}`;
       // Twilio signs the URL it was configured with: the public one when there is one.
       const signed = config.PUBLIC_URL ? `${config.PUBLIC_URL.replace(/\/+$/, '')}${WHATSAPP_WEBHOOK_PATH}` : target;
