@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { documentSave } from '../src/knowledge/documents.ts';
 import { createLogger } from '../src/logger.ts';
 import { jobEnqueue, jobGet, Worker, type JobHandler } from '../src/queue/index.ts';
 import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
@@ -227,11 +228,15 @@ describe('dashboard in a browser', () => {
     await page.fill('textarea[name=body]', 'Verwijder mijn gegevens alstublieft');
     await page.getByRole('button', { name: 'Send as this contact' }).click();
     await page.waitForURL(/\/admin\/conversations\/[0-9a-f-]{36}/);
+    // A knowledge document that names them: the admin is told which, it is not edited.
+    await documentSave(t.runtime.db, { title: 'Contactlijst', body: 'Secretariaat: 06 5556 6677' });
     let asked = '';
     page.once('dialog', (dialog) => (asked = dialog.message())); // the suite's handler accepts it
     await page.getByRole('button', { name: 'Forget this person…' }).click();
     // The notice, not the address: the page drops ?notice= from the address once shown.
     await page.getByText(/Erased: \d+ message\(s\)/).waitFor();
+    await page.getByText('1 knowledge document(s) still name this number or email: "Contactlijst".', { exact: false }).waitFor();
+    await t.runtime.db.query(`delete from documents where title = 'Contactlijst'`);
     assert.match(new URL(page.url()).pathname, /^\/admin\/conversations$/);
     assert.match(asked, /Erase everything aiq holds about \+31655566677/);
     assert.doesNotMatch(page.url(), /655566677/, 'the number stays out of the address');

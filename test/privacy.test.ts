@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Queryable } from '../src/db/types.ts';
 import { importUpload } from '../src/http/admin/knowledge-store.ts';
+import { documentSave } from '../src/knowledge/documents.ts';
 import { jobStats, type Worker } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
@@ -157,6 +158,47 @@ test("erasure and export go by whole cells and words, read uploads in any encodi
   assert.deepEqual((await content(cp1252)).c, Buffer.concat([Buffer.from('Name,Phone\nRen'), Buffer.from([0xe9]), Buffer.from(',+31633333333\n')]), 'the other lines byte for byte');
   assert.deepEqual((await content(utf16)).c, Buffer.from('Name\tPhone\r\nSomeone\t+31699999999\r\n', 'utf16le'));
   await t.db.query('delete from imports where id = any($1::uuid[])', [[team, utf16, cp1252]]);
+});
+
+test('knowledge documents that name a person: export hands over their lines, erasure names the documents and leaves them as written', async () => {
+  const KEES = '+31644444444';
+  await t.db.query(`insert into people (name, phone, email, content_hash) values ('Kees Smit', $1, 'kees@corp.nl', 'x')`, [KEES]);
+  const whoDoesWhat = [
+    '# Wie doet wat',
+    '| IT-helpdesk | Kees Smit | 06 4444 4444 |',
+    'Kamer 2.14, +31 6 44444444',
+    'Vragen over je laptop? Mail kees@corp.nl.',
+    'Reserve: akees@corp.nl of 0644444445',
+    'Amerikaans kantoor: +1 564 444 4444',
+  ].join('\n');
+  await documentSave(t.db, { title: 'Wie doet wat', body: whoDoesWhat });
+  await documentSave(t.db, { title: 'Vakantie', body: 'Iedereen heeft 25 vakantiedagen per jaar.' });
+  // Named in a document only, with no contact or person record: said so, not "nothing held".
+  await documentSave(t.db, { title: 'Bereikbaarheid', body: 'Piket: 06-5555 5555' });
+
+  const exported = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(KEES)}`, headers: BEARER });
+  assert.equal(exported.statusCode, 200, exported.body);
+  assert.deepEqual(
+    exported.json().documents.map((d: { title: string; lines: string[] }) => [d.title, d.lines]),
+    [['Wie doet wat', ['| IT-helpdesk | Kees Smit | 06 4444 4444 |', 'Kamer 2.14, +31 6 44444444', 'Vragen over je laptop? Mail kees@corp.nl.']]],
+    'his three lines: not the longer address, the neighbouring number or the US one',
+  );
+
+  const erased = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: KEES } });
+  assert.equal(erased.statusCode, 200, erased.body);
+  assert.deepEqual(erased.json().documentsNamingThem.map((d: { title: string }) => d.title), ['Wie doet wat']);
+  assert.equal((await t.db.query<{ body: string }>(`select body from documents where title = 'Wie doet wat'`)).rows[0]!.body, whoDoesWhat, 'the document is as written');
+  const audit = (await t.db.query<{ details: Record<string, number> }>(`select details from audit_log where action = 'erase' order by id desc limit 1`)).rows[0]!;
+  assert.equal(audit.details.documentsNamingThem, 1);
+
+  const piket = await aiq(['export', '+31655555555']);
+  assert.equal(piket.code, 0, piket.out);
+  assert.deepEqual(JSON.parse(piket.out).documents.map((d: { lines: string[] }) => d.lines), [['Piket: 06-5555 5555']]);
+  const forgotten = await aiq(['forget', '+31655555555', '--yes']);
+  assert.equal(forgotten.code, 1);
+  assert.match(forgotten.out, /nothing is held for \+31655555555/);
+  assert.match(forgotten.out, /1 knowledge document\(s\) still name this number or email: "Bereikbaarheid"\. Documents are not edited by an erasure/);
+  await t.db.query('delete from documents');
 });
 
 test('an erasure while the reply is being composed leaves nothing behind and sends nothing', async () => {

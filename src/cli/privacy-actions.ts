@@ -4,6 +4,7 @@ import { createInterface } from 'node:readline/promises';
 import type { Env } from '../config.ts';
 import { auditRecord } from '../privacy/audit.ts';
 import { erasurePhone, ErasureInputError, personErase } from '../privacy/erasure.ts';
+import { documentsNamingText } from '../privacy/documents-about.ts';
 import { personExport } from '../privacy/export.ts';
 import { cliActor, UsageError, withRuntime, type CommandInput } from './command.ts';
 
@@ -40,8 +41,10 @@ export async function forget({ values, positionals }: CommandInput, config: Env)
       console.error(`aiq: nothing erased: ${outcome.reason}`);
       return 1;
     }
+    const documents = documentsNamingText(outcome.documentsNamingThem);
     if (outcome.status === 'not_found') {
       console.error(`aiq: nothing is held for ${phone}: no contact and no person with that number (already erased, or a typo?)`);
+      if (documents) console.error(`aiq: ${documents}`);
       return 1;
     }
     const c = outcome.counts;
@@ -49,6 +52,7 @@ export async function forget({ values, positionals }: CommandInput, config: Env)
       `erased ${phone}: ${c.contacts} contact, ${c.people} person record, ${c.conversations} conversation(s), ${c.messages} message(s), ` +
         `${c.jobs} job(s); ${c.importsScrubbed} stored upload(s) and ${c.textsScrubbed} other text(s) scrubbed. The audit log records the erasure, not the data.`,
     );
+    if (documents) console.log(documents);
     return 0;
   });
 }

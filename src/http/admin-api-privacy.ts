@@ -19,9 +19,11 @@ export const privacyApi: FastifyPluginAsync<{ runtime: Runtime; actor: string }>
     if (!input) return reply;
     try {
       const outcome = await personErase(db, input.phone, actor);
-      if (outcome.status === 'not_found') return reply.status(404).send({ error: 'nothing is held for this number: no contact and no person' });
       if (outcome.status === 'busy') return reply.status(409).send({ error: `nothing erased: ${outcome.reason}` });
-      return { erased: true, counts: outcome.counts };
+      // Documents that name them are the admin's to edit: listed, with or without a record.
+      const { documentsNamingThem } = outcome;
+      if (outcome.status === 'not_found') return reply.status(404).send({ error: 'nothing is held for this number: no contact and no person', documentsNamingThem });
+      return { erased: true, counts: outcome.counts, documentsNamingThem };
     } catch (err) {
       if (err instanceof ErasureInputError) return reply.status(400).send({ error: `phone: ${err.message}` });
       throw err;

@@ -2,6 +2,8 @@
 // suggestions, person record and its embedding, the jobs about them (their payloads, results
 // and errors), their lines in stored CSV uploads and any error text that names their number,
 // in one transaction with an audit record that says how much was erased, not whose.
+// Knowledge documents that name them are named in the outcome, not edited
+// (documents-about.ts says why).
 //
 // Safe while a job for them runs: its job row is gone, so its fenced completion changes
 // nothing, and a reply it tries to store fails on the deleted conversation; nothing is
@@ -9,6 +11,8 @@
 import type { Database, Queryable } from '../db/types.ts';
 import { phoneWrittenE164 } from '../knowledge/people.ts';
 import { auditRecord } from './audit.ts';
+import { documentsAboutPerson } from './documents-about.ts';
+import { digitsArePhone, nationalPartOf, spelledNumberPattern } from './phone-forms.ts';
 
 export class ErasureInputError extends Error {
   override name = 'ErasureInputError';
@@ -29,8 +33,14 @@ export interface ErasureCounts {
   textsScrubbed: number;
 }
 
-/** `busy`: refused for now (ErasureBusyError's reason), nothing erased. */
-export type ErasureOutcome = { status: 'erased'; counts: ErasureCounts } | { status: 'not_found' } | { status: 'busy'; reason: string };
+/**
+ * `busy`: refused for now (ErasureBusyError's reason), nothing erased. `documentsNamingThem`:
+ * knowledge documents that still name them (documents-about.ts), for the admin to edit.
+ */
+export type ErasureOutcome =
+  | { status: 'erased'; counts: ErasureCounts; documentsNamingThem: Array<{ id: string; title: string }> }
+  | { status: 'not_found'; documentsNamingThem: Array<{ id: string; title: string }> }
+  | { status: 'busy'; reason: string };
 
 /** The number in E.164, or an ErasureInputError that says what is wrong with it. */
 export function erasurePhone(raw: string): string {
@@ -74,16 +84,6 @@ const TEXTS_SCRUB_SQL = `
   select (select count(*) from jobs)::int + (select count(*) from imports)::int as n`;
 
 /**
- * A regular expression for the digits of `national` with what people put between them
- * ("6 1234 5678", "6-12345678", "(6) 12.34"): at most two spaces, dots, dashes, slashes or
- * brackets between two digits. Never a quote, comma or backslash, so a match in JSON text
- * stays inside one string and the text stays JSON. Digits only go in: nothing to escape.
- */
-export function spelledNumberPattern(national: string): string {
-  return national.replace(/\D/g, '').split('').join('[ ()./-]{0,2}');
-}
-
-/**
  * A regular expression for an email address as a whole word (not inside a longer one), the
  * characters around it in groups 1 and 2 (kept), or one that matches nothing. Its
  * characters are escaped; a quote cannot be in it (JSON text).
@@ -92,9 +92,6 @@ export function emailPattern(email: string | null): string {
   if (!email) return '()a^()';
   return `(^|[^a-z0-9._%+-])${email.toLowerCase().replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}($|[^a-z0-9.-])`;
 }
-
-/** The national significant number: the last 9 digits, without trunk or country prefix. */
-export const nationalPartOf = (phone: string): string => phone.slice(-9);
 
 /**
  * An upload's lines, byte for byte: decoded as latin1, which maps every byte to one
@@ -116,16 +113,7 @@ export const uploadLineText = (line: string): string => Buffer.from(line, 'latin
  * +15612345678 is not taken for +31612345678, nor marjo@corp.nl for jo@corp.nl.
  */
 export function lineAboutPerson(line: string, phone: string, email: string | null): boolean {
-  const digits = phone.replace(/\D/g, '');
-  const cells = line.split(/[,;\t|]/);
-  const numberIn = (cell: string): boolean => {
-    const written = cell.replace(/\D/g, '');
-    if (written === digits || written === `00${digits}`) return true;
-    // A national form: the trunk 0, then the number without its country code (1-3 digits).
-    const national = written.slice(1);
-    return written.startsWith('0') && !written.startsWith('00') && national.length >= 6 && digits.endsWith(national) && digits.length - national.length <= 3;
-  };
-  if (cells.some(numberIn)) return true;
+  if (line.split(/[,;\t|]/).some((cell) => digitsArePhone(cell.replace(/\D/g, ''), phone))) return true;
   if (email === null) return false;
   const address = Buffer.from(email.toLowerCase(), 'utf8').toString('latin1');
   return line.toLowerCase().split(/[\s,;\t|"'<>()[\]]+/).includes(address);
@@ -176,8 +164,9 @@ async function eraseOnce(db: Database, phone: string, actor: string): Promise<Er
     const contact = (await tx.query<{ id: string }>('select id from contacts where whatsapp_number = $1 for update', [phone])).rows[0];
     const person = (await tx.query<{ id: string; name: string; email: string | null }>('select id, name, email from people where phone = $1 for update', [phone])).rows[0];
     if (!contact && !person) {
-      await auditRecord(tx, { actor, action: 'erase', result: 'not_found' });
-      return { status: 'not_found' } as const;
+      const documents = await documentsAboutPerson(tx, phone, null);
+      await auditRecord(tx, { actor, action: 'erase', result: 'not_found', details: { documentsNamingThem: documents.length } });
+      return { status: 'not_found', documentsNamingThem: documents.map(({ id, title }) => ({ id, title })) } as const;
     }
     const conversations = contact ? (await tx.query<{ id: string }>('select id from conversations where contact_id = $1', [contact.id])).rows.map((r) => r.id) : [];
     const messages = (await tx.query<{ id: string }>('select id from messages where conversation_id = any($1::uuid[])', [conversations])).rows.map((r) => r.id);
@@ -188,6 +177,7 @@ async function eraseOnce(db: Database, phone: string, actor: string): Promise<Er
     if (person) await tx.query('delete from people where id = $1', [person.id]);
     const importsScrubbed = await uploadsScrub(tx, phone, person?.email ?? null);
     const textsScrubbed = (await tx.query<{ n: number }>(TEXTS_SCRUB_SQL, [spelledNumberPattern(nationalPartOf(phone)), emailPattern(person?.email ?? null)])).rows[0]!.n;
+    const documents = await documentsAboutPerson(tx, phone, person?.email ?? null);
     const counts: ErasureCounts = {
       contacts: contact ? 1 : 0,
       people: person ? 1 : 0,
@@ -197,8 +187,8 @@ async function eraseOnce(db: Database, phone: string, actor: string): Promise<Er
       importsScrubbed,
       textsScrubbed,
     };
-    await auditRecord(tx, { actor, action: 'erase', result: 'ok', details: { ...counts } });
-    return { status: 'erased', counts } as const;
+    await auditRecord(tx, { actor, action: 'erase', result: 'ok', details: { ...counts, documentsNamingThem: documents.length } });
+    return { status: 'erased', counts, documentsNamingThem: documents.map(({ id, title }) => ({ id, title })) } as const;
   });
 }
 

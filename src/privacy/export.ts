@@ -1,9 +1,12 @@
 // Everything aiq holds about one person (GDPR art. 15, 20), as one JSON document: their
 // WhatsApp contact, their person record (without the embedding, which is derived data),
-// every conversation with its messages and suggestions, the jobs about them, and their lines
-// and row errors in stored CSV uploads: what erasure removes, the export hands over first.
+// every conversation with its messages and suggestions, the jobs about them, their lines
+// and row errors in stored CSV uploads (what erasure removes, the export hands over first),
+// and the lines of knowledge documents that name them.
 import type { Queryable } from '../db/types.ts';
-import { erasurePhone, JOBS_ABOUT_PERSON, nationalPartOf, spelledNumberPattern, uploadLineText, uploadsAboutPerson } from './erasure.ts';
+import { erasurePhone, JOBS_ABOUT_PERSON, uploadLineText, uploadsAboutPerson } from './erasure.ts';
+import { nationalPartOf, spelledNumberPattern } from './phone-forms.ts';
+import { documentsAboutPerson, type DocumentAboutPerson } from './documents-about.ts';
 
 export interface PersonExport {
   exportedAt: string;
@@ -36,6 +39,8 @@ export interface PersonExport {
   jobs: Array<{ id: string; type: string; status: string; createdAt: Date; finishedAt: Date | null; lastError: string | null; errors: unknown; result: unknown }>;
   /** Stored CSV uploads (people imports and syncs) with lines or row errors about them. */
   imports: Array<{ id: string; filename: string; createdAt: Date; lines: string[]; rowErrors: Array<{ line: number; reason: string }> }>;
+  /** Knowledge documents with lines that name them by number or email, with those lines. */
+  documents: DocumentAboutPerson[];
 }
 
 /** Null when aiq holds nothing for the number. */
@@ -49,7 +54,8 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
     'select id, name, email, department, role, attributes, created_at, updated_at from people where phone = $1',
     [phone],
   )).rows[0];
-  if (!contact && !person) return null;
+  const documents = await documentsAboutPerson(db, phone, person?.email ?? null);
+  if (!contact && !person && documents.length === 0) return null;
 
   const conversations = contact
     ? (await db.query<{ id: string; business_number: string | null; created_at: Date; last_message_at: Date; ai_paused: boolean }>(
@@ -112,6 +118,7 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
     })),
     jobs: jobs.map((j) => ({ id: j.id, type: j.type, status: j.status, createdAt: j.created_at, finishedAt: j.finished_at, lastError: j.last_error, errors: j.errors, result: j.result })),
     imports,
+    documents,
   };
 }
 

@@ -9,6 +9,7 @@ import { windowOpen, windowOpenUntil } from '../../messaging/window.ts';
 import type { Profiles } from '../../messaging/profiles.ts';
 import { mediaFile, mediaOfMessages, type MediaInfo } from '../../messaging/media-store.ts';
 import { conversationAiPausedSet, conversationGet, messageListRecent, type Citations, type Conversation, type Message } from '../../messaging/conversations.ts';
+import { documentsNamingText } from '../../privacy/documents-about.ts';
 import { personErase } from '../../privacy/erasure.ts';
 import type { Runtime } from '../../runtime.ts';
 import { actionQuery, pageContext, queryString } from './access.ts';
@@ -267,7 +268,9 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     if (outcome.status === 'busy') return back(request, reply, conversation.id, { problem: `Nothing erased: ${outcome.reason}` });
     // The notice travels in the address (and so into history and access logs): no number in it.
     const notice = outcome.status === 'erased' ? `Erased: ${outcome.counts.messages} message(s), ${outcome.counts.jobs} job(s)${outcome.counts.people ? ' and the person record' : ''}.` : 'Nothing was left to erase.';
-    return reply.redirect(`/admin/conversations${actionQuery(request, { notice })}`, 303);
+    // Titles, not lines: no personal data in the address.
+    const documents = documentsNamingText(outcome.documentsNamingThem);
+    return reply.redirect(`/admin/conversations${actionQuery(request, documents ? { notice, problem: documents } : { notice })}`, 303);
   });
 
   app.post('/admin/conversations/:id/reply', async (request, reply) => {
