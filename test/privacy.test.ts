@@ -170,18 +170,20 @@ test('knowledge documents that name a person: export hands over their lines, era
     'Vragen over je laptop? Mail kees@corp.nl.',
     'Reserve: akees@corp.nl of 0644444445',
     'Amerikaans kantoor: +1 564 444 4444',
+    'Invaller: 06\u00a04444\u00a04444 (uit Word geplakt)',
   ].join('\n');
   await documentSave(t.db, { title: 'Wie doet wat', body: whoDoesWhat });
   await documentSave(t.db, { title: 'Vakantie', body: 'Iedereen heeft 25 vakantiedagen per jaar.' });
   // Named in a document only, with no contact or person record: said so, not "nothing held".
-  await documentSave(t.db, { title: 'Bereikbaarheid', body: 'Piket: 06-5555 5555' });
+  // And a Brussels landline, whose national part has 8 digits, not 9.
+  await documentSave(t.db, { title: 'Bereikbaarheid', body: 'Piket: 06-5555 5555\nBrussel: 02 123 45 67' });
 
   const exported = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(KEES)}`, headers: BEARER });
   assert.equal(exported.statusCode, 200, exported.body);
   assert.deepEqual(
     exported.json().documents.map((d: { title: string; lines: string[] }) => [d.title, d.lines]),
-    [['Wie doet wat', ['| IT-helpdesk | Kees Smit | 06 4444 4444 |', 'Kamer 2.14, +31 6 44444444', 'Vragen over je laptop? Mail kees@corp.nl.']]],
-    'his three lines: not the longer address, the neighbouring number or the US one',
+    [['Wie doet wat', ['| IT-helpdesk | Kees Smit | 06 4444 4444 |', 'Kamer 2.14, +31 6 44444444', 'Vragen over je laptop? Mail kees@corp.nl.', 'Invaller: 06\u00a04444\u00a04444 (uit Word geplakt)']]],
+    'his lines: not the longer address, the neighbouring number or the US one',
   );
 
   const erased = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: KEES } });
@@ -194,6 +196,9 @@ test('knowledge documents that name a person: export hands over their lines, era
   const piket = await aiq(['export', '+31655555555']);
   assert.equal(piket.code, 0, piket.out);
   assert.deepEqual(JSON.parse(piket.out).documents.map((d: { lines: string[] }) => d.lines), [['Piket: 06-5555 5555']]);
+  const brussels = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent('+3221234567')}`, headers: BEARER });
+  assert.equal(brussels.statusCode, 200, brussels.body);
+  assert.deepEqual(brussels.json().documents.map((d: { lines: string[] }) => d.lines), [['Brussel: 02 123 45 67']]);
   const forgotten = await aiq(['forget', '+31655555555', '--yes']);
   assert.equal(forgotten.code, 1);
   assert.match(forgotten.out, /nothing is held for \+31655555555/);

@@ -4,11 +4,14 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { DEV_SECRET_FILE } from '../src/messaging/twilio.ts';
 import { freshServerDatabase } from './helpers/db.ts';
 import { messagingEnv, startMessagingApp } from './helpers/messaging.ts';
+import { freePort } from './helpers/fake-http.ts';
 import { ROOT, waitFor } from './helpers/processes.ts';
 
 function simulate(args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
@@ -96,6 +99,30 @@ test('aiq simulate --media sends a voice note inside the webhook; --to another b
   } finally {
     await m.close();
     await t.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('aiq simulate reads the address a running aiq start wrote only while that aiq holds the folder: a file a killed one left is not trusted', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'aiq-sim-stale-'));
+  // Whatever listens where the killed aiq did: it must get no signed webhook.
+  const stray = createServer((request, response) => {
+    strayRequests += 1;
+    response.end('<Response/>');
+  });
+  let strayRequests = 0;
+  await new Promise<void>((resolve) => stray.listen(0, '127.0.0.1', resolve));
+  const { port } = stray.address() as AddressInfo;
+  writeFileSync(join(dataDir, 'aiq.address'), `http://127.0.0.1:${port}`);
+  writeFileSync(join(dataDir, 'aiq.lock'), '999999999 0b5c0d2a-0000-4000-8000-000000000000 -\n');
+  try {
+    const closed = String(await freePort());
+    const sent = await simulate(['hello', '--from', '+31612345678'], { DATA_DIR: dataDir, PORT: closed });
+    assert.equal(sent.code, 1, sent.out);
+    assert.match(sent.out, new RegExp(`could not reach http://127\\.0\\.0\\.1:${closed}/`));
+    assert.equal(strayRequests, 0);
+  } finally {
+    stray.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
 });

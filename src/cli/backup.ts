@@ -7,7 +7,7 @@ import { resolve } from 'node:path';
 import type { Env } from '../config.ts';
 import { DataDirLockedError } from '../db/errors.ts';
 import { BackupUnusableError, openPglite, pgliteRestore } from '../db/pglite.ts';
-import { localServerUrl } from '../running-address.ts';
+import { localServerUrl } from './local-server.ts';
 import { refuseMissingEmbedded, UsageError, type CommandInput } from './command.ts';
 
 const SERVER_DATABASE = 'this aiq runs on a PostgreSQL server (DATABASE_URL):';

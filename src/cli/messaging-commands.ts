@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { Env } from '../config.ts';
 import { SANDBOX_NUMBER } from '../messaging/sandbox.ts';
-import { localServerUrl } from '../running-address.ts';
+import { localServerUrl } from './local-server.ts';
 import { UsageError, type Command } from './command.ts';
 
 const PLACEHOLDER_ACCOUNT = `AC${'0'.repeat(32)}`;

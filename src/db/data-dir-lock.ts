@@ -96,6 +96,24 @@ export async function dataDirLock(dir: string): Promise<() => void> {
   }
 }
 
+/**
+ * Whether a live process holds `dir`'s lock now: one that runs in our pid namespace, or one
+ * elsewhere that keeps the lock fresh. A command that talks to the holder (`aiq simulate`
+ * posts to the address it wrote) asks first: a file left by a killed process may name a port
+ * that something else listens on now.
+ */
+export function dataDirHeld(dir: string): boolean {
+  const path = join(dir, LOCK_FILE);
+  const content = readOrNull(path);
+  if (content === null) return false;
+  if (fromOtherNamespace(content)) {
+    const modified = modifiedMs(path);
+    return modified !== null && Date.now() - modified < LEASE_MS;
+  }
+  const owner = Number(content.split(' ')[0]);
+  return owner > 0 && isRunning(owner);
+}
+
 /** The lock was taken in another pid namespace: its pid means nothing here. Older locks name none. */
 function fromOtherNamespace(content: string): boolean {
   const namespace = content.trim().split(' ')[2];

@@ -22,7 +22,10 @@ export const privacyApi: FastifyPluginAsync<{ runtime: Runtime; actor: string }>
       if (outcome.status === 'busy') return reply.status(409).send({ error: `nothing erased: ${outcome.reason}` });
       // Documents that name them are the admin's to edit: listed, with or without a record.
       const { documentsNamingThem } = outcome;
-      if (outcome.status === 'not_found') return reply.status(404).send({ error: 'nothing is held for this number: no contact and no person', documentsNamingThem });
+      if (outcome.status === 'not_found') {
+        const named = documentsNamingThem.length ? `; ${documentsNamingThem.length} knowledge document(s) name it (documentsNamingThem), which an erasure does not edit` : '';
+        return reply.status(404).send({ error: `nothing is held for this number: no contact and no person${named}`, documentsNamingThem });
+      }
       return { erased: true, counts: outcome.counts, documentsNamingThem };
     } catch (err) {
       if (err instanceof ErasureInputError) return reply.status(400).send({ error: `phone: ${err.message}` });

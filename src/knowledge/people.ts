@@ -50,13 +50,18 @@ const TWO_DIGIT_CODES = new Set('20 27 30 31 32 33 34 36 39 40 41 43 44 45 46 47
 // Where a national number itself begins with 0 (Italy's landlines, Côte d'Ivoire, Benin, …).
 const ZERO_KEPT = new Set(['39', '225', '229', '241', '242', '378', '379']);
 
+/** How many of an international number's digits (no +) are its country code. */
+export function countryCodeLength(digits: string): number {
+  return digits[0] === '1' || digits[0] === '7' ? 1 : TWO_DIGIT_CODES.has(digits.slice(0, 2)) ? 2 : 3;
+}
+
 /**
  * "+31 06 12345678" (the national trunk 0 written after the country code) is +31612345678:
  * as written it matches no WhatsApp sender, so the person's record would never be found.
  */
 function withoutTrunkZero(e164: string): string {
   const digits = e164.slice(1);
-  const codeLength = digits[0] === '1' || digits[0] === '7' ? 1 : TWO_DIGIT_CODES.has(digits.slice(0, 2)) ? 2 : 3;
+  const codeLength = countryCodeLength(digits);
   const code = digits.slice(0, codeLength);
   if (digits[codeLength] !== '0' || ZERO_KEPT.has(code)) return e164;
   return `+${code}${digits.slice(codeLength + 1)}`;

@@ -4,7 +4,7 @@
 // names them, for the admin to edit or remove (which re-indexes them), and export hands
 // over their lines about the person.
 import type { Queryable } from '../db/types.ts';
-import { digitsArePhone, nationalPartOf } from './phone-forms.ts';
+import { emailPattern, nationalPartOf, phoneDigitForms, WRITTEN_NUMBER } from './written-forms.ts';
 
 export interface DocumentAboutPerson {
   id: string;
@@ -13,33 +13,32 @@ export interface DocumentAboutPerson {
   lines: string[];
 }
 
-// A number as people write it in running text: digits with spaces, dots, dashes, slashes or
-// brackets between them, perhaps after a +. It may run into a neighbouring number
-// ("kamer 2.14 06 1234 5678"), so its groups are tried in every contiguous run.
-const WRITTEN_NUMBER = /\+?[0-9][0-9 ()./-]*[0-9]/g;
-
-/** Whether a line of running text names the person: their number in any usual spelling, or their email as a whole address. */
+/**
+ * Whether a line of running text names the person: their number in any of its written forms
+ * (phoneDigitForms, with what people put between digits), or their email (emailPattern). A
+ * number may run into a neighbouring one ("kamer 2.14 06 1234 5678"), so every contiguous
+ * run of its digit groups is tried, each only as long as the longest form.
+ */
 export function proseNamesPerson(line: string, phone: string, email: string | null): boolean {
+  const forms = phoneDigitForms(phone);
+  const longest = Math.max(...[...forms].map((form) => form.length));
   for (const [run] of line.matchAll(WRITTEN_NUMBER)) {
     const groups = run.split(/[^0-9]+/).filter(Boolean);
     for (let from = 0; from < groups.length; from++) {
       let written = '';
-      for (let to = from; to < groups.length; to++) {
+      for (let to = from; to < groups.length && written.length < longest; to++) {
         written += groups[to];
-        if (digitsArePhone(written, phone)) return true;
+        if (forms.has(written)) return true;
       }
     }
   }
-  if (email === null) return false;
-  const address = email.toLowerCase().replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  // Not inside a longer address (marjo@ for jo@); a full stop that ends the sentence may follow.
-  return new RegExp(`(?<![a-z0-9._%+-])${address}(?![a-z0-9-]|\\.[a-z0-9])`, 'i').test(line);
+  return email !== null && new RegExp(emailPattern(email), 'i').test(line);
 }
 
 /**
  * The documents with a line that names the person (proseNamesPerson), with those lines: a
- * superset found in SQL first (the national digits anywhere in the body, or the email), then
- * line by line.
+ * superset found in SQL first (the national digits, which every written form holds, anywhere
+ * in the body, or the email), then line by line.
  */
 export async function documentsAboutPerson(db: Queryable, phone: string, email: string | null): Promise<DocumentAboutPerson[]> {
   const { rows } = await db.query<{ id: string; title: string; body: string }>(
@@ -54,9 +53,13 @@ export async function documentsAboutPerson(db: Queryable, phone: string, email: 
     .filter((document) => document.lines.length > 0);
 }
 
-/** What an admin is told about documents that still name an erased person; '' when none do. */
-export function documentsNamingText(documents: Array<{ title: string }>): string {
+/**
+ * What an admin is told about documents that still name an erased person ('' when none do):
+ * their titles, the first `upTo` of them.
+ */
+export function documentsNamingText(documents: Array<{ title: string }>, upTo = Infinity): string {
   if (documents.length === 0) return '';
-  const titles = documents.map((d) => `"${d.title}"`).join(', ');
+  const more = documents.length > upTo ? ` and ${documents.length - upTo} more` : '';
+  const titles = documents.slice(0, upTo).map((d) => `"${d.title}"`).join(', ') + more;
   return `${documents.length} knowledge document(s) still name this number or email: ${titles}. Documents are not edited by an erasure: replace each without those lines (add it again under the same title) or remove it.`;
 }

@@ -12,7 +12,7 @@ import type { Database, Queryable } from '../db/types.ts';
 import { phoneWrittenE164 } from '../knowledge/people.ts';
 import { auditRecord } from './audit.ts';
 import { documentsAboutPerson } from './documents-about.ts';
-import { digitsArePhone, nationalPartOf, spelledNumberPattern } from './phone-forms.ts';
+import { emailPattern, nationalPartOf, phoneDigitForms, spelledNumberPattern } from './written-forms.ts';
 
 export class ErasureInputError extends Error {
   override name = 'ErasureInputError';
@@ -64,7 +64,7 @@ const JOBS_DELETE_SQL = `delete from ai_jobs where ${JOBS_ABOUT_PERSON} returnin
 
 // Any other text that names the number (a Twilio error in another job's history, an import's
 // row error), and an import's row error or error that quotes their email ($2; a pattern
-// that matches nothing when there is none): its national part (the last 9 digits) gives way to a marker, written as
+// that matches nothing when there is none): its national part (nationalPartOf) gives way to a marker, written as
 // people write numbers (spelledNumberPattern), which covers "+31612345678", "0612345678"
 // and "06 1234 5678" alike.
 const TEXTS_SCRUB_SQL = `
@@ -76,22 +76,12 @@ const TEXTS_SCRUB_SQL = `
     where last_error ~ $1 or errors::text ~ $1 or result::text ~ $1 or payload::text ~ $1
     returning 1
   ), imports as (
-    update imports set row_errors = regexp_replace(regexp_replace(row_errors::text, $1, '[erased]', 'g'), $2, '\\1[erased]\\2', 'gi')::jsonb,
-                       error = regexp_replace(regexp_replace(error, $1, '[erased]', 'g'), $2, '\\1[erased]\\2', 'gi')
+    update imports set row_errors = regexp_replace(regexp_replace(row_errors::text, $1, '[erased]', 'g'), $2, '[erased]', 'gi')::jsonb,
+                       error = regexp_replace(regexp_replace(error, $1, '[erased]', 'g'), $2, '[erased]', 'gi')
     where row_errors::text ~ $1 or error ~ $1 or row_errors::text ~* $2 or error ~* $2
     returning 1
   )
   select (select count(*) from jobs)::int + (select count(*) from imports)::int as n`;
-
-/**
- * A regular expression for an email address as a whole word (not inside a longer one), the
- * characters around it in groups 1 and 2 (kept), or one that matches nothing. Its
- * characters are escaped; a quote cannot be in it (JSON text).
- */
-export function emailPattern(email: string | null): string {
-  if (!email) return '()a^()';
-  return `(^|[^a-z0-9._%+-])${email.toLowerCase().replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}($|[^a-z0-9.-])`;
-}
 
 /**
  * An upload's lines, byte for byte: decoded as latin1, which maps every byte to one
@@ -108,15 +98,14 @@ export const uploadLineText = (line: string): string => Buffer.from(line, 'latin
 
 /**
  * Whether a line of a stored CSV upload is about the person: one of its cells holds their
- * number (in international form, with 00, or in national form with a trunk 0: "06 1234
- * 5678"), or one of its words is their email. Cell by cell and word by word, so that
- * +15612345678 is not taken for +31612345678, nor marjo@corp.nl for jo@corp.nl.
+ * number (phoneDigitForms: "+31612345678", "0031…", "06 1234 5678"), or it holds their email
+ * as a whole address (emailPattern). Cell by cell, so that +15612345678 is not taken for
+ * +31612345678. The line is latin1 (uploadLines), and so is the address it is matched with.
  */
 export function lineAboutPerson(line: string, phone: string, email: string | null): boolean {
-  if (line.split(/[,;\t|]/).some((cell) => digitsArePhone(cell.replace(/\D/g, ''), phone))) return true;
-  if (email === null) return false;
-  const address = Buffer.from(email.toLowerCase(), 'utf8').toString('latin1');
-  return line.toLowerCase().split(/[\s,;\t|"'<>()[\]]+/).includes(address);
+  const forms = phoneDigitForms(phone);
+  if (line.split(/[,;\t|]/).some((cell) => forms.has(cell.replace(/\D/g, '')))) return true;
+  return email !== null && new RegExp(emailPattern(Buffer.from(email, 'utf8').toString('latin1')), 'i').test(line);
 }
 
 /**

@@ -5,7 +5,7 @@
 // and the lines of knowledge documents that name them.
 import type { Queryable } from '../db/types.ts';
 import { erasurePhone, JOBS_ABOUT_PERSON, uploadLineText, uploadsAboutPerson } from './erasure.ts';
-import { nationalPartOf, spelledNumberPattern } from './phone-forms.ts';
+import { emailPattern, nationalPartOf, spelledNumberPattern } from './written-forms.ts';
 import { documentsAboutPerson, type DocumentAboutPerson } from './documents-about.ts';
 
 export interface PersonExport {
@@ -132,11 +132,12 @@ async function importsAboutPerson(db: Queryable, phone: string, email: string | 
   const uploads = new Map((await uploadsAboutPerson(db, phone, email)).map((u) => [u.id, u]));
   const { rows } = await db.query<{ id: string; filename: string; created_at: Date; row_errors: Array<{ line: number; reason: string }> }>(
     `select id, filename, created_at, row_errors from imports
-     where id = any($1::uuid[]) or row_errors::text ~ $2 or ($3::text is not null and position(lower($3) in lower(row_errors::text)) > 0)
+     where id = any($1::uuid[]) or row_errors::text ~ $2 or row_errors::text ~* $3
      order by created_at`,
-    [[...uploads.keys()], spelled, email],
+    [[...uploads.keys()], spelled, emailPattern(email)],
   );
   const quotes = new RegExp(spelled);
+  const quotesEmail = new RegExp(emailPattern(email), 'i');
   return rows.map((row) => {
     const upload = uploads.get(row.id);
     const about = new Set(upload?.about ?? []);
@@ -145,7 +146,7 @@ async function importsAboutPerson(db: Queryable, phone: string, email: string | 
       filename: row.filename,
       createdAt: row.created_at,
       lines: [...about].map((n) => uploadLineText(upload!.lines[n - 1]!)),
-      rowErrors: row.row_errors.filter((e) => about.has(e.line) || quotes.test(e.reason) || (email !== null && e.reason.toLowerCase().includes(email.toLowerCase()))),
+      rowErrors: row.row_errors.filter((e) => about.has(e.line) || quotes.test(e.reason) || quotesEmail.test(e.reason)),
     };
   });
 }

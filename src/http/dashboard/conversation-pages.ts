@@ -268,8 +268,9 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     if (outcome.status === 'busy') return back(request, reply, conversation.id, { problem: `Nothing erased: ${outcome.reason}` });
     // The notice travels in the address (and so into history and access logs): no number in it.
     const notice = outcome.status === 'erased' ? `Erased: ${outcome.counts.messages} message(s), ${outcome.counts.jobs} job(s)${outcome.counts.people ? ' and the person record' : ''}.` : 'Nothing was left to erase.';
-    // Titles, not lines: no personal data in the address.
-    const documents = documentsNamingText(outcome.documentsNamingThem);
+    // Titles, not the lines that name them: a title can be a name, but never their number
+    // or email. At most five, so the address stays short; the API and the CLI list them all.
+    const documents = documentsNamingText(outcome.documentsNamingThem, 5);
     return reply.redirect(`/admin/conversations${actionQuery(request, documents ? { notice, problem: documents } : { notice })}`, 303);
   });
 
