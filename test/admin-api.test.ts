@@ -371,6 +371,18 @@ describe('admin API: people, documents and imports', () => {
     const nul = await t.app.inject({ method: 'POST', url: '/api/imports', headers: auth, payload: { filename: 'a\u0000.csv', content: 'name,phone\nA,+31612345678' } });
     assert.equal(nul.statusCode, 400);
     assert.match(nul.json().error, /NUL character/);
+    // A NUL in the file itself is the upload's to judge: a CSV row holding one is reported
+    // with its line and the others import; a document holding one is binary.
+    const nulRow = await t.app.inject({ method: 'POST', url: '/api/imports', headers: auth, payload: { filename: 'nul.csv', content: 'name,phone\nNul\u0000,+31633333333\nCas,+31644444444\n' } });
+    assert.equal(nulRow.statusCode, 202, nulRow.body);
+    await importPeopleExecute(t.runtime.db, nulRow.json().importId);
+    const nulImported = (await t.app.inject({ url: `/api/imports/${nulRow.json().importId}`, headers: auth })).json();
+    assert.deepEqual(nulImported.rowErrors.map((e: { line: number; reason: string }) => [e.line, e.reason]), [[2, 'the row holds NUL characters: save the file as UTF-8 CSV']]);
+    assert.equal((await t.app.inject({ url: '/api/people?q=Cas', headers: auth })).json().people.length, 1);
+    await t.runtime.db.query(`delete from people where name = 'Cas'`);
+    const binary = await t.app.inject({ method: 'POST', url: '/api/documents', headers: auth, payload: { title: 'scan', body: '%PDF-1.4\u0000\u0000binary' } });
+    assert.equal(binary.statusCode, 400);
+    assert.match(binary.json().error, /document "scan" is not text \(binary content\)/);
     assert.equal((await t.app.inject({ url: `/api/imports/${NIL}`, headers: auth })).statusCode, 404);
     // A complete list: the API's prune flag removes the people not in it when the import runs.
     const complete = await t.app.inject({ method: 'POST', url: '/api/imports', headers: auth, payload: { filename: 'all.csv', content: 'name,phone\nBea,+31622222222\n', prune: true } });

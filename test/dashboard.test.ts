@@ -125,6 +125,16 @@ describe('dashboard with ADMIN_TOKEN', () => {
     const notice = await t.app.inject({ url: String(saved.headers.location), headers: { cookie } });
     assert.match(notice.body, /<div class="notice" role="status">&quot;&lt;script&gt;x&lt;\/script&gt;&quot; inserted/);
     assert.match(String(notice.headers['content-security-policy']), /default-src 'self'/);
+    // A binary file (a NUL in it) gets the page's notice saying so, not the API's JSON.
+    const binary = await t.app.inject({ method: 'POST', url: '/admin/documents', headers: { cookie, origin: 'http://localhost' }, payload: { _csrf: csrfOf(form.body), title: 'scan', body: '%PDF-1.4\u0000binary' } });
+    assert.equal(binary.statusCode, 303, binary.body);
+    const refused = await t.app.inject({ url: String(binary.headers.location), headers: { cookie } });
+    assert.match(refused.body, /document &quot;scan&quot; is not text \(binary content\)/);
+    // A CSV with a NUL in one row starts its import, which reports that row.
+    const imports = await t.app.inject({ url: '/admin/imports', headers: { cookie } });
+    const started = await t.app.inject({ method: 'POST', url: '/admin/imports', headers: { cookie, origin: 'http://localhost' }, payload: { _csrf: csrfOf(imports.body), filename: 'nul.csv', content: 'name,phone\nNul\u0000,+31633333333\n' } });
+    assert.equal(started.statusCode, 303, started.body);
+    assert.match(String(started.headers.location), /^\/admin\/imports\/[0-9a-f-]{36}\?notice=Import\+started/);
   });
 
   test("an action's notice shows after its own redirect only: a link from elsewhere cannot put text in the alert boxes", async () => {

@@ -8,7 +8,7 @@ import { importGet } from '../knowledge/csv-import.ts';
 import { personGet } from '../knowledge/people.ts';
 import type { Runtime } from '../runtime.ts';
 import { parseOr400 } from './api-input.ts';
-import { DocumentBody, IdParams, ImportBody, UPLOAD_BODY_LIMIT, peopleCursorDecode, peopleCursorEncode } from './admin/inputs.ts';
+import { DocumentBody, IdParams, ImportBody, uploadRoute, peopleCursorDecode, peopleCursorEncode } from './admin/inputs.ts';
 import { documentAddConfigured, documentList, importList, importUpload, personSearch } from './admin/knowledge-store.ts';
 
 const PeopleQuery = z.object({
@@ -47,7 +47,7 @@ export const knowledgeApi: FastifyPluginAsync<{ runtime: Runtime }> = async (app
     return { documents: await documentList(db, query.limit) };
   });
 
-  app.post('/api/documents', { bodyLimit: UPLOAD_BODY_LIMIT }, async (request, reply) => {
+  app.post('/api/documents', uploadRoute('body'), async (request, reply) => {
     const body = parseOr400(DocumentBody.strict(), request.body, reply);
     if (!body) return reply;
     try {
@@ -72,7 +72,7 @@ export const knowledgeApi: FastifyPluginAsync<{ runtime: Runtime }> = async (app
     return { imports: await importList(db, query.limit) };
   });
 
-  app.post('/api/imports', { bodyLimit: UPLOAD_BODY_LIMIT }, async (request, reply) => {
+  app.post('/api/imports', uploadRoute('content'), async (request, reply) => {
     const body = parseOr400(ImportBody.strict(), request.body, reply);
     if (!body) return reply;
     return reply.status(202).send(await importUpload(runtime, body));

@@ -40,7 +40,10 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
   // Webhooks are left alone: their signature covers the body as sent.
   app.addHook('preHandler', async (request, reply) => {
     if (!/^\/(api|admin)(\/|\?|$)/.test(request.url)) return;
-    if (/%00/i.test(request.url) || holdsNul(request.body)) {
+    // An upload's file field is the route's to judge (uploadRoute).
+    const { fileField } = request.routeOptions.config as { fileField?: string };
+    const body = fileField && request.body && typeof request.body === 'object' ? { ...request.body, [fileField]: undefined } : request.body;
+    if (/%00/i.test(request.url) || holdsNul(body)) {
       return reply.status(400).send({ error: 'the request holds a NUL character (\\u0000), which cannot be stored: remove it' });
     }
   });

@@ -39,7 +39,15 @@ export const SimulateBody = z.object({
 });
 
 /** Uploaded documents and CSV files travel as form fields; far above the webhook limit. */
-export const UPLOAD_BODY_LIMIT = 20 * 1024 * 1024;
+const UPLOAD_BODY_LIMIT = 20 * 1024 * 1024;
+
+/**
+ * The route options of an upload: its size limit, and the field that carries the file. The
+ * app-wide refusal of NUL characters (app.ts) leaves that field to the route, which knows
+ * better: a document holding one is binary and refused with that reason, and a CSV row
+ * holding one is reported with its line number while the other rows import.
+ */
+export const uploadRoute = (fileField: 'body' | 'content') => ({ bodyLimit: UPLOAD_BODY_LIMIT, config: { fileField } });
 
 export const DocumentBody = z.object({
   title: z.string().trim().min(1, 'give the document a title').max(300),

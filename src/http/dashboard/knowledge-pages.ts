@@ -13,7 +13,7 @@ import { actionQuery, pageContext, queryString } from './access.ts';
 import { html, type Html } from './html.ts';
 import { actionButton, badge, csrfField, page, when, type PageContext, sendPage } from './layout.ts';
 import { documentAddConfigured, documentList, documentWithChunks, type DocumentChunks, importList, importUpload, personSearch, type DocumentSummary, type ImportSummary, type PersonSummary } from '../admin/knowledge-store.ts';
-import { DocumentBody, IdParams as Id, ImportBody, UPLOAD_BODY_LIMIT, peopleCursorDecode, peopleCursorEncode } from '../admin/inputs.ts';
+import { DocumentBody, IdParams as Id, ImportBody, uploadRoute, peopleCursorDecode, peopleCursorEncode } from '../admin/inputs.ts';
 
 const PeopleQuery = z.object({ q: z.string().trim().max(100).optional(), after: z.string().max(400).optional() });
 
@@ -179,7 +179,7 @@ export const knowledgePages: FastifyPluginAsync<{ runtime: Runtime }> = async (a
     return sendPage(reply, documentPage(ctx, doc));
   });
 
-  app.post('/admin/documents', { bodyLimit: UPLOAD_BODY_LIMIT }, async (request, reply) => {
+  app.post('/admin/documents', uploadRoute('body'), async (request, reply) => {
     const input = DocumentBody.safeParse(request.body ?? {});
     if (!input.success) return reply.redirect(`/admin/documents${actionQuery(request, { problem: input.error.issues[0]?.message })}`, 303);
     let outcome;
@@ -202,7 +202,7 @@ export const knowledgePages: FastifyPluginAsync<{ runtime: Runtime }> = async (a
 
   app.get('/admin/imports', async (request, reply) => sendPage(reply, importsPage(pageContext(request), await importList(db))));
 
-  app.post('/admin/imports', { bodyLimit: UPLOAD_BODY_LIMIT }, async (request, reply) => {
+  app.post('/admin/imports', uploadRoute('content'), async (request, reply) => {
     const input = ImportBody.safeParse(request.body ?? {});
     if (!input.success) return reply.redirect(`/admin/imports${actionQuery(request, { problem: input.error.issues[0]?.message })}`, 303);
     const { importId } = await importUpload(runtime, input.data);
