@@ -59,6 +59,10 @@ test('aiq backup (while aiq start runs, and after) and aiq restore round-trip a 
     assert.equal(during.code, 0, during.out);
     assert.match(during.out, /through the running aiq/);
     assert.equal(statSync(live).mode & 0o777, 0o600, 'a backup holds personal data: owner only');
+    // A restore cannot go through the running aiq: it says to stop it first, and changes nothing.
+    const refusedWhileRunning = await aiq(['restore', live], withoutPort);
+    assert.equal(refusedWhileRunning.code, 2, refusedWhileRunning.out);
+    assert.match(refusedWhileRunning.out, /nothing restored: stop the aiq that holds .* first \(a restore replaces its database\)/);
   } finally {
     server.kill('SIGTERM');
     await new Promise((resolve) => server.once('exit', resolve));

@@ -20,6 +20,7 @@ async function backupFromRunningServer(config: Env): Promise<Blob> {
   } catch (err) {
     throw new Error(`the embedded database is held by a running aiq, and its API at ${url} did not answer (${(err as Error).message}): is it still starting? Run this with the same ADMIN_TOKEN as the server`);
   }
+  if (response.status === 401) throw new Error(`the running aiq at ${url} refused this command's ADMIN_TOKEN: run it with the server's ADMIN_TOKEN in this shell (or its .env)`);
   if (!response.ok) throw new Error(`the running aiq at ${url} answered ${response.status}: ${(await response.text()).slice(0, 200)}`);
   return response.blob();
 }
@@ -68,7 +69,10 @@ export async function restore({ positionals }: CommandInput, config: Env): Promi
   // gzip's magic number: anything else is not a backup of ours.
   if (bytes[0] !== 0x1f || bytes[1] !== 0x8b) throw new UsageError(`${file} is not an aiq backup (a gzipped tar from \`aiq backup\`)`);
   const { movedAside } = await pgliteRestore(config.DATA_DIR, new Blob([new Uint8Array(bytes)])).catch((err: unknown) => {
-    throw err instanceof BackupUnusableError ? new UsageError(`${file}: ${err.message}`) : err;
+    if (err instanceof BackupUnusableError) throw new UsageError(`${file}: ${err.message}`);
+    // A restore replaces the database a running aiq has open: it cannot go through that aiq.
+    if (err instanceof DataDirLockedError) throw new UsageError(`nothing restored: stop the aiq that holds ${config.DATA_DIR} first (a restore replaces its database), then run this again. ${err.message}`);
+    throw err;
   });
   console.log(`restored ${file} into ${config.DATA_DIR}${movedAside ? `; the database that was there is kept in ${movedAside}` : ''}`);
   return 0;

@@ -106,7 +106,7 @@ export const messagingCommands: Command[] = [
           body: new URLSearchParams(fields).toString(),
         });
       } catch (err) {
-        console.error(`aiq: could not reach ${target} (${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message}). Is \`aiq start\` running? Use --url to point elsewhere.`);
+        console.error(`aiq: could not reach ${target} (${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message}). Is aiq running (\`aiq start\`, or \`aiq serve\` at this shell's HOST and PORT)? Use --url to point elsewhere.`);
         return 1;
       }
       const body = await response.text();
