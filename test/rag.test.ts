@@ -346,7 +346,11 @@ describe('suggest', () => {
     assert.equal(suggestion!.status, 'pending');
     assert.match(suggestion!.body, /^Reply number \d+\.$/);
     assert.ok(suggestion!.usage.totalTokens > 0);
-    assert.match(JSON.stringify(llm.chatRequests().at(-1)!.body.messages), /Travel expenses and taxi receipts/);
+    const drafted = llm.chatRequests().at(-1)!.body.messages;
+    assert.match(JSON.stringify(drafted), /Travel expenses and taxi receipts/);
+    // Answered already, the draft answers the message again: the model's last turn is the
+    // question, not the reply that answered it.
+    assert.deepEqual(drafted.at(-1), { role: 'user', content: 'Can a human help me with my expenses?' });
     assert.equal((await sentTo(phone)).length, 1, 'a suggestion is never sent by the job');
     assert.equal(await suggestionDiscard(runtime.db, suggestionId), true);
     assert.equal(await suggestionDiscard(runtime.db, suggestionId), false, 'a decision is final');

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { TokenUsage } from '../ai/types.ts';
 import type { Queryable } from '../db/types.ts';
-import { inboundReplyState, type Citations } from '../messaging/conversations.ts';
+import { conversationThread, inboundReplyState, type Citations, type ConversationThread, type Message } from '../messaging/conversations.ts';
 import { mediaProcessForReply, type MediaDeps } from './media-process.ts';
 import { jobEnqueue, PermanentJobError, type JobHandler } from '../queue/index.ts';
 import { replyDraft, type ReplyDeps } from './reply-context.ts';
@@ -99,6 +99,18 @@ export async function suggestionDiscard(db: Queryable, id: string): Promise<bool
   return result.rowCount > 0;
 }
 
+/**
+ * The thread for a draft of another answer to a message a reply answered already: the
+ * message as the question, and what came before it. Without this the model saw the thread
+ * end in our own reply, with no question to answer (the offline model said it found
+ * nothing, next to the sources it had found).
+ */
+function answeringAgain(thread: ConversationThread, message: Message): ConversationThread {
+  const at = thread.earlier.findIndex((m) => m.id === message.id);
+  if (at >= 0) return { ...thread, earlier: thread.earlier.slice(0, at), unanswered: [thread.earlier[at]!] };
+  return { ...thread, earlier: thread.earlier.filter((m) => m.createdAt < message.createdAt), unanswered: [message] };
+}
+
 /** The suggest handler: drafts like autoreply, stores the draft, sends nothing. */
 export function suggestHandler(depsFor: (businessNumber: string | null) => ReplyDeps, media: MediaDeps): JobHandler<SuggestPayload> {
   const deps = depsFor(null);
@@ -116,7 +128,11 @@ export function suggestHandler(depsFor: (businessNumber: string | null) => Reply
       const { inbound: message, conversation } = state;
       if (message.source !== 'inbound') throw new PermanentJobError(`message ${payload.messageId} is not an inbound message`);
 
-      const thread = await mediaProcessForReply(media, state, { finalAttempt: job.attempts >= job.maxAttempts, purpose: 'suggest', signal });
+      // Read again when files were processed just now (their transcripts are in it then).
+      const processed =
+        (await mediaProcessForReply(media, state, { finalAttempt: job.attempts >= job.maxAttempts, purpose: 'suggest', signal })) ??
+        (await conversationThread(deps.db, conversation.id, deps.historyLimit, message.seq));
+      const thread = processed.unanswered.length > 0 ? processed : answeringAgain(processed, message);
       const draft = await replyDraft(depsFor(conversation.businessNumber), { conversationId: conversation.id, senderPhone: conversation.whatsappNumber, purpose: 'suggest', inbound: message, thread }, signal);
       // A racing duplicate job may have stored one meanwhile: keep the first. It answers what
       // its prompt held, and at least its own message (already answered, it held none).
