@@ -9,9 +9,13 @@ import { pricesParse } from './ai/costs.ts';
 import { templateVariablesParse } from './messaging/window.ts';
 import { cronOf } from './queue/schedules.ts';
 
+// In any case, as people write them (TRUE, Yes, on).
 const bool = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
-  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+  .string()
+  .trim()
+  .toLowerCase()
+  .pipe(z.enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off', '']))
+  .transform((v) => v === 'true' || v === '1' || v === 'yes' || v === 'on');
 // A blank number (`KEY=`, as .env.example writes unset settings) is unset, as a blank text
 // is: z.coerce alone would read it as 0 (no retention, no backoff, a random port).
 const blankIsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
@@ -223,7 +227,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Env {
   try {
     trustProxyOf(config);
   } catch (err) {
-    problems.push(`TRUST_PROXY: ${(err as Error).message} (got "${config.TRUST_PROXY}")`);
+    problems.push(`TRUST_PROXY: ${(err as Error).message}`);
   }
   // The schedules' settings are checked here too, not first by the worker that installs
   // them: `aiq doctor` and `aiq serve` would otherwise accept what the worker refuses.
@@ -307,7 +311,7 @@ export function trustProxyOf(config: Pick<Env, 'TRUST_PROXY'>): boolean | string
   const address = /^(\d{1,3}(\.\d{1,3}){3}|[0-9a-fA-F:]*:[0-9a-fA-F:.]*)(\/\d{1,3})?$|^(loopback|linklocal|uniquelocal)$/;
   const bad = entries.find((entry) => !address.test(entry));
   if (entries.length === 0 || bad !== undefined) {
-    throw new Error(`must be true, false, a hop count, or a comma-separated list of proxy addresses/CIDRs${bad ? `; "${bad}" is none of these` : ''}`);
+    throw new Error(`must be true, false, a hop count, or a comma-separated list of proxy addresses/CIDRs; "${bad ?? value}" is none of these`);
   }
   return entries;
 }

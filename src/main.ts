@@ -174,13 +174,14 @@ async function knowledgeIndexPrepare(runtime: Runtime): Promise<void> {
   if (queued > 0) logger.info({ documents: queued }, 'embedding queued for documents whose embedding was missing or stale');
 }
 
-/** Refuses to expose the admin side without a token; says so when it is loopback-only. */
-export function checkAdminExposure(config: Env, logger: Runtime['logger']): void {
-  if (config.ADMIN_TOKEN) return;
-  if (!isLoopback(config.HOST)) {
+/**
+ * Refuses to expose the admin side without a token. Before anything opens: a refused start
+ * leaves no new database folder behind.
+ */
+function refuseAdminExposed(config: Env): void {
+  if (!config.ADMIN_TOKEN && !isLoopback(config.HOST)) {
     throw new Error(`HOST=${config.HOST} exposes the dashboard beyond this machine: set ADMIN_TOKEN (12+ characters) or bind HOST=127.0.0.1`);
   }
-  logger.warn({ host: config.HOST }, 'ADMIN_TOKEN is not set: the dashboard and API are open to anyone on this machine only (loopback)');
 }
 
 /** Runs `aiq start | serve | worker` until SIGINT/SIGTERM, then shuts down in order. */
@@ -188,6 +189,7 @@ export async function run(config: Env, role: Role): Promise<void> {
   // A SIGTERM during start-up (a rolling deploy that moves on quickly) lets start-up finish,
   // then shuts down in order with exit code 0 (src/shutdown.ts).
   const stop = stopOnSignals();
+  if (role !== 'worker') refuseAdminExposed(config);
   const runtime = await openRuntime(config, role, stop);
   const { logger } = runtime;
   let app: FastifyInstance | undefined;
@@ -195,12 +197,15 @@ export async function run(config: Env, role: Role): Promise<void> {
   let scheduler: Scheduler | undefined;
   try {
     if (role !== 'worker') {
-      checkAdminExposure(config, logger);
+      if (!config.ADMIN_TOKEN) logger.warn({ host: config.HOST }, 'ADMIN_TOKEN is not set: the dashboard and API are open to anyone on this machine only (loopback)');
       if (!config.METRICS_TOKEN && !isLoopback(config.HOST)) logger.info({ host: config.HOST }, 'METRICS_TOKEN is not set: /metrics answers clients on this machine only');
       if (config.TWILIO_SKIP_SIGNATURE) logger.warn({}, 'TWILIO_SKIP_SIGNATURE=true: webhook signatures are NOT checked; never use this in production');
       if (!config.TWILIO_AUTH_TOKEN && !config.TWILIO_SKIP_SIGNATURE) logger.info({ dataDir: config.DATA_DIR }, 'no TWILIO_AUTH_TOKEN: webhooks are checked against the development secret in DATA_DIR, which `aiq simulate` signs with');
       app = await buildApp(runtime);
-      await app.listen({ host: config.HOST, port: config.PORT });
+      await app.listen({ host: config.HOST, port: config.PORT }).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'EADDRINUSE') throw err;
+        throw new Error(`port ${config.PORT} on ${config.HOST} is in use (another aiq, or another program): stop that, or set PORT to a free port`);
+      });
       const address = app.server.address();
       const port = typeof address === 'object' && address ? address.port : config.PORT;
       const base = `http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`;

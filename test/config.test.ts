@@ -25,6 +25,14 @@ test('a bad value is refused with the variable named', () => {
   assert.equal(loadConfig({ DATABASE_URL: 'postgres://aiq@/aiq?host=/var/run/postgresql' }).DATABASE_URL, 'postgres://aiq@/aiq?host=/var/run/postgresql');
   assert.throws(() => loadConfig({ TWILIO_SKIP_SIGNATURE: 'true', NODE_ENV: 'production' }), /TWILIO_SKIP_SIGNATURE: refused when NODE_ENV=production/);
   assert.throws(() => loadConfig({ TWILIO_ACCOUNT_SID: 'AC' + 'a'.repeat(32) }), /TWILIO_AUTH_TOKEN/);
+  // The value once, where the message names it.
+  assert.throws(() => loadConfig({ TRUST_PROXY: 'maybe' }), (err: Error) => /TRUST_PROXY: .*"maybe" is none of these/.test(err.message) && err.message.split('maybe').length === 2);
+});
+
+test('a switch reads as people write it, in any case', () => {
+  for (const on of ['true', 'TRUE', 'Yes', 'on', ' 1 ']) assert.equal(loadConfig({ REPLY_CITE_SOURCES: on }).REPLY_CITE_SOURCES, true, on);
+  for (const off of ['false', 'False', 'NO', 'off', '0', '']) assert.equal(loadConfig({ REPLY_CITE_SOURCES: off }).REPLY_CITE_SOURCES, false, off);
+  assert.throws(() => loadConfig({ REPLY_CITE_SOURCES: 'sometimes' }), /REPLY_CITE_SOURCES/);
 });
 
 test('secrets are never echoed in config errors', () => {

@@ -26,7 +26,7 @@ async function runOnce(format: 'json' | 'pretty'): Promise<string> {
     await waitFor(() => out.includes('worker started'), `aiq start (${format}):\n${out}`, 60_000, 100);
     const simulate = spawn(process.execPath, ['bin/aiq.js', 'simulate', TEXT, '--from', PHONE], { cwd: ROOT, env, stdio: 'ignore' });
     assert.equal(await new Promise((resolve) => simulate.on('exit', resolve)), 0);
-    await waitFor(() => out.includes('reply sent'), `the reply (${format}):\n${out}`, 30_000, 100);
+    await waitFor(() => out.includes('reply done: logged, not sent'), `the reply (${format}):\n${out}`, 30_000, 100);
     // A refused request is logged with its path; its query (here a number to export) is not.
     const refused = await fetch(`http://127.0.0.1:${port}/api/privacy/export?phone=${encodeURIComponent(PHONE)}`, { headers: { authorization: 'Bearer not-the-admin-token-000' } });
     assert.equal(refused.status, 401);
@@ -39,13 +39,13 @@ async function runOnce(format: 'json' | 'pretty'): Promise<string> {
   }
 }
 
-const eventLines = (out: string) => out.split('\n').filter((line) => /inbound WhatsApp message stored|reply sent/.test(line));
+const eventLines = (out: string) => out.split('\n').filter((line) => /inbound WhatsApp message stored|reply done: logged, not sent/.test(line));
 
 test('the same events as JSON lines and as readable lines, without message text or full numbers', async () => {
   const [json, pretty] = await Promise.all([runOnce('json'), runOnce('pretty')]);
 
   const jsonEvents = eventLines(json).map((line) => JSON.parse(line) as Record<string, unknown>);
-  assert.deepEqual(jsonEvents.map((e) => e.msg), ['inbound WhatsApp message stored', 'reply sent']);
+  assert.deepEqual(jsonEvents.map((e) => e.msg), ['inbound WhatsApp message stored', 'reply done: logged, not sent']);
   assert.ok(jsonEvents.every((e) => e.level === 30));
   assert.equal(jsonEvents[0]!.from, '+31•••••••78');
   assert.equal(jsonEvents[1]!.to, '+31•••••••78');
@@ -54,7 +54,7 @@ test('the same events as JSON lines and as readable lines, without message text 
   const prettyEvents = eventLines(pretty);
   assert.equal(prettyEvents.length, 2);
   for (const line of prettyEvents) {
-    assert.match(line, /^\[\d\d:\d\d:\d\d(\.\d+)?\] INFO.*: (inbound WhatsApp message stored|reply sent) /, line);
+    assert.match(line, /^\[\d\d:\d\d:\d\d(\.\d+)?\] INFO.*: (inbound WhatsApp message stored|reply done: logged, not sent) /, line);
     assert.doesNotMatch(line, /^\{/, 'not JSON');
   }
   assert.ok(pretty.split('\n').some((line) => /INFO.*aiq is listening: open http:\/\//.test(line)), 'the dashboard URL is in a readable line');

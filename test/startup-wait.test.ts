@@ -3,12 +3,16 @@
 // meanwhile keeps trying in the background.
 import assert from 'node:assert/strict';
 import { connect, createServer, type Server } from 'node:net';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
 import { openRuntime } from '../src/main.ts';
 import { openPostgres } from '../src/db/postgres.ts';
 import { freePort } from './helpers/fake-http.ts';
 import { dyingProxy } from './helpers/dying-proxy.ts';
+import { runAiq } from './helpers/processes.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 
 let t: TestDatabase;
@@ -89,4 +93,25 @@ test('a LISTEN opened while the database is unreachable connects when it comes u
     await db.close();
     proxy?.close();
   }
+});
+
+test('a port already in use stops aiq serve with what to do, not a bare EADDRINUSE', async () => {
+  const busy = createServer();
+  await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+  const port = (busy.address() as { port: number }).port;
+  try {
+    const ran = await runAiq(['serve'], { DATABASE_URL: t.url!, PORT: String(port), LOG_LEVEL: 'silent' }, 60_000);
+    assert.equal(ran.code, 1, ran.out);
+    assert.match(ran.out, new RegExp(`port ${port} on 127\\.0\\.0\\.1 is in use \\(another aiq, or another program\\): stop that, or set PORT to a free port`));
+  } finally {
+    busy.close();
+  }
+});
+
+test('HOST beyond loopback without ADMIN_TOKEN is refused before anything opens: no database folder is left', async () => {
+  const dataDir = join(tmpdir(), `aiq-exposed-${process.pid}-${Date.now()}`);
+  const ran = await runAiq(['start'], { DATA_DIR: dataDir, HOST: '0.0.0.0', PORT: String(await freePort()), LOG_LEVEL: 'silent' }, 60_000);
+  assert.equal(ran.code, 1, ran.out);
+  assert.match(ran.out, /HOST=0\.0\.0\.0 exposes the dashboard beyond this machine: set ADMIN_TOKEN/);
+  assert.equal(existsSync(dataDir), false);
 });

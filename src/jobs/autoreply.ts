@@ -272,7 +272,9 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
       if (outcome.kind === 'waiting' && job.attempts >= job.maxAttempts) outcome = await replyFlag(deps, outcome.reply, undefined, to);
       if (outcome.kind === 'waiting') logger.warn({ replyId: outcome.reply.id, retryInMs: outcome.retryInMs }, 'reply not confirmed yet: waiting for the status callback');
       if (outcome.kind === 'sent') {
-        logger.info({ to: maskPhone(to), replyId: outcome.reply.id, sid: outcome.reply.twilioSid, status: outcome.reply.status, parts: outcome.reply.parts }, 'reply sent');
+        // Without Twilio the reply went to the log transport: "sent" would contradict its line.
+        const what = outcome.reply.status === 'logged' ? 'reply done: logged, not sent' : 'reply sent';
+        logger.info({ to: maskPhone(to), replyId: outcome.reply.id, sid: outcome.reply.twilioSid, status: outcome.reply.status, parts: outcome.reply.parts }, what);
       }
       return { ...resultOf(outcome), ...meta };
     },
