@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createLogger } from '../src/logger.ts';
+import { formatTick } from '../src/http/dashboard/charts.ts';
 import { PromMetrics } from '../src/http/metrics.ts';
 import { jobEnqueue, jobGet, Worker } from '../src/queue/index.ts';
 import { startAdminApp, startEmbeddedAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
@@ -115,7 +116,10 @@ describe('dashboard with ADMIN_TOKEN', () => {
       assert.equal(page.statusCode, 200, url);
       assert.doesNotMatch(page.body, /<script>alert|<img src=x|<b>hi/, url);
     }
+    // A retried job counts its attempts anew; the page says so next to the history it keeps.
+    await t.runtime.db.query(`update ai_jobs set attempts = 1, errors = '[{"error":"a"},{"error":"b"}]' where id = $1`, [id]);
     const detail = await t.app.inject({ url: `/admin/jobs/${id}`, headers: { cookie } });
+    assert.match(detail.body, /<dt>attempts<\/dt><dd>1 of \d+ since the last retry \(2 failed in all, listed below\)<\/dd>/);
     assert.match(detail.body, /&lt;script&gt;alert\(1\)&lt;\/script&gt;/);
     assert.match(detail.body, /&lt;img src=x onerror=alert\(2\)&gt;/);
     // A notice quoting user text (a document's title) is escaped too.
@@ -370,4 +374,8 @@ describe('dashboard on the embedded database (PGlite)', () => {
       await t.close();
     }
   });
+});
+
+test('chart axes keep two significant digits: a day of AI costs in cents does not read 0.0', () => {
+  assert.deepEqual([0, 0.00005, 0.0001, 0.25, 2.5, 12, 1500].map(formatTick), ['0', '0.00005', '0.0001', '0.25', '2.5', '12', '1.5k']);
 });

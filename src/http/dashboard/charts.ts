@@ -34,9 +34,10 @@ ${ticks}${body}
 <text x="${WIDTH - PAD.right}" y="${HEIGHT - 4}" font-size="10" fill="#667085" text-anchor="end">${xLabels[1]}</text></svg>`;
 }
 
-function formatTick(value: number): string {
+/** 1.5k, 12, 2.5, 0.00005: two significant digits at most, so a scale of cents (AI costs) does not read 0.0. */
+export function formatTick(value: number): string {
   if (value >= 1000) return `${Math.round(value / 100) / 10}k`;
-  return Number.isInteger(value) ? String(value) : value.toFixed(1);
+  return Number.isInteger(value) ? String(value) : String(Number(value.toPrecision(2)));
 }
 
 function legend(series: Series[]): Html {

@@ -104,7 +104,7 @@ function importsPage(ctx: PageContext, imports: ImportSummary[]): Html {
 <div class="filters"><label>CSV file<input type="file" accept=".csv,text/csv" data-into="content" data-name-into="filename"></label>
 <label>File name<input name="filename" value="upload.csv" required></label></div>
 <label>Rows (filled from the file, or paste them)<textarea name="content" rows="6"></textarea></label>
-<label><input type="checkbox" name="prune"> This file is the complete list: remove the people who are not in it (leavers). No one is removed when a row is rejected.</label>
+<label class="check"><input type="checkbox" name="prune"> This file is the complete list: remove the people who are not in it (leavers). No one is removed when a row is rejected.</label>
 <p><button class="primary" type="submit">Import</button></p></form></div>
 <div id="live" data-refresh-ms="${running ? 1500 : 0}">
 ${

@@ -65,7 +65,7 @@ pre { background:#0f172a; color:#e2e8f0; padding:12px; border-radius:6px; overfl
 .b-done, .b-sent, .b-delivered, .b-read, .b-logged, .b-embedded { background:#ecfdf3; color:var(--ok); }
 .b-failed, .b-undelivered, .b-send_failed, .b-flagged, .b-held, .b-unconfirmed { background:#fef3f2; color:var(--bad); } .b-cancelled, .b-discarded { background:#f2f4f7; color:#667085; }
 form.inline { display:inline; } .filters { display:flex; gap:8px; flex-wrap:wrap; align-items:end; margin-bottom:12px; }
-label { display:flex; flex-direction:column; gap:3px; font-size:12px; color:var(--muted); }
+label { display:flex; flex-direction:column; gap:3px; font-size:12px; color:var(--muted); } label.check { flex-direction:row; align-items:center; gap:6px; margin:8px 0; }
 input, select, textarea { font:inherit; padding:6px 8px; border:1px solid #d0d5dd; border-radius:6px; background:#fff; color:var(--fg); }
 textarea { width:100%; min-height:80px; }
 button { font:inherit; padding:6px 12px; border-radius:6px; border:1px solid #d0d5dd; background:#fff; cursor:pointer; }

@@ -138,7 +138,7 @@ ${job.status === 'pending' ? actionButton(ctx, `/admin/jobs/${job.id}/cancel`, '
 <div class="grid">
 <div class="card"><dl class="props">
 <dt>status</dt><dd>${job.status}</dd>
-<dt>attempts</dt><dd>${job.attempts} of ${job.maxAttempts}</dd>
+<dt>attempts</dt><dd>${job.attempts} of ${job.maxAttempts}${job.errors.length > job.attempts ? ` since the last retry (${job.errors.length} failed in all, listed below)` : ''}</dd>
 <dt>priority</dt><dd>${job.priority}</dd>
 <dt>ordering key</dt><dd class="mono">${job.orderingKey ?? '—'}</dd>
 <dt>created</dt><dd>${when(job.createdAt)}</dd>
