@@ -9,16 +9,22 @@ import { pricesParse } from './ai/costs.ts';
 import { templateVariablesParse } from './messaging/window.ts';
 import { cronOf } from './queue/schedules.ts';
 
-// In any case, as people write them (TRUE, Yes, on).
-const bool = z
-  .string()
-  .trim()
-  .toLowerCase()
-  .pipe(z.enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off', '']))
-  .transform((v) => v === 'true' || v === '1' || v === 'yes' || v === 'on');
-// A blank number (`KEY=`, as .env.example writes unset settings) is unset, as a blank text
-// is: z.coerce alone would read it as 0 (no retention, no backoff, a random port).
+// A blank number or switch (`KEY=`, as .env.example writes unset settings) is unset, as a
+// blank text is: z.coerce alone would read it as 0 (no retention, no backoff, a random
+// port), and a blank switch turned off what is on by default.
 const blankIsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
+// A switch in any case, as people write them (TRUE, Yes, on).
+const bool = (fallback: boolean) =>
+  z.preprocess(
+    blankIsUnset,
+    z
+      .string()
+      .trim()
+      .toLowerCase()
+      .pipe(z.enum(['true', 'false', '1', '0', 'yes', 'no', 'on', 'off']))
+      .transform((v) => v === 'true' || v === '1' || v === 'yes' || v === 'on')
+      .default(fallback),
+  );
 const num = (min: number, max: number, fallback: number) => z.preprocess(blankIsUnset, z.coerce.number().min(min).max(max).default(fallback));
 const int = (min: number, max: number, fallback: number) => z.preprocess(blankIsUnset, z.coerce.number().int().min(min).max(max).default(fallback));
 const optionalText = z
@@ -79,7 +85,7 @@ const schema = z.object({
   TWILIO_AUTH_TOKEN: optionalText,
   TWILIO_WHATSAPP_FROM: optionalText.pipe(z.string().regex(/^whatsapp:\+\d{6,15}$/, 'must look like whatsapp:+14155238886').optional()),
   TWILIO_API_BASE_URL: optionalUrl,
-  TWILIO_SKIP_SIGNATURE: bool.default(false),
+  TWILIO_SKIP_SIGNATURE: bool(false),
   REPLY_CONFIRM_TIMEOUT_SECONDS: int(1, 86_400, 300),
   // Twilio refuses WhatsApp bodies over 1,600 characters (error 21617).
   REPLY_MAX_CHARS: int(100, 1600, 1600),
@@ -104,7 +110,7 @@ const schema = z.object({
   MEDIA_REDIRECT_HOSTS: z.string().default('media.twiliocdn.com,s3-external-1.amazonaws.com'),
   TRANSCRIPTION_MODEL: z.string().min(1).default('whisper-1'),
   // The chat model accepts images (gpt-4o, gpt-4o-mini do): photos go to it as image input.
-  AI_VISION: bool.default(false),
+  AI_VISION: bool(false),
   AZURE_OPENAI_TRANSCRIPTION_DEPLOYMENT: optionalText,
   // Several business numbers, each with its own assistant profile (README, WhatsApp).
   PROFILES_FILE: optionalText,
@@ -138,14 +144,14 @@ const schema = z.object({
   // or of a compound word's part weighs next to the question's own words (0 turns both off).
   // 0.85: the evaluation's development set was best at 0.85–1 (recall@5 0.943; 0.924 at 0.5);
   // below 1 so that on a tie the question's own words win.
-  RAG_BUILTIN_SYNONYMS: bool.default(true),
+  RAG_BUILTIN_SYNONYMS: bool(true),
   RAG_SYNONYMS_FILE: optionalText,
   RAG_SYNONYM_WEIGHT: num(0, 1, 0.85),
   // Below this relevance the assistant says it does not know and offers a colleague instead
   // of answering from weak context; unset: the value the evaluation chose for the provider.
   RAG_MIN_RELEVANCE: optionalText.pipe(z.coerce.number<string>().min(0).max(1).optional()),
   // A short "Source: …" line under WhatsApp replies, naming the sections the answer drew on.
-  REPLY_CITE_SOURCES: bool.default(false),
+  REPLY_CITE_SOURCES: bool(false),
   CHUNK_MAX_CHARS: int(200, 8000, 1200),
   CHUNK_OVERLAP_CHARS: int(0, 2000, 200),
   // Data minimisation: the parts of the sender's record that reach the model (and offline answers).
@@ -190,7 +196,7 @@ const schema = z.object({
   PEOPLE_SYNC_TOKEN: optionalText,
   PEOPLE_SYNC_CRON: z.string().trim().min(1).default('0 * * * *'),
   PEOPLE_SYNC_MAX_BYTES: int(1024, 1024 * 1024 * 1024, 20 * 1024 * 1024),
-  PEOPLE_SYNC_PRUNE: bool.default(false),
+  PEOPLE_SYNC_PRUNE: bool(false),
   RETENTION_TIME_ZONE: z.string().trim().min(1).default('UTC'),
 });
 
@@ -300,8 +306,11 @@ export function aiProviderOf(config: Env): 'local' | 'openai' | 'azure' {
  */
 export function trustProxyOf(config: Pick<Env, 'TRUST_PROXY'>): boolean | string[] | ((address: string, hop: number) => boolean) {
   const value = config.TRUST_PROXY;
-  if (value === undefined || value === 'false') return false;
-  if (value === 'true') return true;
+  // The words as a switch takes them, in any case; a number is a hop count here, not a switch.
+  if (value === undefined) return false;
+  const word = value.trim().toLowerCase();
+  if (['false', 'no', 'off'].includes(word)) return false;
+  if (['true', 'yes', 'on'].includes(word)) return true;
   if (/^\d+$/.test(value)) {
     // A hop count, as a function: fastify's types take no number, its runtime does the same.
     const hops = Number(value);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { parseEnv } from 'node:util';
-import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/config.ts';
+import { CONFIG_VARIABLES, ConfigError, loadConfig, trustProxyOf } from '../src/config.ts';
 
 test('defaults need no variables at all', () => {
   const config = loadConfig({});
@@ -33,6 +33,11 @@ test('a switch reads as people write it, in any case', () => {
   for (const on of ['true', 'TRUE', 'Yes', 'on', ' 1 ']) assert.equal(loadConfig({ REPLY_CITE_SOURCES: on }).REPLY_CITE_SOURCES, true, on);
   for (const off of ['false', 'False', 'NO', 'off', '0', '']) assert.equal(loadConfig({ REPLY_CITE_SOURCES: off }).REPLY_CITE_SOURCES, false, off);
   assert.throws(() => loadConfig({ REPLY_CITE_SOURCES: 'sometimes' }), /REPLY_CITE_SOURCES/);
+  // Blank is unset, as for numbers and text: the default holds, also where it is on.
+  assert.equal(loadConfig({ RAG_BUILTIN_SYNONYMS: '' }).RAG_BUILTIN_SYNONYMS, true);
+  // TRUST_PROXY takes the same words (a number there is a hop count).
+  assert.equal(trustProxyOf(loadConfig({ TRUST_PROXY: 'TRUE' })), true);
+  assert.equal(trustProxyOf(loadConfig({ TRUST_PROXY: 'Off' })), false);
 });
 
 test('secrets are never echoed in config errors', () => {

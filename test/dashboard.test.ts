@@ -120,6 +120,10 @@ describe('dashboard with ADMIN_TOKEN', () => {
     await t.runtime.db.query(`update ai_jobs set attempts = 1, errors = '[{"error":"a"},{"error":"b"}]' where id = $1`, [id]);
     const detail = await t.app.inject({ url: `/admin/jobs/${id}`, headers: { cookie } });
     assert.match(detail.body, /<dt>attempts<\/dt><dd>1 of \d+ since the last retry \(2 failed in all, listed below\)<\/dd>/);
+    // A throttled attempt given back is in the history but was never counted: no retry.
+    await t.runtime.db.query(`update ai_jobs set attempts = 1, errors = '[{"error":"429","refunded":true},{"error":"b"}]' where id = $1`, [id]);
+    const throttled = await t.app.inject({ url: `/admin/jobs/${id}`, headers: { cookie } });
+    assert.match(throttled.body, /<dt>attempts<\/dt><dd>1 of \d+<\/dd>/);
     assert.match(detail.body, /&lt;script&gt;alert\(1\)&lt;\/script&gt;/);
     assert.match(detail.body, /&lt;img src=x onerror=alert\(2\)&gt;/);
     // A notice quoting user text (a document's title) is escaped too.
@@ -377,5 +381,5 @@ describe('dashboard on the embedded database (PGlite)', () => {
 });
 
 test('chart axes keep two significant digits: a day of AI costs in cents does not read 0.0', () => {
-  assert.deepEqual([0, 0.00005, 0.0001, 0.25, 2.5, 12, 1500].map(formatTick), ['0', '0.00005', '0.0001', '0.25', '2.5', '12', '1.5k']);
+  assert.deepEqual([0, 5e-7, 0.00005, 0.0001, 0.25, 2.5, 12, 1500].map(formatTick), ['0', '0.0000005', '0.00005', '0.0001', '0.25', '2.5', '12', '1.5k']);
 });

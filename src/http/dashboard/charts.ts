@@ -37,7 +37,8 @@ ${ticks}${body}
 /** 1.5k, 12, 2.5, 0.00005: two significant digits at most, so a scale of cents (AI costs) does not read 0.0. */
 export function formatTick(value: number): string {
   if (value >= 1000) return `${Math.round(value / 100) / 10}k`;
-  return Number.isInteger(value) ? String(value) : String(Number(value.toPrecision(2)));
+  // Plain digits down to a millionth (String() turns smaller numbers into 5e-7).
+  return Number.isInteger(value) ? String(value) : value.toFixed(Math.min(20, Math.max(1, 1 - Math.floor(Math.log10(value))))).replace(/(\.\d*?[1-9])0+$|\.0+$/, '$1');
 }
 
 function legend(series: Series[]): Html {

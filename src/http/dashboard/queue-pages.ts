@@ -122,6 +122,15 @@ ${nextCursor ? html`<a href="/admin/jobs${queryString({ ...filter, after: nextCu
   );
 }
 
+/**
+ * An admin's retry gives a job a fresh count of attempts and keeps its history: more
+ * counted failures (a throttled attempt given back is not one) than attempts means a retry.
+ */
+function retriedNote(job: Job): string {
+  const failed = job.errors.filter((e) => !e.refunded).length;
+  return failed > job.attempts ? ` since the last retry (${failed} failed in all, listed below)` : '';
+}
+
 function jobDetailPage(ctx: PageContext, job: Job): Html {
   const live = job.status === 'pending' || job.status === 'processing';
   return page(
@@ -138,7 +147,7 @@ ${job.status === 'pending' ? actionButton(ctx, `/admin/jobs/${job.id}/cancel`, '
 <div class="grid">
 <div class="card"><dl class="props">
 <dt>status</dt><dd>${job.status}</dd>
-<dt>attempts</dt><dd>${job.attempts} of ${job.maxAttempts}${job.errors.length > job.attempts ? ` since the last retry (${job.errors.length} failed in all, listed below)` : ''}</dd>
+<dt>attempts</dt><dd>${job.attempts} of ${job.maxAttempts}${retriedNote(job)}</dd>
 <dt>priority</dt><dd>${job.priority}</dd>
 <dt>ordering key</dt><dd class="mono">${job.orderingKey ?? '—'}</dd>
 <dt>created</dt><dd>${when(job.createdAt)}</dd>
