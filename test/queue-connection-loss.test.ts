@@ -2,6 +2,7 @@
 // connection of the worker) must not lose the job: it completes once the pool reconnects.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import net from 'node:net';
 import pg from 'pg';
 import { openPostgres } from '../src/db/postgres.ts';
 import { createLogger } from '../src/logger.ts';
@@ -61,5 +62,82 @@ test('a job whose worker loses every database connection mid-run still completes
   } finally {
     await worker.stop();
     await db.close();
+  }
+});
+
+/** A TCP forwarder to the real server that can go away and come back on the same port, as a pooler restarting does. */
+async function restartableProxy(databaseUrl: string) {
+  const target = new URL(databaseUrl);
+  const sockets = new Set<net.Socket>();
+  const serve = () =>
+    net.createServer((downstream) => {
+      const upstream = net.connect(Number(target.port || 5432), target.hostname);
+      for (const socket of [downstream, upstream]) {
+        sockets.add(socket);
+        socket.on('close', () => sockets.delete(socket));
+        socket.on('error', () => {});
+      }
+      downstream.pipe(upstream).pipe(downstream);
+      upstream.on('close', () => downstream.destroy());
+      downstream.on('close', () => upstream.destroy());
+    });
+  let server = serve();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  const url = Object.assign(new URL(databaseUrl), { host: `127.0.0.1:${port}` }).toString();
+  return {
+    url,
+    down() {
+      server.close();
+      for (const socket of sockets) socket.destroy();
+    },
+    async up() {
+      server = serve();
+      await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    },
+    close() {
+      server.close();
+      for (const socket of sockets) socket.destroy();
+    },
+  };
+}
+
+test('a failure that PostgreSQL cannot take during a two-second outage is recorded when it is back, not left to the lease', async () => {
+  const proxy = await restartableProxy(t.url!);
+  const db = openPostgres({ connectionString: proxy.url, onError: () => {} });
+  let runs = 0;
+  const worker = new Worker({
+    db,
+    logger: createLogger('silent'),
+    pollIntervalMs: 200,
+    leaseSeconds: 60,
+    backoff: { baseSeconds: 0.1, capSeconds: 0.1 },
+    handlers: [
+      {
+        type: 'outage',
+        schema: { safeParse: (input: unknown) => ({ success: true as const, data: input }) },
+        async run() {
+          runs++;
+          if (runs > 1) return { runs };
+          // The pooler goes away while the job fails, and comes back two seconds later.
+          proxy.down();
+          setTimeout(() => void proxy.up(), 2000);
+          throw new Error('the LLM call failed');
+        },
+      },
+    ],
+  });
+  await worker.start();
+  try {
+    const id = await jobEnqueue(t.db, { type: 'outage', payload: {} });
+    // Left to its lease, the job would stay processing for 60 s.
+    await waitFor(async () => (await jobGet(t.db, id))!.status === 'done', 'the job retried and done soon after the outage', 15_000);
+    const job = (await jobGet(t.db, id))!;
+    assert.deepEqual(job.errors.map((e) => e.error), ['the LLM call failed'], 'the failure recorded, not a lease expiry');
+    assert.equal(runs, 2);
+  } finally {
+    await worker.stop();
+    await db.close();
+    proxy.close();
   }
 });

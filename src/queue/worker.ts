@@ -103,6 +103,17 @@ export interface WorkerEvents {
   error: [Error];
 }
 
+/** A failed attempt as jobFail records it, with what its log line and event say. */
+interface Failure {
+  job: ClaimedJob;
+  durationMs: number;
+  error: Error;
+  message: string;
+  permanent: boolean;
+  delaySeconds: number;
+  refund: boolean;
+}
+
 interface Running {
   job: ClaimedJob;
   /** Made when the handler first reads its signal, or when the run is aborted. */
@@ -144,6 +155,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly timedOutRuns = new Set<Running>();
   private readonly buffer: ClaimedJob[] = [];
   private completions: Completion[] = [];
+  /** Failures PostgreSQL could not take yet (a pooler restarting): written by the retry timer. */
+  private failures: Failure[] = [];
+  private writingFailures = false;
   /** Claim statements under way, and the jobs they asked for (not yet in the buffer). */
   private claimsInFlight = 0;
   private claimsAsked = 0;
@@ -267,6 +281,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     for (const run of interrupted) this.settle(run);
     for (const run of interrupted) abortRun(run, new Error('worker shutting down'));
     await this.flushCompletions();
+    await this.writeKeptFailures();
     await this.safely(() => jobRelease(this.db, this.id, interrupted.map((run) => run.job.id)));
     if (interrupted.length > 0) this.logger.warn({ released: interrupted.length }, 'released unfinished jobs at shutdown');
     this.logger.info({}, 'worker stopped');
@@ -509,26 +524,54 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const withinThrottleWindow = Date.now() - job.createdAt.getTime() < this.throttleWindowMs;
     const refund = retryLater !== undefined && !retryLater.countsAsAttempt && withinThrottleWindow;
     const delaySeconds = refund ? retryLater!.delayMs / 1000 : retryDelaySeconds(job.attempts, this.backoff, retryLater?.delayMs);
-    const message = describeError(error);
-    try {
-      const outcome = await this.withRetries(() =>
-        jobFail(this.db, { id: job.id, attempt: job.attempts, workerId: this.id, error: message, durationMs, permanent, delaySeconds, refund }),
-      );
-      if (!outcome) {
-        this.logger.warn({ jobId: job.id, type: job.type }, 'failure not recorded: lease was lost (job was reclaimed)');
-      } else {
-        const status = outcome.status === 'failed' ? 'failed' : 'pending';
-        const log = { jobId: job.id, type: job.type, attempt: job.attempts, maxAttempts: job.maxAttempts, error: message, durationMs: Math.round(durationMs) };
-        if (status === 'failed') this.logger.error(log, permanent ? 'job failed permanently' : 'job failed: out of attempts');
-        else this.logger.warn({ ...log, retryAt: outcome.nextRunAt }, refund ? 'job throttled, will retry' : 'job attempt failed, will retry');
-        this.emit('job:failed', { job, durationMs, error, status });
-        if (status === 'pending') this.scheduleDueIn(delaySeconds * 1000);
-      }
-    } catch (err) {
-      // Postgres is gone: the lease runs out and the reaper gives the job another attempt.
-      this.onDatabaseError(err, 'fail');
-    }
+    await this.writeFailure({ job, durationMs, error, message: describeError(error), permanent, delaySeconds, refund }, 3);
     this.wake();
+  }
+
+  /**
+   * Records a failed attempt. When PostgreSQL cannot take it (a pooler restarting, a
+   * failover), it is kept and written by the retry timer, as completions are: left to its
+   * lease, the job and every later job of its ordering key waited the whole lease (60 s by
+   * default) after a blip of two seconds. A process that dies first leaves it to the lease.
+   */
+  private async writeFailure(f: Failure, attempts: number): Promise<boolean> {
+    const { job, durationMs, error, message, permanent, delaySeconds, refund } = f;
+    let outcome;
+    try {
+      outcome = await this.withRetries(
+        () => jobFail(this.db, { id: job.id, attempt: job.attempts, workerId: this.id, error: message, durationMs, permanent, delaySeconds, refund }),
+        attempts,
+      );
+    } catch (err) {
+      this.failures.push(f);
+      this.onDatabaseError(err, 'fail');
+      return false;
+    }
+    if (!outcome) {
+      this.logger.warn({ jobId: job.id, type: job.type }, 'failure not recorded: lease was lost (job was reclaimed)');
+      return true;
+    }
+    const status = outcome.status === 'failed' ? 'failed' : 'pending';
+    const log = { jobId: job.id, type: job.type, attempt: job.attempts, maxAttempts: job.maxAttempts, error: message, durationMs: Math.round(durationMs) };
+    if (status === 'failed') this.logger.error(log, permanent ? 'job failed permanently' : 'job failed: out of attempts');
+    else this.logger.warn({ ...log, retryAt: outcome.nextRunAt }, refund ? 'job throttled, will retry' : 'job attempt failed, will retry');
+    this.emit('job:failed', { job, durationMs, error, status });
+    if (status === 'pending') this.scheduleDueIn(delaySeconds * 1000);
+    return true;
+  }
+
+  /** The failures kept while PostgreSQL was away, one statement each, until one fails again. */
+  private async writeKeptFailures(): Promise<void> {
+    if (this.writingFailures) return;
+    this.writingFailures = true;
+    try {
+      while (this.failures.length > 0) {
+        if (!(await this.writeFailure(this.failures.shift()!, 1))) return;
+      }
+      this.wake();
+    } finally {
+      this.writingFailures = false;
+    }
   }
 
   /** Slow is slow whatever the outcome: failures and time-outs count too. */
@@ -640,6 +683,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
       this.flushSoon();
+      void this.writeKeptFailures();
       this.wake();
     }, delay);
   }
