@@ -6,6 +6,7 @@ import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { isDatabaseUnreachable } from './db/errors.ts';
 import { openPostgres } from './db/postgres.ts';
+import { directElsewhere } from './db/pooler.ts';
 import { aiProviderCreate } from './ai/providers.ts';
 import { buildApp } from './http/app.ts';
 import { PromMetrics } from './http/metrics.ts';
@@ -60,10 +61,12 @@ async function migrateDirect(config: Env, db: Database): Promise<string[]> {
   if (!config.DATABASE_DIRECT_URL) return migrate(db);
   const direct = openPostgres({ connectionString: config.DATABASE_DIRECT_URL, poolSize: 1, preparedStatements: 'off', applicationName: 'aiq-migrate' });
   try {
+    const elsewhere = await directElsewhere(db, direct);
+    if (elsewhere) throw new ConfigError(elsewhere);
     return await migrate(direct);
   } catch (err) {
     // Say which of the two connections failed; the code stays for whenReachable.
-    if (err instanceof Error) err.message = `DATABASE_DIRECT_URL: ${err.message}`;
+    if (err instanceof Error && !(err instanceof ConfigError)) err.message = `DATABASE_DIRECT_URL: ${err.message}`;
     throw err;
   } finally {
     await direct.close();

@@ -131,3 +131,31 @@ test('behind a transaction-mode pooler without a direct URL, doctor says workers
   assert.equal(directIsPooled.code, 1);
   assert.match(line(directIsPooled.out, 'direct url'), /^FAIL\s+direct url\s+DATABASE_DIRECT_URL goes through a transaction-mode pooler too/);
 });
+
+test('a DATABASE_DIRECT_URL that reaches another database is refused by doctor, start-up and migrate, and that database is left untouched', async () => {
+  // An empty database beside ours, as a typo in the direct URL's name would reach.
+  const name = `aiq_other_${process.pid}_${Date.now()}`;
+  const admin = new pg.Client({ connectionString: SERVER_URL });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  const otherUrl = Object.assign(new URL(SERVER_URL), { pathname: `/${name}` }).toString();
+  const other = new pg.Client({ connectionString: otherUrl });
+  await other.connect();
+  try {
+    const env = { ...healthy(), DATABASE_DIRECT_URL: otherUrl };
+    const checked = await doctor(env);
+    assert.equal(checked.code, 1, checked.out);
+    assert.match(line(checked.out, 'direct url'), /^FAIL\s+direct url\s+DATABASE_DIRECT_URL reaches database "[^"]+" on the server started .*, DATABASE_URL database "[^"]+"/);
+    const worker = await runAiq(['worker'], { ...env, LOG_LEVEL: 'silent' }, 60_000);
+    assert.equal(worker.code, 1, worker.out);
+    assert.match(worker.out, /DATABASE_DIRECT_URL reaches database .* but DATABASE_URL reaches database .*: both must reach the same database/);
+    const migrated = await runAiq(['migrate'], { ...env, LOG_LEVEL: 'silent' });
+    assert.equal(migrated.code, 2, migrated.out);
+    assert.match(migrated.out, /nothing applied: DATABASE_DIRECT_URL reaches/);
+    assert.equal((await other.query(`select 1 from pg_tables where schemaname = 'public'`)).rowCount, 0, 'nothing was migrated there');
+  } finally {
+    await other.end();
+    await admin.query(`drop database if exists ${name}`);
+    await admin.end();
+  }
+});

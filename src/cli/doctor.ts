@@ -106,6 +106,8 @@ async function checkPooler(config: Env, findings: Finding[]): Promise<void> {
   );
   if (direct instanceof Error) {
     findings.push({ verdict: 'FAIL', check: 'direct url', result: `DATABASE_DIRECT_URL: cannot connect: ${oneLine(direct)}`, hint: databaseHint(direct, { ...config, DATABASE_URL: config.DATABASE_DIRECT_URL }) });
+  } else if (direct.identity !== probe.identity) {
+    findings.push({ verdict: 'FAIL', check: 'direct url', result: `DATABASE_DIRECT_URL reaches ${direct.identity}, DATABASE_URL ${probe.identity}`, hint: 'both must reach the same database: migrations and LISTEN use the direct one' });
   } else if (direct.mode === 'transaction') {
     findings.push({ verdict: 'FAIL', check: 'direct url', result: 'DATABASE_DIRECT_URL goes through a transaction-mode pooler too', hint: 'point it at the server itself (Supabase: the "direct connection" string), or LISTEN misses notifications' });
   } else findings.push({ verdict: 'ok', check: 'direct url', result: 'DATABASE_DIRECT_URL connects directly' });

@@ -2,7 +2,7 @@
 import type { Env } from '../config.ts';
 import type { Role } from '../main.ts';
 import { stopOnSignals } from '../shutdown.ts';
-import { refuseMissingEmbedded, type Command } from './command.ts';
+import { refuseMissingEmbedded, UsageError, type Command } from './command.ts';
 
 /** The application is loaded when a server starts, not for `aiq --help`. */
 async function run(config: Env, role: Role): Promise<void> {
@@ -71,6 +71,12 @@ export const serverCommands: Command[] = [
           const pending = await pendingMigrations(db);
           console.log(pending.length === 0 ? 'schema is up to date' : `pending: ${pending.join(', ')}`);
           return pending.length === 0 ? 0 : 1;
+        }
+        if (config.DATABASE_URL && config.DATABASE_DIRECT_URL) {
+          const [{ openPostgres }, { directElsewhere }] = await Promise.all([import('../db/postgres.ts'), import('../db/pooler.ts')]);
+          const main = openPostgres({ connectionString: config.DATABASE_URL, poolSize: 1, preparedStatements: 'off', applicationName: 'aiq-migrate' });
+          const elsewhere = await directElsewhere(main, db).finally(() => main.close());
+          if (elsewhere) throw new UsageError(`nothing applied: ${elsewhere}`);
         }
         const applied = await migrate(db).catch((err: Error) => {
           if (config.DATABASE_DIRECT_URL) err.message = `DATABASE_DIRECT_URL: ${err.message}`;

@@ -15,6 +15,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import pg from 'pg';
+import type { Queryable } from './types.ts';
 
 export type PoolerMode = 'direct' | 'transaction' | 'session';
 
@@ -26,12 +27,33 @@ export interface PoolerProbe {
   dialledPort: number;
   /** Nothing sits between us and PostgreSQL (mode 'direct'): safe for named prepared statements. */
   direct: boolean;
+  /** Which database on which running server answered (IDENTITY_SQL). */
+  identity: string;
+}
+
+/**
+ * The database and the server run that answer a connection: equal through a pooler and
+ * past it when both reach the same database. A server's start time tells two servers (a
+ * replica, another cluster) apart where their database names agree.
+ */
+const IDENTITY_SQL = `select format('database "%s" on the server started %s', current_database(), pg_postmaster_start_time()) as identity`;
+
+/**
+ * Why DATABASE_DIRECT_URL (`direct`) is not the database DATABASE_URL (`main`) reaches, or
+ * null when it is: another database there would be migrated, and LISTEN there would hear
+ * nothing.
+ */
+export async function directElsewhere(main: Queryable, direct: Queryable): Promise<string | null> {
+  const identityOf = async (on: Queryable) => (await on.query<{ identity: string }>(IDENTITY_SQL)).rows[0]!.identity;
+  const [through, past] = await Promise.all([identityOf(main), identityOf(direct)]);
+  return through === past ? null : `DATABASE_DIRECT_URL reaches ${past}, but DATABASE_URL reaches ${through}: both must reach the same database`;
 }
 
 /** How long a notification may take to come back through a session-mode pooler. */
 const NOTIFY_WAIT_MS = 1000;
 
 interface ServerFacts {
+  identity: string;
   pid: number;
   port: number;
   client_addr: string | null;
@@ -41,7 +63,7 @@ interface ServerFacts {
 }
 
 const FACTS_SQL = `
-  select pg_backend_pid() as pid, current_setting('port')::int as port,
+  select (${IDENTITY_SQL}) as identity, pg_backend_pid() as pid, current_setting('port')::int as port,
          host(inet_client_addr()) as client_addr, inet_client_port() as client_port, inet_server_port() as server_port,
          current_setting('unix_socket_directories') as socket_dirs`;
 
@@ -59,7 +81,7 @@ export async function poolerProbe(connectionString: string): Promise<PoolerProbe
   try {
     const first = await connect();
     const facts = (await first.query<ServerFacts>(FACTS_SQL)).rows[0]!;
-    const found = (mode: PoolerMode): PoolerProbe => ({ mode, serverPort: facts.port, dialledPort: first.port, direct: mode === 'direct' });
+    const found = (mode: PoolerMode): PoolerProbe => ({ mode, serverPort: facts.port, dialledPort: first.port, direct: mode === 'direct', identity: facts.identity });
     if (reachesServer(first, facts)) return found('direct');
     return found((await sessionsPersist(first, facts.pid, connect)) ? 'session' : 'transaction');
   } finally {
