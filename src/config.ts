@@ -62,6 +62,8 @@ const schema = z.object({
 
   HOST: z.string().min(1).default('127.0.0.1'),
   PORT: int(0, 65535, 3000),
+  // Unset: `aiq worker` listens nowhere. A number: it answers /metrics, /healthz, /readyz there.
+  WORKER_METRICS_PORT: z.preprocess(blankIsUnset, z.coerce.number().int().min(0).max(65535).optional()),
   PUBLIC_URL: optionalUrl,
   ADMIN_TOKEN: optionalText.pipe(z.string().min(12, 'must be at least 12 characters').optional()),
   WEBHOOK_BODY_LIMIT_BYTES: int(1024, 10 * 1024 * 1024, 64 * 1024),

@@ -8,7 +8,7 @@ import { isDatabaseUnreachable } from './db/errors.ts';
 import { openPostgres } from './db/postgres.ts';
 import { directElsewhere } from './db/pooler.ts';
 import { aiProviderCreate } from './ai/providers.ts';
-import { buildApp } from './http/app.ts';
+import { buildApp, buildWorkerApp } from './http/app.ts';
 import { PromMetrics } from './http/metrics.ts';
 import { buildHandlers } from './jobs/registry.ts';
 import { embeddingSpaceOf } from './ai/types.ts';
@@ -187,6 +187,14 @@ function refuseAdminExposed(config: Env): void {
   }
 }
 
+/** Listens, or says which setting names a port that is taken. */
+async function listenOn(app: FastifyInstance, host: string, port: number, setting: string): Promise<void> {
+  await app.listen({ host, port }).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EADDRINUSE') throw err;
+    throw new Error(`port ${port} on ${host} is in use (another aiq, or another program): stop that, or set ${setting} to a free port`);
+  });
+}
+
 /** Runs `aiq start | serve | worker` until SIGINT/SIGTERM, then shuts down in order. */
 export async function run(config: Env, role: Role): Promise<void> {
   // A SIGTERM during start-up (a rolling deploy that moves on quickly) lets start-up finish,
@@ -205,10 +213,7 @@ export async function run(config: Env, role: Role): Promise<void> {
       if (config.TWILIO_SKIP_SIGNATURE) logger.warn({}, 'TWILIO_SKIP_SIGNATURE=true: webhook signatures are NOT checked; never use this in production');
       if (!config.TWILIO_AUTH_TOKEN && !config.TWILIO_SKIP_SIGNATURE) logger.info({ dataDir: config.DATA_DIR }, 'no TWILIO_AUTH_TOKEN: webhooks are checked against the development secret in DATA_DIR, which `aiq simulate` signs with');
       app = await buildApp(runtime);
-      await app.listen({ host: config.HOST, port: config.PORT }).catch((err: NodeJS.ErrnoException) => {
-        if (err.code !== 'EADDRINUSE') throw err;
-        throw new Error(`port ${config.PORT} on ${config.HOST} is in use (another aiq, or another program): stop that, or set PORT to a free port`);
-      });
+      await listenOn(app, config.HOST, config.PORT, 'PORT');
       const address = app.server.address();
       const port = typeof address === 'object' && address ? address.port : config.PORT;
       const base = `http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`;
@@ -227,6 +232,12 @@ export async function run(config: Env, role: Role): Promise<void> {
       // processing run again now, not when their leases run out.
       worker = createWorker(runtime, { sole: runtime.db.kind === 'pglite' });
       await worker.start();
+      if (role === 'worker' && config.WORKER_METRICS_PORT !== undefined) {
+        app = await buildWorkerApp(runtime);
+        await listenOn(app, config.HOST, config.WORKER_METRICS_PORT, 'WORKER_METRICS_PORT');
+        const address = app.server.address();
+        logger.info({ port: typeof address === 'object' && address ? address.port : config.WORKER_METRICS_PORT }, 'worker metrics at /metrics, health at /healthz and /readyz');
+      }
       scheduler = new Scheduler({ db: runtime.db, logger: runtime.logger });
       scheduler.start();
     }

@@ -12,7 +12,9 @@ import { openRuntime } from '../src/main.ts';
 import { openPostgres } from '../src/db/postgres.ts';
 import { freePort } from './helpers/fake-http.ts';
 import { dyingProxy } from './helpers/dying-proxy.ts';
-import { runAiq } from './helpers/processes.ts';
+import { ROOT, runAiq, waitFor } from './helpers/processes.ts';
+import { jobEnqueue, jobGet } from '../src/queue/index.ts';
+import { spawn } from 'node:child_process';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 
 let t: TestDatabase;
@@ -114,4 +116,24 @@ test('HOST beyond loopback without ADMIN_TOKEN is refused before anything opens:
   assert.equal(ran.code, 1, ran.out);
   assert.match(ran.out, /HOST=0\.0\.0\.0 exposes the dashboard beyond this machine: set ADMIN_TOKEN/);
   assert.equal(existsSync(dataDir), false);
+});
+
+test('aiq worker with WORKER_METRICS_PORT answers its own /metrics (the jobs it ran) and /readyz', async () => {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['bin/aiq.js', 'worker'], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH!, DATABASE_URL: t.url!, WORKER_METRICS_PORT: String(port), LOG_LEVEL: 'silent', AI_PROVIDER: 'local' },
+    stdio: 'ignore',
+  });
+  try {
+    const base = `http://127.0.0.1:${port}`;
+    await waitFor(async () => (await fetch(`${base}/readyz`).then((r) => r.ok, () => false)), 'the worker to answer /readyz', 60_000, 100);
+    // A job for a document that is gone: it ends at once, counted in the worker's registry.
+    const id = await jobEnqueue(t.db, { type: 'embed_record', payload: { table: 'documents', id: '00000000-0000-4000-8000-000000000000' } });
+    await waitFor(async () => ['done', 'failed'].includes((await jobGet(t.db, id))!.status), 'the job to end', 30_000, 100);
+    await waitFor(async () => /aiq_job_attempts_total\{type="embed_record",outcome="(done|failed)"\} 1/.test(await (await fetch(`${base}/metrics`)).text()), 'the attempt in /metrics', 10_000, 100);
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((resolve) => child.once('exit', resolve));
+  }
 });

@@ -74,3 +74,22 @@ function holdsNul(value: unknown, depth = 0): boolean {
   if (value === null || typeof value !== 'object' || depth > 20) return false;
   return Object.entries(value).some(([key, item]) => key.includes('\u0000') || holdsNul(item, depth + 1));
 }
+
+/**
+ * What `aiq worker` answers when WORKER_METRICS_PORT is set: /healthz, /readyz and its own
+ * /metrics. Job timings, reclaims and the LLM's and Twilio's calls are counted in the
+ * process that runs the jobs, which `aiq serve`'s /metrics cannot see.
+ */
+export async function buildWorkerApp(runtime: Runtime): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: runtime.logger.child({ component: 'http' }) as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+    trustProxy: trustProxyOf(runtime.config),
+  });
+  app.addHook('onSend', async (_request, reply) => {
+    reply.header('x-content-type-options', 'nosniff');
+  });
+  await app.register(healthRoutes, { runtime });
+  await app.register(metricsRoutes, { metrics: runtime.metrics, config: runtime.config });
+  return app;
+}
