@@ -6,7 +6,7 @@ import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { isDatabaseUnreachable } from './db/errors.ts';
 import { openPostgres } from './db/postgres.ts';
-import { directElsewhere } from './db/pooler.ts';
+import { databaseIdentity, directElsewhere } from './db/pooler.ts';
 import { aiProviderCreate } from './ai/providers.ts';
 import { buildApp, buildWorkerApp } from './http/app.ts';
 import { PromMetrics } from './http/metrics.ts';
@@ -59,9 +59,10 @@ async function whenReachable<T>(logger: Runtime['logger'], step: () => Promise<T
  */
 async function migrateDirect(config: Env, db: Database): Promise<string[]> {
   if (!config.DATABASE_DIRECT_URL) return migrate(db);
+  const through = await databaseIdentity(db);
   const direct = openPostgres({ connectionString: config.DATABASE_DIRECT_URL, poolSize: 1, preparedStatements: 'off', applicationName: 'aiq-migrate' });
   try {
-    const elsewhere = await directElsewhere(db, direct);
+    const elsewhere = directElsewhere(through, await databaseIdentity(direct));
     if (elsewhere) throw new ConfigError(elsewhere);
     return await migrate(direct);
   } catch (err) {
@@ -230,19 +231,24 @@ export async function run(config: Env, role: Role): Promise<void> {
       // On the embedded database this is the only worker (`aiq worker` needs a server, and
       // the folder lock keeps a second `aiq start` out): jobs a killed process left
       // processing run again now, not when their leases run out.
-      worker = createWorker(runtime, { sole: runtime.db.kind === 'pglite' });
-      await worker.start();
+      // Bound before the worker starts: a port in use stops the process before it claims.
       if (role === 'worker' && config.WORKER_METRICS_PORT !== undefined) {
         app = await buildWorkerApp(runtime);
         await listenOn(app, config.HOST, config.WORKER_METRICS_PORT, 'WORKER_METRICS_PORT');
         const address = app.server.address();
         logger.info({ port: typeof address === 'object' && address ? address.port : config.WORKER_METRICS_PORT }, 'worker metrics at /metrics, health at /healthz and /readyz');
       }
+      worker = createWorker(runtime, { sole: runtime.db.kind === 'pglite' });
+      await worker.start();
       scheduler = new Scheduler({ db: runtime.db, logger: runtime.logger });
       scheduler.start();
     }
   } catch (err) {
+    // Whatever started stops before the database closes: a running worker would keep the
+    // process alive, failing on a closed pool.
     await app?.close();
+    await scheduler?.stop();
+    await worker?.stop();
     await runtime.db.close();
     throw err;
   }

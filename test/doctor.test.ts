@@ -152,7 +152,14 @@ test('a DATABASE_DIRECT_URL that reaches another database is refused by doctor, 
     const migrated = await runAiq(['migrate'], { ...env, LOG_LEVEL: 'silent' });
     assert.equal(migrated.code, 2, migrated.out);
     assert.match(migrated.out, /nothing applied: DATABASE_DIRECT_URL reaches/);
+    const status = await runAiq(['migrate', '--status'], { ...env, LOG_LEVEL: 'silent' });
+    assert.equal(status.code, 2, status.out);
+    assert.match(status.out, /nothing checked: DATABASE_DIRECT_URL reaches/);
     assert.equal((await other.query(`select 1 from pg_tables where schemaname = 'public'`)).rowCount, 0, 'nothing was migrated there');
+    // The same database in another session time zone (a pooler's database entry may set one) is the same database.
+    const tokyo = Object.assign(new URL(t.directUrl!), { search: `?options=${encodeURIComponent('-c TimeZone=Asia/Tokyo')}` }).toString();
+    const sameInTokyo = await doctor({ ...healthy(), DATABASE_URL: tokyo, DATABASE_DIRECT_URL: t.directUrl! });
+    assert.match(line(sameInTokyo.out, 'direct url'), /^ok\s+direct url/, sameInTokyo.out);
   } finally {
     await other.end();
     await admin.query(`drop database if exists ${name}`);

@@ -118,6 +118,19 @@ test('HOST beyond loopback without ADMIN_TOKEN is refused before anything opens:
   assert.equal(existsSync(dataDir), false);
 });
 
+test('aiq worker whose WORKER_METRICS_PORT is in use exits saying so, before it claims anything', async () => {
+  const busy = createServer();
+  await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+  const port = (busy.address() as { port: number }).port;
+  try {
+    const ran = await runAiq(['worker'], { DATABASE_URL: t.url!, WORKER_METRICS_PORT: String(port), LOG_LEVEL: 'silent', AI_PROVIDER: 'local' }, 60_000);
+    assert.equal(ran.code, 1, ran.out);
+    assert.match(ran.out, new RegExp(`port ${port} on 127\\.0\\.0\\.1 is in use .*set WORKER_METRICS_PORT to a free port`));
+  } finally {
+    busy.close();
+  }
+});
+
 test('aiq worker with WORKER_METRICS_PORT answers its own /metrics (the jobs it ran) and /readyz', async () => {
   const port = await freePort();
   const child = spawn(process.execPath, ['bin/aiq.js', 'worker'], {

@@ -67,16 +67,22 @@ export const serverCommands: Command[] = [
       const [{ openDatabase }, { migrate, pendingMigrations }] = await Promise.all([import('../db/open.ts'), import('../db/migrate.ts')]);
       const db = await openDatabase({ databaseUrl: config.DATABASE_URL && (config.DATABASE_DIRECT_URL ?? config.DATABASE_URL), dataDir: config.DATA_DIR, applicationName: 'aiq-migrate', joinRunning: true });
       try {
+        if (config.DATABASE_URL && config.DATABASE_DIRECT_URL) {
+          const [{ openPostgres }, { databaseIdentity, directElsewhere }] = await Promise.all([import('../db/postgres.ts'), import('../db/pooler.ts')]);
+          const main = openPostgres({ connectionString: config.DATABASE_URL, poolSize: 1, preparedStatements: 'off', applicationName: 'aiq-migrate' });
+          const through = await databaseIdentity(main)
+            .catch((err: Error) => {
+              err.message = `DATABASE_URL: ${err.message}`;
+              throw err;
+            })
+            .finally(() => main.close());
+          const elsewhere = directElsewhere(through, await databaseIdentity(db));
+          if (elsewhere) throw new UsageError(`nothing ${values.status ? 'checked' : 'applied'}: ${elsewhere}`);
+        }
         if (values.status) {
           const pending = await pendingMigrations(db);
           console.log(pending.length === 0 ? 'schema is up to date' : `pending: ${pending.join(', ')}`);
           return pending.length === 0 ? 0 : 1;
-        }
-        if (config.DATABASE_URL && config.DATABASE_DIRECT_URL) {
-          const [{ openPostgres }, { directElsewhere }] = await Promise.all([import('../db/postgres.ts'), import('../db/pooler.ts')]);
-          const main = openPostgres({ connectionString: config.DATABASE_URL, poolSize: 1, preparedStatements: 'off', applicationName: 'aiq-migrate' });
-          const elsewhere = await directElsewhere(main, db).finally(() => main.close());
-          if (elsewhere) throw new UsageError(`nothing applied: ${elsewhere}`);
         }
         const applied = await migrate(db).catch((err: Error) => {
           if (config.DATABASE_DIRECT_URL) err.message = `DATABASE_DIRECT_URL: ${err.message}`;

@@ -34,18 +34,23 @@ export interface PoolerProbe {
 /**
  * The database and the server run that answer a connection: equal through a pooler and
  * past it when both reach the same database. A server's start time tells two servers (a
- * replica, another cluster) apart where their database names agree.
+ * replica, another cluster) apart where their database names agree; it is written in UTC,
+ * whatever the session's TimeZone (a pooler's database entry may set one).
  */
-const IDENTITY_SQL = `select format('database "%s" on the server started %s', current_database(), pg_postmaster_start_time()) as identity`;
+const IDENTITY_SQL = `select format('database "%s" on the server started %s UTC', current_database(),
+  to_char(pg_postmaster_start_time() at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')) as identity`;
+
+/** Which database on which running server a connection reaches (see PoolerProbe.identity). */
+export async function databaseIdentity(on: Queryable): Promise<string> {
+  return (await on.query<{ identity: string }>(IDENTITY_SQL)).rows[0]!.identity;
+}
 
 /**
- * Why DATABASE_DIRECT_URL (`direct`) is not the database DATABASE_URL (`main`) reaches, or
- * null when it is: another database there would be migrated, and LISTEN there would hear
- * nothing.
+ * Why DATABASE_DIRECT_URL (reaching `past`) is not the database DATABASE_URL reaches
+ * (`through`), or null when it is: another database there would be migrated, and LISTEN
+ * there would hear nothing.
  */
-export async function directElsewhere(main: Queryable, direct: Queryable): Promise<string | null> {
-  const identityOf = async (on: Queryable) => (await on.query<{ identity: string }>(IDENTITY_SQL)).rows[0]!.identity;
-  const [through, past] = await Promise.all([identityOf(main), identityOf(direct)]);
+export function directElsewhere(through: string, past: string): string | null {
   return through === past ? null : `DATABASE_DIRECT_URL reaches ${past}, but DATABASE_URL reaches ${through}: both must reach the same database`;
 }
 

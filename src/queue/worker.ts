@@ -157,7 +157,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private completions: Completion[] = [];
   /** Failures PostgreSQL could not take yet (a pooler restarting): written by the retry timer. */
   private failures: Failure[] = [];
-  private writingFailures = false;
+  /** The retry timer's pass over `failures`, while it runs (stop() waits for it). */
+  private failureWrite: Promise<void> | undefined;
   /** Claim statements under way, and the jobs they asked for (not yet in the buffer). */
   private claimsInFlight = 0;
   private claimsAsked = 0;
@@ -281,6 +282,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     for (const run of interrupted) this.settle(run);
     for (const run of interrupted) abortRun(run, new Error('worker shutting down'));
     await this.flushCompletions();
+    // A pass under way first (it may have stopped at a failure), then one more.
+    await this.failureWrite;
     await this.writeKeptFailures();
     await this.safely(() => jobRelease(this.db, this.id, interrupted.map((run) => run.job.id)));
     if (interrupted.length > 0) this.logger.warn({ released: interrupted.length }, 'released unfinished jobs at shutdown');
@@ -560,18 +563,18 @@ export class Worker extends EventEmitter<WorkerEvents> {
     return true;
   }
 
-  /** The failures kept while PostgreSQL was away, one statement each, until one fails again. */
-  private async writeKeptFailures(): Promise<void> {
-    if (this.writingFailures) return;
-    this.writingFailures = true;
-    try {
+  /** The failures kept while PostgreSQL was away, one statement each, until one fails again; one pass at a time. */
+  private writeKeptFailures(): Promise<void> {
+    if (this.failureWrite || this.failures.length === 0) return this.failureWrite ?? Promise.resolve();
+    const pass = (async () => {
       while (this.failures.length > 0) {
         if (!(await this.writeFailure(this.failures.shift()!, 1))) return;
       }
       this.wake();
-    } finally {
-      this.writingFailures = false;
-    }
+    })();
+    // Cleared after it is set, also when the pass ends at once.
+    this.failureWrite = pass.finally(() => (this.failureWrite = undefined));
+    return this.failureWrite;
   }
 
   /** Slow is slow whatever the outcome: failures and time-outs count too. */
