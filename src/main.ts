@@ -188,12 +188,14 @@ function refuseAdminExposed(config: Env): void {
   }
 }
 
-/** Listens, or says which setting names a port that is taken. */
-async function listenOn(app: FastifyInstance, host: string, port: number, setting: string): Promise<void> {
+/** Listens and returns the port it got (0 asks for any), or says which setting names a port that is taken. */
+async function listenOn(app: FastifyInstance, host: string, port: number, setting: string): Promise<number> {
   await app.listen({ host, port }).catch((err: NodeJS.ErrnoException) => {
     if (err.code !== 'EADDRINUSE') throw err;
     throw new Error(`port ${port} on ${host} is in use (another aiq, or another program): stop that, or set ${setting} to a free port`);
   });
+  const address = app.server.address();
+  return typeof address === 'object' && address ? address.port : port;
 }
 
 /** Runs `aiq start | serve | worker` until SIGINT/SIGTERM, then shuts down in order. */
@@ -214,9 +216,7 @@ export async function run(config: Env, role: Role): Promise<void> {
       if (config.TWILIO_SKIP_SIGNATURE) logger.warn({}, 'TWILIO_SKIP_SIGNATURE=true: webhook signatures are NOT checked; never use this in production');
       if (!config.TWILIO_AUTH_TOKEN && !config.TWILIO_SKIP_SIGNATURE) logger.info({ dataDir: config.DATA_DIR }, 'no TWILIO_AUTH_TOKEN: webhooks are checked against the development secret in DATA_DIR, which `aiq simulate` signs with');
       app = await buildApp(runtime);
-      await listenOn(app, config.HOST, config.PORT, 'PORT');
-      const address = app.server.address();
-      const port = typeof address === 'object' && address ? address.port : config.PORT;
+      const port = await listenOn(app, config.HOST, config.PORT, 'PORT');
       const base = `http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`;
       logger.info({ url: `${base}/admin`, database: runtime.db.kind }, `aiq is listening: open ${base}/admin`);
       if (runtime.db.kind === 'pglite') runningAddressWrite(config.DATA_DIR, base);
@@ -234,9 +234,8 @@ export async function run(config: Env, role: Role): Promise<void> {
       // Bound before the worker starts: a port in use stops the process before it claims.
       if (role === 'worker' && config.WORKER_METRICS_PORT !== undefined) {
         app = await buildWorkerApp(runtime);
-        await listenOn(app, config.HOST, config.WORKER_METRICS_PORT, 'WORKER_METRICS_PORT');
-        const address = app.server.address();
-        logger.info({ port: typeof address === 'object' && address ? address.port : config.WORKER_METRICS_PORT }, 'worker metrics at /metrics, health at /healthz and /readyz');
+        const port = await listenOn(app, config.HOST, config.WORKER_METRICS_PORT, 'WORKER_METRICS_PORT');
+        logger.info({ port }, 'worker metrics at /metrics, health at /healthz and /readyz');
       }
       worker = createWorker(runtime, { sole: runtime.db.kind === 'pglite' });
       await worker.start();

@@ -3,12 +3,10 @@
 // an admin's message and a suggestion are refused with the reason; START resumes replies.
 // Admins can record either change, it is counted in /metrics, and the dashboard shows it.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { inboundStoreAndEnqueue } from '../src/jobs/autoreply.ts';
 import { optChangeOf, optKeywordsOf } from '../src/messaging/opt-out.ts';
-import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
-import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
-import { inboundParams, injectSigned, messageSid, messagingEnv, receiveAnswered, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
+import { inboundParams, injectSigned, messageSid, messagingSuite, receiveAnswered } from './helpers/messaging.ts';
 import { waitFor } from './helpers/processes.ts';
 
 const WHATSAPP = '/webhooks/twilio/whatsapp';
@@ -16,31 +14,17 @@ const ANNA = '+31612345678';
 // State-changing API calls carry a bearer token, any value without ADMIN_TOKEN (cross-site.ts).
 const API = { authorization: 'Bearer local' };
 
-let t: TestDatabase;
-let twilioApi: FakeTwilio;
-let m: MessagingApp;
-
-before(async () => {
-  t = await freshServerDatabase();
-  twilioApi = await startFakeTwilio();
-  m = await startMessagingApp(messagingEnv(t.url, twilioApi.url));
-  await m.startWorker();
-});
-after(async () => {
-  await m?.close();
-  await twilioApi?.close();
-  await t?.close();
-});
+const suite = messagingSuite();
 
 /** Sends an inbound message and waits until its autoreply job is finished; returns the job's result. */
-const receive = (body: string, from = ANNA) => receiveAnswered(m, inboundParams(body, from));
+const receive = (body: string, from = ANNA) => receiveAnswered(suite.m, inboundParams(body, from));
 
 function sentTo(phone: string): string[] {
-  return twilioApi.messages.filter((msg) => msg.to === `whatsapp:${phone}`).map((msg) => msg.body);
+  return suite.twilioApi.messages.filter((msg) => msg.to === `whatsapp:${phone}`).map((msg) => msg.body);
 }
 
 async function conversationOf(phone: string): Promise<string> {
-  const row = await t.db.query<{ id: string }>('select c.id from conversations c join contacts k on k.id = c.contact_id where k.whatsapp_number = $1', [phone]);
+  const row = await suite.t.db.query<{ id: string }>('select c.id from conversations c join contacts k on k.id = c.contact_id where k.whatsapp_number = $1', [phone]);
   return row.rows[0]!.id;
 }
 
@@ -66,7 +50,7 @@ test('STOP: one confirmation, no AI reply to it or to the next message; admin se
   const afterStop = sentTo(ANNA);
   assert.equal(afterStop.length, 2);
   assert.match(afterStop[1]!, /Je bent afgemeld .* Stuur START/s, 'the one confirmation');
-  const contact = await t.db.query<{ opted_out_at: Date | null; opted_out_by: string | null }>('select opted_out_at, opted_out_by from contacts where whatsapp_number = $1', [ANNA]);
+  const contact = await suite.t.db.query<{ opted_out_at: Date | null; opted_out_by: string | null }>('select opted_out_at, opted_out_by from contacts where whatsapp_number = $1', [ANNA]);
   assert.ok(contact.rows[0]!.opted_out_at);
   assert.equal(contact.rows[0]!.opted_out_by, 'contact');
 
@@ -74,34 +58,34 @@ test('STOP: one confirmation, no AI reply to it or to the next message; admin se
   assert.equal(sentTo(ANNA).length, 2, 'nothing sent to the next message');
 
   const conversationId = await conversationOf(ANNA);
-  const refused = await m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: 'Even checken!' } });
+  const refused = await suite.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: 'Even checken!' } });
   assert.equal(refused.statusCode, 409);
   assert.match(JSON.parse(refused.body).error, /not sent: the contact opted out \(they sent a stop keyword, .*\): nothing is sent to them until they send START/);
   // A suggestion may be drafted for the admin, never sent.
-  const suggested = await m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/suggest` });
+  const suggested = await suite.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/suggest` });
   assert.equal(suggested.statusCode, 202, suggested.body);
   let suggestionId = '';
   await waitFor(async () => {
-    const row = await t.db.query<{ id: string }>(`select id from suggestions where conversation_id = $1 and status = 'pending'`, [conversationId]);
+    const row = await suite.t.db.query<{ id: string }>(`select id from suggestions where conversation_id = $1 and status = 'pending'`, [conversationId]);
     suggestionId = row.rows[0]?.id ?? '';
     return suggestionId !== '';
   }, 'the suggestion');
-  const sendSuggestion = await m.app.inject({ method: 'POST', headers: API, url: `/api/suggestions/${suggestionId}/send`, payload: {} });
+  const sendSuggestion = await suite.m.app.inject({ method: 'POST', headers: API, url: `/api/suggestions/${suggestionId}/send`, payload: {} });
   assert.equal(sendSuggestion.statusCode, 409);
   assert.match(JSON.parse(sendSuggestion.body).error, /opted out/);
   assert.equal(sentTo(ANNA).length, 2);
-  const stillPending = await t.db.query<{ status: string }>('select status from suggestions where id = $1', [suggestionId]);
+  const stillPending = await suite.t.db.query<{ status: string }>('select status from suggestions where id = $1', [suggestionId]);
   assert.equal(stillPending.rows[0]!.status, 'pending', 'the refusal changed nothing');
 
-  const page = await m.app.inject({ method: 'GET', url: `/admin/conversations/${conversationId}` });
+  const page = await suite.m.app.inject({ method: 'GET', url: `/admin/conversations/${conversationId}` });
   assert.match(page.body, /id="opt-out-state" data-opted-out="true"><span class="badge b-failed">opted out<\/span>/);
-  const list = await m.app.inject({ method: 'GET', url: '/admin/conversations' });
+  const list = await suite.m.app.inject({ method: 'GET', url: '/admin/conversations' });
   assert.match(list.body, /opted out<\/span>/);
-  const metrics = await m.app.inject({ method: 'GET', url: '/metrics' });
+  const metrics = await suite.m.app.inject({ method: 'GET', url: '/metrics' });
   assert.match(metrics.body, /aiq_whatsapp_opt_changes_total\{change="out",by="contact"\} 1/);
   assert.match(metrics.body, /aiq_whatsapp_contacts_opted_out 1/);
   // What aiq holds about them includes that they opted out.
-  const exported = JSON.parse((await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(ANNA)}` })).body);
+  const exported = JSON.parse((await suite.m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(ANNA)}` })).body);
   assert.equal(exported.contact.optedOutBy, 'contact');
   assert.ok(exported.contact.optedOutAt);
 
@@ -114,21 +98,21 @@ test('STOP: one confirmation, no AI reply to it or to the next message; admin se
 
 test('a reply Twilio refused for now is not resent after STOP: its retry ends skipped, the confirmation goes out', async () => {
   const phone = '+31633334444';
-  twilioApi.fault({ kind: 'http', status: 503, code: 20503 });
+  suite.twilioApi.fault({ kind: 'http', status: 503, code: 20503 });
   const question = inboundParams('Hoeveel vakantiedagen heb ik?', phone);
-  assert.equal((await injectSigned(m.app, WHATSAPP, question)).statusCode, 200);
-  await waitFor(async () => twilioApi.requests.some((r) => r.outcome === 'fault:http-503'), 'the refused send');
+  assert.equal((await injectSigned(suite.m.app, WHATSAPP, question)).statusCode, 200);
+  await waitFor(async () => suite.twilioApi.requests.some((r) => r.outcome === 'fault:http-503'), 'the refused send');
   // The STOP's job runs after the question's retry (one conversation, one ordering key).
   assert.equal((await receive('STOP', phone))['optChange'], 'out');
   const sent = sentTo(phone);
   assert.equal(sent.length, 1, `only the confirmation went out: ${JSON.stringify(sent)}`);
   assert.match(sent[0]!, /Je bent afgemeld/);
-  const job = await t.db.query<{ status: string; result: unknown; attempts: number }>(
+  const job = await suite.t.db.query<{ status: string; result: unknown; attempts: number }>(
     `select j.status, j.result, j.attempts from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1`,
     [question.MessageSid],
   );
   assert.deepEqual(job.rows[0], { status: 'done', result: { skipped: 'opted_out', resumed: true }, attempts: 2 });
-  const reply = await t.db.query<{ status: string; error_message: string }>(
+  const reply = await suite.t.db.query<{ status: string; error_message: string }>(
     `select r.status, r.error_message from messages r join messages q on q.id = r.reply_to_message_id where q.twilio_sid = $1`,
     [question.MessageSid],
   );
@@ -138,22 +122,22 @@ test('a reply Twilio refused for now is not resent after STOP: its retry ends sk
 
 test('a STOP confirmation Twilio refused for now is not sent after a START: its retry withholds it, the START is confirmed', async () => {
   const phone = '+31699998888';
-  twilioApi.fault({ kind: 'http', status: 503, code: 20503 });
+  suite.twilioApi.fault({ kind: 'http', status: 503, code: 20503 });
   const stop = inboundParams('STOP', phone);
-  assert.equal((await injectSigned(m.app, WHATSAPP, stop)).statusCode, 200);
+  assert.equal((await injectSigned(suite.m.app, WHATSAPP, stop)).statusCode, 200);
   const confirmation = `select r.status, r.error_message from messages r join messages q on q.id = r.reply_to_message_id where q.twilio_sid = $1`;
-  await waitFor(async () => (await t.db.query<{ status: string }>(confirmation, [stop.MessageSid])).rows[0]?.status === 'send_failed', 'the refused confirmation');
+  await waitFor(async () => (await suite.t.db.query<{ status: string }>(confirmation, [stop.MessageSid])).rows[0]?.status === 'send_failed', 'the refused confirmation');
   // The START's job runs after the STOP's retry (one conversation, one ordering key).
   assert.equal((await receive('START', phone))['optChange'], 'in');
   const sent = sentTo(phone);
   assert.equal(sent.length, 1, `only the START's confirmation went out: ${JSON.stringify(sent)}`);
   assert.match(sent[0]!, /weer aangemeld/);
-  const job = await t.db.query<{ status: string; result: unknown }>(
+  const job = await suite.t.db.query<{ status: string; result: unknown }>(
     `select j.status, j.result from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1`,
     [stop.MessageSid],
   );
   assert.deepEqual(job.rows[0], { status: 'done', result: { skipped: 'changed again since', resumed: true } });
-  const stale = (await t.db.query<{ status: string; error_message: string }>(confirmation, [stop.MessageSid])).rows[0]!;
+  const stale = (await suite.t.db.query<{ status: string; error_message: string }>(confirmation, [stop.MessageSid])).rows[0]!;
   assert.equal(stale.status, 'failed');
   assert.match(stale.error_message, /not sent: the contact opted in again before this confirmation went out/);
 });
@@ -162,23 +146,23 @@ test('an admin records an opt-out and an opt-in (asked by phone); both are audit
   const phone = '+31611112222';
   await receive('Hoi', phone);
   const conversationId = await conversationOf(phone);
-  const out = await m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/opt-out` });
+  const out = await suite.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/opt-out` });
   assert.deepEqual(JSON.parse(out.body), { id: conversationId, optedOut: true, changed: true });
-  assert.deepEqual(JSON.parse((await m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/opt-out` })).body).changed, false, 'already out');
+  assert.deepEqual(JSON.parse((await suite.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/opt-out` })).body).changed, false, 'already out');
   assert.deepEqual(await receive('Nog een vraag', phone), { skipped: 'opted_out' });
-  const reply = await m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: 'Hallo' } });
+  const reply = await suite.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: 'Hallo' } });
   assert.match(JSON.parse(reply.body).error, /an admin recorded their opt-out/);
-  const back = await m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/opt-in` });
+  const back = await suite.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/opt-in` });
   assert.equal(JSON.parse(back.body).changed, true);
-  const sent = await m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: 'Hallo' } });
+  const sent = await suite.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: 'Hallo' } });
   assert.equal(sent.statusCode, 201, sent.body);
   // Recorded once each response has gone out (so not necessarily in request order): wait for the three.
   const opts = `select action, target from audit_log where action like '%/opt-%' order by action desc`;
-  await waitFor(async () => (await t.db.query(opts)).rowCount === 3, 'three audit records');
-  const audit = await t.db.query<{ action: string; target: string }>(opts);
+  await waitFor(async () => (await suite.t.db.query(opts)).rowCount === 3, 'three audit records');
+  const audit = await suite.t.db.query<{ action: string; target: string }>(opts);
   assert.deepEqual(audit.rows.map((r) => r.action), ['POST /api/conversations/:id/opt-out', 'POST /api/conversations/:id/opt-out', 'POST /api/conversations/:id/opt-in']);
   assert.ok(audit.rows.every((r) => r.target === conversationId));
-  const metrics = await m.app.inject({ method: 'GET', url: '/metrics' });
+  const metrics = await suite.m.app.inject({ method: 'GET', url: '/metrics' });
   assert.match(metrics.body, /aiq_whatsapp_opt_changes_total\{change="out",by="admin"\} 1/);
   assert.match(metrics.body, /aiq_whatsapp_opt_changes_total\{change="in",by="admin"\} 1/);
 });
@@ -188,9 +172,9 @@ test('a redelivered STOP changes nothing twice and confirms once; STOP then STAR
   // sent, so counting sends to it could pass before this STOP's job ran (or never, after).
   const phone = '+31677778888';
   const params = inboundParams('STOP', phone);
-  for (let i = 0; i < 3; i++) assert.equal((await injectSigned(m.app, WHATSAPP, params)).statusCode, 200);
+  for (let i = 0; i < 3; i++) assert.equal((await injectSigned(suite.m.app, WHATSAPP, params)).statusCode, 200);
   await waitFor(async () => {
-    const jobs = await t.db.query<{ status: string }>(
+    const jobs = await suite.t.db.query<{ status: string }>(
       `select j.status from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1`,
       [params.MessageSid],
     );
@@ -201,24 +185,24 @@ test('a redelivered STOP changes nothing twice and confirms once; STOP then STAR
   // STOP and START stored (as the webhook stores them) before either job runs: STOP's
   // confirmation would now be wrong.
   const other = '+31655556666';
-  await m.runtime.db.transaction(async (tx) => {
+  await suite.m.runtime.db.transaction(async (tx) => {
     for (const body of ['STOP', 'START'] as const) {
       await inboundStoreAndEnqueue(tx, { whatsappNumber: other, body, mediaUrls: [], twilioSid: messageSid(), optChange: body === 'STOP' ? 'out' : 'in' });
     }
   });
-  await m.runtime.db.query(`select pg_notify('aiq_jobs', '')`);
+  await suite.m.runtime.db.query(`select pg_notify('aiq_jobs', '')`);
   await waitFor(async () => {
-    const jobs = await t.db.query<{ status: string }>(`select status from ai_jobs where type = 'autoreply' and ordering_key = $1`, [await conversationOf(other)]);
+    const jobs = await suite.t.db.query<{ status: string }>(`select status from ai_jobs where type = 'autoreply' and ordering_key = $1`, [await conversationOf(other)]);
     return jobs.rows.length === 2 && jobs.rows.every((j) => j.status === 'done');
   }, 'both jobs');
-  const contact = await t.db.query<{ opted_out_at: Date | null }>('select opted_out_at from contacts where whatsapp_number = $1', [other]);
+  const contact = await suite.t.db.query<{ opted_out_at: Date | null }>('select opted_out_at from contacts where whatsapp_number = $1', [other]);
   assert.equal(contact.rows[0]!.opted_out_at, null, 'START came last: opted in');
   assert.ok(sentTo(other).every((body) => !/afgemeld/.test(body)), `no stale opt-out confirmation: ${JSON.stringify(sentTo(other))}`);
 });
 
 test('"Start" from a contact who never opted out is an ordinary message: answered, not confirmed as an opt-in', async () => {
   const phone = '+31644445555';
-  const optIns = async () => Number(/aiq_whatsapp_opt_changes_total\{change="in",by="contact"\} (\d+)/.exec((await m.app.inject({ method: 'GET', url: '/metrics' })).body)?.[1] ?? 0);
+  const optIns = async () => Number(/aiq_whatsapp_opt_changes_total\{change="in",by="contact"\} (\d+)/.exec((await suite.m.app.inject({ method: 'GET', url: '/metrics' })).body)?.[1] ?? 0);
   const optInsBefore = await optIns();
   const greeting = await receive('Start', phone);
   assert.equal(await optIns(), optInsBefore, 'not counted as an opt-in');
@@ -226,7 +210,7 @@ test('"Start" from a contact who never opted out is an ordinary message: answere
   assert.equal(greeting['status'], 'queued', 'the AI answers it');
   assert.equal(sentTo(phone).length, 1);
   assert.doesNotMatch(sentTo(phone)[0]!, /weer aangemeld/, 'no "subscribed again" for a contact who never left');
-  const optedInAt = async () => JSON.parse((await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(phone)}` })).body).contact.optedInAt;
+  const optedInAt = async () => JSON.parse((await suite.m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(phone)}` })).body).contact.optedInAt;
   assert.equal(await optedInAt(), null);
   // After a STOP, the same word is the opt-in again.
   await receive('STOP', phone);

@@ -2,37 +2,21 @@
 // Twilio posts them with an empty Body) asks nothing: it gets no reply, and above all not a
 // second answer to the question before it.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
-import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
-import { inboundParams, messagingEnv, receiveAnswered, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
+import { test } from 'node:test';
+import { inboundParams, messagingSuite, receiveAnswered } from './helpers/messaging.ts';
 
 const ANNA = '+31612349999';
-let t: TestDatabase;
-let twilioApi: FakeTwilio;
-let m: MessagingApp;
+const suite = messagingSuite();
 
-before(async () => {
-  t = await freshServerDatabase();
-  twilioApi = await startFakeTwilio();
-  m = await startMessagingApp(messagingEnv(t.url, twilioApi.url));
-  await m.startWorker();
-});
-after(async () => {
-  await m?.close();
-  await twilioApi?.close();
-  await t?.close();
-});
-
-const receive = (params: Record<string, string>) => receiveAnswered(m, params);
+const receive = (params: Record<string, string>) => receiveAnswered(suite.m, params);
 
 test('a location pin after a question gets no reply: the question is not answered twice', async () => {
   const question = await receive(inboundParams('Waar is het kantoor in Utrecht?', ANNA));
   assert.ok(question.replyId, 'the question is answered');
   const pin = await receive(inboundParams('', ANNA, { MessageType: 'location', Latitude: '52.0907', Longitude: '5.1214', Address: 'Utrecht' }));
   assert.deepEqual(pin, { skipped: 'nothing_to_answer', reason: 'no text and no media (a location, a contact card or a reaction?)' });
-  assert.equal(twilioApi.messages.length, 1, 'one reply in all');
+  assert.equal(suite.twilioApi.messages.length, 1, 'one reply in all');
   // A question after it is answered as usual.
   assert.ok((await receive(inboundParams('En hoe laat gaat het open?', ANNA))).replyId);
-  assert.equal(twilioApi.messages.length, 2);
+  assert.equal(suite.twilioApi.messages.length, 2);
 });

@@ -194,7 +194,7 @@ export async function conversationGet(db: Queryable, id: string): Promise<Conver
  * contact's question stays open, so the next reply answers it, and none of them is shown
  * to the model as said.
  */
-export const ANSWERS_NOTHING_SQL = `('failed', 'send_failed', 'held')`;
+const ANSWERS_NOTHING_SQL = `('failed', 'send_failed', 'held')`;
 
 /**
  * Whether the reply (or part) `m` (an alias, or the table's name) answers what it covered:

@@ -4,7 +4,7 @@
 // names them, for the admin to edit or remove (which re-indexes them), and export hands
 // over their lines about the person.
 import type { Queryable } from '../db/types.ts';
-import { emailPattern, nationalPartOf, phoneDigitForms, WRITTEN_NUMBER } from './written-forms.ts';
+import { nationalPartOf, personMatcher } from './written-forms.ts';
 
 export interface DocumentAboutPerson {
   id: string;
@@ -14,29 +14,7 @@ export interface DocumentAboutPerson {
 }
 
 /**
- * Whether a line of running text names the person: their number in any of its written forms
- * (phoneDigitForms, with what people put between digits), or their email (emailPattern). A
- * number may run into a neighbouring one ("kamer 2.14 06 1234 5678"), so every contiguous
- * run of its digit groups is tried, each only as long as the longest form.
- */
-export function proseNamesPerson(line: string, phone: string, email: string | null): boolean {
-  const forms = phoneDigitForms(phone);
-  const longest = Math.max(...[...forms].map((form) => form.length));
-  for (const [run] of line.matchAll(WRITTEN_NUMBER)) {
-    const groups = run.split(/[^0-9]+/).filter(Boolean);
-    for (let from = 0; from < groups.length; from++) {
-      let written = '';
-      for (let to = from; to < groups.length && written.length < longest; to++) {
-        written += groups[to];
-        if (forms.has(written)) return true;
-      }
-    }
-  }
-  return email !== null && new RegExp(emailPattern(email), 'i').test(line);
-}
-
-/**
- * The documents with a line that names the person (proseNamesPerson), with those lines: a
+ * The documents with a line that names the person (personMatcher's prose), with those lines: a
  * superset found in SQL first (the national digits, which every written form holds, anywhere
  * in the body, or the email), then line by line.
  */
@@ -48,8 +26,9 @@ export async function documentsAboutPerson(db: Queryable, phone: string, email: 
      order by title`,
     [nationalPartOf(phone), email],
   );
+  const names = personMatcher(phone, email);
   return rows
-    .map(({ id, title, body }) => ({ id, title, lines: body.split(/\r?\n/).filter((line) => proseNamesPerson(line, phone, email)) }))
+    .map(({ id, title, body }) => ({ id, title, lines: body.split(/\r?\n/).filter(names.prose) }))
     .filter((document) => document.lines.length > 0);
 }
 

@@ -12,7 +12,7 @@ import type { Database, Queryable } from '../db/types.ts';
 import { phoneWrittenE164 } from '../knowledge/people.ts';
 import { auditRecord } from './audit.ts';
 import { documentsAboutPerson } from './documents-about.ts';
-import { emailPattern, nationalPartOf, phoneDigitForms, spelledNumberPattern } from './written-forms.ts';
+import { emailPattern, nationalPartOf, personMatcher, spelledNumberPattern } from './written-forms.ts';
 
 export class ErasureInputError extends Error {
   override name = 'ErasureInputError';
@@ -89,7 +89,7 @@ const TEXTS_SCRUB_SQL = `
  * a stray NUL) is matched and rewritten without harm to its other lines. Digits, commas and
  * ASCII addresses read the same in all of them but UTF-16.
  */
-export function uploadLines(content: Buffer): string[] {
+function uploadLines(content: Buffer): string[] {
   return content.toString('latin1').split('\n');
 }
 
@@ -97,22 +97,11 @@ export function uploadLines(content: Buffer): string[] {
 export const uploadLineText = (line: string): string => Buffer.from(line, 'latin1').toString('utf8');
 
 /**
- * Whether a line of a stored CSV upload is about the person: one of its cells holds their
- * number (phoneDigitForms: "+31612345678", "0031…", "06 1234 5678"), or it holds their email
- * as a whole address (emailPattern). Cell by cell, so that +15612345678 is not taken for
- * +31612345678. The line is latin1 (uploadLines), and so is the address it is matched with.
- */
-export function lineAboutPerson(line: string, phone: string, email: string | null): boolean {
-  const forms = phoneDigitForms(phone);
-  if (line.split(/[,;\t|]/).some((cell) => forms.has(cell.replace(/\D/g, '')))) return true;
-  return email !== null && new RegExp(emailPattern(Buffer.from(email, 'utf8').toString('latin1')), 'i').test(line);
-}
-
-/**
  * Stored uploads with a line about the person, with their import's status, their lines
  * (uploadLines) and which of them (1-based) are the person's: a cheap test in SQL on the
  * bytes first (escape-encoded, so no upload's encoding can fail it; a superset), then
- * lineAboutPerson line by line. `lock` takes the rows (erasure).
+ * personMatcher's cells line by line (the email in latin1, as the lines are). `lock` takes
+ * the rows (erasure).
  */
 export async function uploadsAboutPerson(db: Queryable, phone: string, email: string | null, lock = false): Promise<Array<{ id: string; status: string; lines: string[]; about: number[] }>> {
   const { rows } = await db.query<{ id: string; status: string; content: Buffer }>(
@@ -122,13 +111,17 @@ export async function uploadsAboutPerson(db: Queryable, phone: string, email: st
      ${lock ? 'for update' : ''}`,
     [nationalPartOf(phone), email],
   );
+  const names = personMatcher(phone, email === null ? null : Buffer.from(email, 'utf8').toString('latin1'));
   return rows
     .map(({ id, status, content }) => {
       const lines = uploadLines(content);
-      return { id, status, lines, about: lines.flatMap((line, i) => (lineAboutPerson(line, phone, email) ? [i + 1] : [])) };
+      return { id, status, lines, about: lines.flatMap((line, i) => (names.cells(line) ? [i + 1] : [])) };
     })
     .filter((upload) => upload.about.length > 0);
 }
+
+/** The documents as an erasure names them: which, not their lines. */
+const titlesOf = (documents: Array<{ id: string; title: string }>) => documents.map(({ id, title }) => ({ id, title }));
 
 // An erasure crosses the rows a running reply holds (its job, its conversation): PostgreSQL
 // may pick the erasure as a deadlock's victim. It is one transaction, so it runs again.
@@ -155,7 +148,7 @@ async function eraseOnce(db: Database, phone: string, actor: string): Promise<Er
     if (!contact && !person) {
       const documents = await documentsAboutPerson(tx, phone, null);
       await auditRecord(tx, { actor, action: 'erase', result: 'not_found', details: { documentsNamingThem: documents.length } });
-      return { status: 'not_found', documentsNamingThem: documents.map(({ id, title }) => ({ id, title })) } as const;
+      return { status: 'not_found', documentsNamingThem: titlesOf(documents) } as const;
     }
     const conversations = contact ? (await tx.query<{ id: string }>('select id from conversations where contact_id = $1', [contact.id])).rows.map((r) => r.id) : [];
     const messages = (await tx.query<{ id: string }>('select id from messages where conversation_id = any($1::uuid[])', [conversations])).rows.map((r) => r.id);
@@ -177,12 +170,12 @@ async function eraseOnce(db: Database, phone: string, actor: string): Promise<Er
       textsScrubbed,
     };
     await auditRecord(tx, { actor, action: 'erase', result: 'ok', details: { ...counts, documentsNamingThem: documents.length } });
-    return { status: 'erased', counts, documentsNamingThem: documents.map(({ id, title }) => ({ id, title })) } as const;
+    return { status: 'erased', counts, documentsNamingThem: titlesOf(documents) } as const;
   });
 }
 
 /**
- * Removes the person's lines (lineAboutPerson) from CSV uploads kept in the database. An
+ * Removes the person's lines (uploadsAboutPerson) from CSV uploads kept in the database. An
  * import reading such an upload is refused: it reads the bytes in slices by offset, so it
  * would bring back the lines it read already and misread the rest. The row locks make an
  * import about to start wait for this erasure, and then read the upload without them.

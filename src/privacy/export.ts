@@ -123,7 +123,7 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
 }
 
 /**
- * The person's lines in stored uploads (as erasure finds them: lineAboutPerson) and the row
+ * The person's lines in stored uploads (as erasure finds them: uploadsAboutPerson) and the row
  * errors that quote their number or email, or report one of those lines.
  */
 async function importsAboutPerson(db: Queryable, phone: string, email: string | null): Promise<PersonExport['imports']> {

@@ -23,7 +23,7 @@ export function spelledNumberPattern(national: string): string {
 }
 
 /** A number as written in running text: digits with BETWEEN_DIGITS between them, perhaps after a +. */
-export const WRITTEN_NUMBER = new RegExp(`\\+?[0-9][0-9${BETWEEN_DIGITS}]*[0-9]`, 'g');
+const WRITTEN_NUMBER = new RegExp(`\\+?[0-9][0-9${BETWEEN_DIGITS}]*[0-9]`, 'g');
 
 /**
  * The digits `phone` is written with: in international form (with or without +), with 00,
@@ -31,7 +31,7 @@ export const WRITTEN_NUMBER = new RegExp(`\\+?[0-9][0-9${BETWEEN_DIGITS}]*[0-9]`
  * have none ("2125551234" in the US, "3471234567" in Italy) or by people who leave it out
  * (8 digits or more: shorter ones would be some other number's end).
  */
-export function phoneDigitForms(phone: string): Set<string> {
+function phoneDigitForms(phone: string): Set<string> {
   const digits = phone.replace(/\D/g, '');
   const national = nationalPartOf(phone);
   const forms = new Set([digits, `00${digits}`, `0${national}`]);
@@ -48,4 +48,37 @@ export function phoneDigitForms(phone: string): Set<string> {
 export function emailPattern(email: string | null): string {
   if (!email) return 'a^';
   return `(?<![a-z0-9._%+-])${email.toLowerCase().replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?![a-z0-9-]|\\.[a-z0-9])`;
+}
+
+/**
+ * Whether a line names a person, by their number (phoneDigitForms) or their email as a whole
+ * address (emailPattern), with the forms and the pattern built once for all the lines of a
+ * file. Give the email in the encoding the lines are read in.
+ */
+export function personMatcher(phone: string, email: string | null) {
+  const forms = phoneDigitForms(phone);
+  const longest = Math.max(...[...forms].map((form) => form.length));
+  const address = email === null ? null : new RegExp(emailPattern(email), 'i');
+  const namesEmail = (line: string) => address !== null && address.test(line);
+  return {
+    /** A CSV line: one of its cells is their number (+15612345678 is not +31612345678), or it holds their email. */
+    cells: (line: string): boolean => line.split(/[,;\t|]/).some((cell) => forms.has(cell.replace(/\D/g, ''))) || namesEmail(line),
+    /**
+     * Running text: a number may run into a neighbouring one ("kamer 2.14 06 1234 5678"), so
+     * every contiguous run of its digit groups is tried, each only as long as the longest form.
+     */
+    prose(line: string): boolean {
+      for (const [run] of line.matchAll(WRITTEN_NUMBER)) {
+        const groups = run.split(/[^0-9]+/).filter(Boolean);
+        for (let from = 0; from < groups.length; from++) {
+          let written = '';
+          for (let to = from; to < groups.length && written.length < longest; to++) {
+            written += groups[to];
+            if (forms.has(written)) return true;
+          }
+        }
+      }
+      return namesEmail(line);
+    },
+  };
 }

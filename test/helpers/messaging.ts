@@ -2,6 +2,7 @@
 // (openRuntime) on a test database, sending to a fake Twilio, and webhooks signed exactly
 // as Twilio signs them (twilio's own getExpectedTwilioSignature).
 import { randomBytes } from 'node:crypto';
+import { after, before } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import twilio from 'twilio';
 import { loadConfig } from '../../src/config.ts';
@@ -9,7 +10,8 @@ import { buildApp } from '../../src/http/app.ts';
 import { createWorker, openRuntime } from '../../src/main.ts';
 import { jobGet, type Worker } from '../../src/queue/index.ts';
 import type { Runtime } from '../../src/runtime.ts';
-import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN } from './fake-twilio.ts';
+import { freshServerDatabase, type TestDatabase } from './db.ts';
+import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './fake-twilio.ts';
 import { waitFor } from './processes.ts';
 
 export const FROM_NUMBER = 'whatsapp:+14155238886';
@@ -145,4 +147,25 @@ export async function receiveAnswered(m: MessagingApp, params: Record<string, st
     return current?.status === 'done';
   }, `the autoreply job of "${params.Body}"`);
   return result;
+}
+
+/**
+ * A test file's messaging set-up: a fresh server database, the fake Twilio, the app and a
+ * worker, started before its tests and stopped after them. Its fields are there once the
+ * file's tests run.
+ */
+export function messagingSuite(): { t: TestDatabase; twilioApi: FakeTwilio; m: MessagingApp } {
+  const suite = {} as { t: TestDatabase; twilioApi: FakeTwilio; m: MessagingApp };
+  before(async () => {
+    suite.t = await freshServerDatabase();
+    suite.twilioApi = await startFakeTwilio();
+    suite.m = await startMessagingApp(messagingEnv(suite.t.url, suite.twilioApi.url));
+    await suite.m.startWorker();
+  });
+  after(async () => {
+    await suite.m?.close();
+    await suite.twilioApi?.close();
+    await suite.t?.close();
+  });
+  return suite;
 }
