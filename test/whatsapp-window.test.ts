@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { autoreplyEnqueue } from '../src/jobs/autoreply.ts';
 import { historyOf } from '../src/jobs/reply-context.ts';
 import { conversationThread, messageAnsweredBy } from '../src/messaging/conversations.ts';
-import { jobGet } from '../src/queue/index.ts';
+import { jobGet, jobRetry } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 import { inboundParams, injectSigned, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
@@ -145,6 +145,47 @@ describe('without a template', () => {
     assert.deepEqual(thread.unanswered.map((m) => m.body), ['Hoeveel vakantiedagen heb ik?']);
     assert.deepEqual(historyOf(thread.earlier), []);
     assert.equal(await messageAnsweredBy(s!.t.db, conversationId, 1), null);
+  });
+
+  // The held reason tells a human to answer when the contact writes again or to configure a
+  // template; retrying the job is how they act on it. The retry used to fail at once with the
+  // reason stored the first time (its "last wrote" time stale), whatever had changed since.
+  test('a held reply retried after the window opened again is sent; retried while still closed it stays held, nothing sent', async () => {
+    const { conversationId, inboundId, job } = await lateReplyJob(s!, '+31612340004', 'Waar vind ik mijn loonstrook?');
+    assert.equal(job.status, 'failed');
+    assert.ok(await jobRetry(s!.t.db, job.id));
+    const stillClosed = await settled(s!, job.id);
+    assert.equal(stillClosed.status, 'failed');
+    assert.match(stillClosed.lastError ?? '', /held, not sent: outside WhatsApp's 24-hour window/);
+    assert.equal(s!.twilioApi.messages.length, 0, 'still closed: nothing sent');
+    // The contact wrote again (the window is open) and nothing has answered them yet.
+    await s!.t.db.query(`update conversations set last_inbound_at = now() where id = $1`, [conversationId]);
+    assert.ok(await jobRetry(s!.t.db, job.id));
+    const retried = await settled(s!, job.id);
+    assert.equal(retried.status, 'done', retried.lastError ?? '');
+    const reply = await s!.t.db.query<{ body: string; status: string }>(`select body, status from messages where source = 'ai' and reply_to_message_id = $1`, [inboundId]);
+    assert.equal(reply.rows.length, 1);
+    assert.notEqual(reply.rows[0]!.status, 'held');
+    assert.deepEqual(s!.twilioApi.messages.map((m) => m.body), [reply.rows[0]!.body], 'the held reply went out once, free-form');
+    assert.equal(await messageAnsweredBy(s!.t.db, conversationId, 1), (await s!.t.db.query<{ id: string }>(`select id from messages where source = 'ai' and reply_to_message_id = $1`, [inboundId])).rows[0]!.id);
+  });
+
+  test('a held reply retried after a later reply answered the contact is not sent: the job ends saying so', async () => {
+    const phone = '+31612340005';
+    const { conversationId, inboundId, job } = await lateReplyJob(s!, phone, 'Hoe vraag ik verlof aan?');
+    assert.equal(job.status, 'failed');
+    // The contact writes again; that reply answers their open question too (README).
+    const next = await received(s!, phone, 'Hallo? Nog een antwoord?');
+    assert.equal((await settled(s!, next.jobId)).status, 'done');
+    assert.equal(next.conversationId, conversationId);
+    assert.equal(s!.twilioApi.messages.length, 1);
+    assert.ok(await jobRetry(s!.t.db, job.id));
+    const retried = await settled(s!, job.id);
+    assert.equal(retried.status, 'done', retried.lastError ?? '');
+    assert.match(JSON.stringify(retried.result), /answered since/);
+    assert.equal(s!.twilioApi.messages.length, 1, 'the stale reply did not go out after the newer one');
+    const held = await s!.t.db.query<{ status: string }>(`select status from messages where source = 'ai' and reply_to_message_id = $1`, [inboundId]);
+    assert.deepEqual(held.rows, [{ status: 'held' }]);
   });
 
   test('a 63016 that still comes back (a clock off, a window Twilio closed first) is recorded as the window case', async () => {

@@ -28,10 +28,17 @@ export type ReplyOutcome =
 /** A reply was not written, or not sent, and must not be: `reason` says why, as a job result's `skipped`. */
 export class ReplyWithheldError extends Error {
   constructor(
-    readonly reason: 'opted_out' | 'changed again since' | keyof typeof TAKEOVER_TEXT,
+    readonly reason: 'opted_out' | 'changed again since' | 'answered since' | keyof typeof TAKEOVER_TEXT,
     message: string,
   ) {
     super(message);
+  }
+}
+
+/** A held reply, retried, is not sent: a later reply has answered what it answered. */
+export class AnsweredSinceError extends ReplyWithheldError {
+  constructor(message: string) {
+    super('answered since', message);
   }
 }
 
@@ -335,6 +342,31 @@ const REPLY_RECLAIM_SQL = `
     and ${MAY_SEND('$2', '$3')}
   returning *`;
 
+// A later reply (or part) of the conversation answers all that the reply (or part) `m`
+// answered: its context reaches as far. The next reply answers a question a held one left
+// open (README: the 24-hour window).
+const ANSWERED_SINCE = (m: string) => `
+  select a.id from messages a
+  where a.conversation_id = ${m}.conversation_id and a.source <> 'inbound' and a.id <> ${m}.id
+    and ${answersSomethingSql('a')} and a.context_until_seq >= ${m}.context_until_seq`;
+
+// A held reply never reached Twilio. Retried (a human acting on the held reason), it goes
+// back to pending for replyDispatch to decide again with the window and the template as they
+// are now: sent if the contact has written since or a template is configured, held again
+// with the current reason if neither. Not once a later reply has answered what it answers:
+// the contact would get a stale answer after the newer one.
+const REPLY_UNHOLD_SQL = `
+  update messages
+  set status = 'pending', error_message = null, send_started_at = now(), status_updated_at = now()
+  where id = $1 and status = 'held'
+    and not exists (${ANSWERED_SINCE('messages')})
+    and ${MAY_SEND('$2', '$3')}
+  returning *`;
+
+const REPLY_ANSWERED_SINCE_SQL = `
+  select answered.id from messages held, lateral (${ANSWERED_SINCE('held')} order by a.created_at limit 1) answered
+  where held.id = $1`;
+
 // A reply (or part) that never went out and may not now, its contact having opted out or a
 // human having taken over: failed, with the reason, instead of waiting in a state that
 // promises a send. Only from states in which no send is under way.
@@ -423,8 +455,14 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
     switch (reply.status) {
       case 'flagged':
         return { kind: 'flagged', reply, reason: reply.errorMessage ?? flagReason(reply, deps.confirmTimeoutSeconds) };
-      case 'held':
-        return { kind: 'held', reply, reason: reply.errorMessage ?? 'held: outside the 24-hour window' };
+      case 'held': {
+        const unheld = await deps.db.query(REPLY_UNHOLD_SQL, [reply.id, ...confirmsParams(options.confirms)]);
+        if (unheld.rows[0]) return replyDispatch(deps, messageFromRow(unheld.rows[0] as never), to);
+        await refuseIfWithheld(deps, reply, options);
+        const answeredBy = (await deps.db.query<{ id: string }>(REPLY_ANSWERED_SINCE_SQL, [reply.id])).rows[0]?.id;
+        if (answeredBy) throw new AnsweredSinceError(`not sent: reply ${answeredBy} has answered the contact since this one was held`);
+        break;
+      }
       case 'send_failed':
       case 'failed': {
         const claimed = await deps.db.query(REPLY_RECLAIM_SQL, [reply.id, ...confirmsParams(options.confirms)]);
