@@ -21,6 +21,7 @@ import { createTransport } from './messaging/transport.ts';
 import { Profiles } from './messaging/profiles.ts';
 import { PEOPLE_SYNC } from './jobs/people-sync.ts';
 import { RETENTION_PURGE } from './jobs/retention.ts';
+import { DELIVERY_CHECK, DELIVERY_CHECK_CRON } from './jobs/delivery-status.ts';
 import { ScheduleInputError, Scheduler, scheduleRemove, scheduleSet, Worker } from './queue/index.ts';
 import type { Runtime } from './runtime.ts';
 import { runningAddressRemove, runningAddressWrite } from './running-address.ts';
@@ -158,6 +159,9 @@ async function schedulesDeclare(runtime: Runtime): Promise<void> {
   await scheduleSet(db, { name: 'retention', cron: config.RETENTION_CRON, timeZone: config.RETENTION_TIME_ZONE, type: RETENTION_PURGE, backfill: 'last' }).catch(named('RETENTION_CRON / RETENTION_TIME_ZONE'));
   if (config.PEOPLE_SYNC_URL) await scheduleSet(db, { name: 'people-sync', cron: config.PEOPLE_SYNC_CRON, type: PEOPLE_SYNC, backfill: 'last' }).catch(named('PEOPLE_SYNC_CRON'));
   else await scheduleRemove(db, 'people-sync');
+  // Replies whose status callbacks never came, asked of Twilio (src/jobs/delivery-status.ts).
+  if (runtime.transport.messageState) await scheduleSet(db, { name: 'delivery-check', cron: DELIVERY_CHECK_CRON, type: DELIVERY_CHECK, backfill: 'last' });
+  else await scheduleRemove(db, 'delivery-check');
 }
 
 /**

@@ -43,6 +43,8 @@ test('three worker processes, one schedule: exactly one job per slot, no slot sk
   await scheduleEnable(t.db, 'tick', false);
   // The workers declared the app's own schedule too.
   assert.ok((await scheduleList(t.db)).some((s) => s.name === 'retention' && s.type === 'retention_purge' && s.cron === '30 3 * * *'));
+  // Without Twilio nothing has a delivery status to ask about (test/delivery-check.test.ts).
+  assert.ok(!(await scheduleList(t.db)).some((s) => s.name === 'delivery-check'));
 });
 
 /** An `aiq worker` process whose clock is `skewMs` off the database's (test/helpers/clock-skew.mjs). */

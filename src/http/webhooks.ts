@@ -5,10 +5,10 @@
 import formbody from '@fastify/formbody';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { autoreplyConfirmedLate, autoreplyWake } from '../jobs/autoreply.ts';
+import { deliveryStatusRecord } from '../jobs/delivery-status.ts';
 import { InboundBatcher } from '../jobs/inbound-batch.ts';
-import { TWILIO_STATUSES, messageStatusUpdate } from '../messaging/conversations.ts';
-import { SIGNATURE_HEADER, STATUS_CALLBACK_PATH, WHATSAPP_WEBHOOK_PATH, signatureValid, signedUrl, twilioErrorText, webhookSecret } from '../messaging/twilio.ts';
+import { TWILIO_STATUSES } from '../messaging/conversations.ts';
+import { SIGNATURE_HEADER, STATUS_CALLBACK_PATH, WHATSAPP_WEBHOOK_PATH, signatureValid, signedUrl, webhookSecret } from '../messaging/twilio.ts';
 import { maskPhone } from '../logger.ts';
 import { optChangeOf, optChangeRecorded, optKeywordsOf } from '../messaging/opt-out.ts';
 import type { Runtime } from '../runtime.ts';
@@ -139,20 +139,14 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
       request.log.info({ status: parsed.data.MessageStatus }, 'status callback with an unknown status: ignored');
       return twiml(reply);
     }
-    const { ErrorCode: code, ErrorMessage: message } = parsed.data;
-    const failed = status.data === 'failed' || status.data === 'undelivered';
-    const updated = await messageStatusUpdate(db, {
+    const moved = await deliveryStatusRecord(db, {
       messageId: query.data.messageId,
       twilioSid: parsed.data.MessageSid,
       status: status.data,
-      errorCode: code || undefined,
-      errorMessage: failed || code ? twilioErrorText(code || undefined, message) : undefined,
+      errorCode: parsed.data.ErrorCode || undefined,
+      errorMessage: parsed.data.ErrorMessage,
     });
-    if (!updated) request.log.debug({ messageSid: parsed.data.MessageSid, status: status.data }, 'status callback changed nothing (unknown message, or not newer)');
-    else if (updated.source === 'ai' && updated.replyToMessageId) {
-      if (updated.wasFlagged && !failed) await autoreplyConfirmedLate(db, updated.conversationId, updated.replyToMessageId, updated.id, status.data);
-      else await autoreplyWake(db, updated.conversationId, updated.replyToMessageId);
-    }
+    if (!moved) request.log.debug({ messageSid: parsed.data.MessageSid, status: status.data }, 'status callback changed nothing (unknown message, or not newer)');
     return twiml(reply);
   });
 };

@@ -64,6 +64,13 @@ export interface ListedMessage {
   createdAt: Date;
 }
 
+/** A sent message's delivery status as Twilio has it now. */
+export interface MessageState {
+  status: string;
+  errorCode: number | null;
+  errorMessage: string | null;
+}
+
 /** The way replies leave: Twilio, or the log. */
 export interface Transport {
   readonly kind: 'twilio' | 'log';
@@ -74,6 +81,8 @@ export interface Transport {
    * Twilio's Messages resource has them; throws SendError when Twilio cannot say.
    */
   sentTo?(to: string, since: Date, from?: string): Promise<ListedMessage[]>;
+  /** One sent message's status by its SID, null when Twilio does not know it; throws SendError. */
+  messageState?(sid: string): Promise<MessageState | null>;
 }
 
 /** The outside-call timing sink (runtime.metrics); optional so tools can run without one. */
@@ -196,6 +205,20 @@ export class TwilioTransport implements Transport {
     } catch (err) {
       const error = classify(err);
       this.options.metrics?.observeTwilioCall('list', performance.now() - started, error.kind === 'throttled' ? 'rate_limited' : 'error');
+      throw error;
+    }
+  }
+
+  async messageState(sid: string): Promise<MessageState | null> {
+    const started = performance.now();
+    try {
+      const message = await this.client.messages(sid).fetch();
+      this.options.metrics?.observeTwilioCall('fetch', performance.now() - started, 'ok');
+      return { status: message.status, errorCode: message.errorCode ?? null, errorMessage: message.errorMessage ?? null };
+    } catch (err) {
+      const error = classify(err);
+      this.options.metrics?.observeTwilioCall('fetch', performance.now() - started, error.kind === 'throttled' ? 'rate_limited' : 'error');
+      if (error.details.httpStatus === 404) return null;
       throw error;
     }
   }

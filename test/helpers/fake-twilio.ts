@@ -76,6 +76,9 @@ export interface AcceptedMessage {
   contentVariables?: Record<string, string>;
   statusCallback?: string;
   at: Date;
+  /** Its status on Twilio's side, whether or not a status callback told anyone. */
+  status: string;
+  errorCode?: number;
 }
 
 export interface CallbackResult {
@@ -187,10 +190,19 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
     return this.waitFor(() => this.requests.length >= count, 'request', `${count} send requests`, timeoutMs);
   }
 
+  /** Moves an accepted message's status on Twilio's side only: a status callback that never arrived. */
+  statusChange(sid: string, status: string, errorCode?: number): AcceptedMessage {
+    const message = this.messages.find((m) => m.sid === sid);
+    if (!message) throw new Error(`no accepted message ${sid}`);
+    message.status = status;
+    message.errorCode = errorCode;
+    return message;
+  }
+
   /** Posts a signed status callback for an accepted message, as Twilio would. Returns the HTTP status. */
   async deliverStatus(sid: string, status: string, errorCode?: number): Promise<number | 'error'> {
-    const message = this.messages.find((m) => m.sid === sid);
-    if (!message?.statusCallback) throw new Error(`no accepted message ${sid} with a StatusCallback`);
+    const message = this.statusChange(sid, status, errorCode);
+    if (!message.statusCallback) throw new Error(`no accepted message ${sid} with a StatusCallback`);
     const params: Record<string, string> = {
       AccountSid: this.accountSid,
       ApiVersion: '2010-04-01',
@@ -312,6 +324,18 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
       record('account');
       return sendJson(res, 200, { sid: this.accountSid, friendly_name: 'Fake account', status: 'active', type: 'Full' });
     }
+    // One message by its SID, as the delivery check asks for a status callback that never came.
+    const one = /^\/2010-04-01\/Accounts\/(AC\w+)\/Messages\/(SM\w+)\.json$/.exec(url.pathname);
+    if (one && req.method === 'GET') {
+      if (!authorized || one[1] !== this.accountSid) {
+        record('unauthorized');
+        return sendJson(res, 401, twilioError(20003, 'Authenticate', 401));
+      }
+      const message = this.messages.find((m) => m.sid === one[2]);
+      record(message ? 'fetch' : 'fetch:not-found');
+      if (!message) return sendJson(res, 404, twilioError(20404, `The requested resource ${url.pathname} was not found`, 404));
+      return sendJson(res, 200, this.resource(message));
+    }
     // The Messages list (newest first), as the outbox reconciles an unconfirmed reply with it.
     if (match && req.method === 'GET') {
       if (!authorized || match[1] !== this.accountSid) {
@@ -389,6 +413,7 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
       ...(params.ContentSid ? { contentSid: params.ContentSid, contentVariables } : {}),
       statusCallback: params.StatusCallback,
       at: new Date(),
+      status: 'queued',
     };
     const outsideWindow = !params.ContentSid && this.closedWindows.has(params.To);
     // Recorded before any answer: from here on the message has "gone out", whatever the
@@ -445,7 +470,7 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
       date_sent: null,
       date_updated: date,
       direction: 'outbound-api',
-      error_code: null,
+      error_code: m.errorCode ?? null,
       error_message: null,
       from: m.from,
       messaging_service_sid: null,
@@ -454,7 +479,7 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
       price: null,
       price_unit: null,
       sid: m.sid,
-      status: 'queued',
+      status: m.status,
       subresource_uris: { media: `/2010-04-01/Accounts/${this.accountSid}/Messages/${m.sid}/Media.json` },
       to: m.to,
       uri: `/2010-04-01/Accounts/${this.accountSid}/Messages/${m.sid}.json`,

@@ -1,0 +1,12 @@
+-- A reply whose status callbacks never came (aiq serve down or unreachable when Twilio
+-- posted them; Twilio does not post them again) stayed `queued` or `sent` for good: a reply
+-- WhatsApp refused later looked on its way, and its failure was never seen. The
+-- `delivery_check` job asks Twilio for the status of replies that have been silent for a
+-- while (src/jobs/delivery-status.ts). `status_checked_at` is when it last asked, so each is
+-- asked again only now and then, and the others get their turn.
+alter table messages add column status_checked_at timestamptz;
+
+-- The replies still on their way, oldest news first: what the check reads, without going
+-- through every message ever stored.
+create index messages_delivery_open_idx on messages (status_updated_at)
+  where status in ('accepted', 'scheduled', 'queued', 'sending', 'sent') and twilio_sid is not null;

@@ -1,0 +1,147 @@
+// Twilio's delivery status of what we sent, recorded: from its status callback
+// (src/http/webhooks.ts), or, for a reply whose callbacks never came, asked of Twilio by the
+// `delivery_check` job. Twilio posts a status callback once (a retry only when it could not
+// connect at all), so one that came while `aiq serve` was down or unreachable is gone, and
+// the reply stayed `queued` or `sent` for good: a reply WhatsApp refused afterwards looked
+// on its way, its failure seen by no one. The `delivery-check` schedule runs the job every
+// ten minutes while Twilio is configured (src/main.ts).
+import { z } from 'zod';
+import type { Queryable } from '../db/types.ts';
+import { TWILIO_STATUSES, messageStatusUpdate, type TwilioStatus } from '../messaging/conversations.ts';
+import { SendError, type Transport } from '../messaging/transport.ts';
+import { twilioErrorText } from '../messaging/twilio.ts';
+import type { JobHandler } from '../queue/index.ts';
+import { autoreplyConfirmedLate, autoreplyWake } from './autoreply.ts';
+
+export const DELIVERY_CHECK = 'delivery_check';
+export const DELIVERY_CHECK_CRON = '*/10 * * * *';
+
+const knownStatus = z.enum(TWILIO_STATUSES);
+
+/** A delivery status as Twilio reports it, by callback or when asked. */
+export interface DeliveryStatus {
+  /** Our message id, when Twilio's callback URL carries it. */
+  messageId?: string;
+  twilioSid: string;
+  status: TwilioStatus;
+  errorCode?: number;
+  /** Twilio's own text for the error, if any. */
+  errorMessage?: string;
+}
+
+/**
+ * Records a delivery status (never moving a message back: src/messaging/conversations.ts)
+ * and tells the reply's job: it may be waiting for this confirmation, or have flagged a reply
+ * that has now arrived after all. True when the message moved forward.
+ */
+export async function deliveryStatusRecord(db: Queryable, delivery: DeliveryStatus): Promise<boolean> {
+  const failed = delivery.status === 'failed' || delivery.status === 'undelivered';
+  const updated = await messageStatusUpdate(db, {
+    messageId: delivery.messageId,
+    twilioSid: delivery.twilioSid,
+    status: delivery.status,
+    errorCode: delivery.errorCode,
+    errorMessage: failed || delivery.errorCode ? twilioErrorText(delivery.errorCode, delivery.errorMessage) : undefined,
+  });
+  if (!updated) return false;
+  if (updated.source === 'ai' && updated.replyToMessageId) {
+    if (updated.wasFlagged && !failed) await autoreplyConfirmedLate(db, updated.conversationId, updated.replyToMessageId, updated.id, delivery.status);
+    else await autoreplyWake(db, updated.conversationId, updated.replyToMessageId);
+  }
+  return true;
+}
+
+// A callback normally comes within seconds; a reply with no news for this long is asked about.
+const QUIET_MINUTES = 10;
+// Asked again at most this often while Twilio still says it is on its way: WhatsApp keeps a
+// message `sent` until the phone is on again, which may take days.
+const ASK_AGAIN_MINUTES = 60;
+// Older replies are left as they are: WhatsApp has given up delivering them by then.
+const MAX_AGE_DAYS = 3;
+// Replies asked about per run, the least recently asked first: a run stays short, and
+// Twilio's API allows many more requests than this.
+const PER_RUN = 200;
+
+const DUE_SQL = `
+  select id, twilio_sid from messages
+  where status in ('accepted', 'scheduled', 'queued', 'sending', 'sent') and twilio_sid is not null
+    and status_updated_at < now() - make_interval(mins => $1)
+    and (status_checked_at is null or status_checked_at < now() - make_interval(mins => $2))
+    and created_at > now() - make_interval(days => $3)
+  order by status_checked_at nulls first, status_updated_at
+  limit $4`;
+
+const ASKED_SQL = `update messages set status_checked_at = now() where id = any($1::uuid[])`;
+
+export interface DeliveryCheckResult {
+  asked: number;
+  /** Replies whose status moved (a callback that never came). */
+  updated: number;
+  /** SIDs Twilio does not know (deleted from its log, or another account's). */
+  unknownToTwilio: number;
+  /** Set when Twilio asked us to slow down: the rest waits for the next run. */
+  stopped?: string;
+}
+
+/** Asks Twilio about the replies due (DUE_SQL) and records what changed. */
+export async function deliveryCheck(db: Queryable, transport: Transport, signal?: AbortSignal): Promise<DeliveryCheckResult> {
+  const result: DeliveryCheckResult = { asked: 0, updated: 0, unknownToTwilio: 0 };
+  if (!transport.messageState) return result;
+  const due = await db.query<{ id: string; twilio_sid: string }>(DUE_SQL, [QUIET_MINUTES, ASK_AGAIN_MINUTES, MAX_AGE_DAYS, PER_RUN]);
+  const asked: string[] = [];
+  let refused: { count: number; first: SendError } | undefined;
+  try {
+    for (const row of due.rows) {
+      if (signal?.aborted) break;
+      let state;
+      try {
+        state = await transport.messageState(row.twilio_sid);
+      } catch (err) {
+        if (!(err instanceof SendError)) throw err;
+        if (err.kind === 'throttled') {
+          result.stopped = `Twilio asked to slow down (${err.message}); the rest waits for the next run`;
+          break;
+        }
+        // Twilio refused this one question (a 4xx): the others may still be answered.
+        if (err.kind !== 'rejected') throw err;
+        refused = { count: (refused?.count ?? 0) + 1, first: refused?.first ?? err };
+        asked.push(row.id);
+        continue;
+      }
+      asked.push(row.id);
+      if (!state) {
+        result.unknownToTwilio += 1;
+        continue;
+      }
+      const status = knownStatus.safeParse(state.status);
+      // A status Twilio added after this was written tells us nothing we can record.
+      if (!status.success) continue;
+      const moved = await deliveryStatusRecord(db, {
+        messageId: row.id,
+        twilioSid: row.twilio_sid,
+        status: status.data,
+        errorCode: state.errorCode ?? undefined,
+        errorMessage: state.errorMessage ?? undefined,
+      });
+      if (moved) result.updated += 1;
+    }
+  } finally {
+    result.asked = asked.length;
+    if (asked.length > 0) await db.query(ASKED_SQL, [asked]);
+  }
+  // Every question refused (wrong credentials, an account closed): the job fails, visibly.
+  if (refused && refused.count === result.asked) {
+    throw new Error(`Twilio refused every status question (${refused.count}): ${refused.first.message}`);
+  }
+  return result;
+}
+
+export function deliveryCheckHandler(deps: { db: Queryable; transport: Transport }): JobHandler<Record<string, never>> {
+  return {
+    type: DELIVERY_CHECK,
+    schema: z.object({}).passthrough() as never,
+    async run({ signal }) {
+      return deliveryCheck(deps.db, deps.transport, signal);
+    },
+  };
+}

@@ -1,0 +1,110 @@
+// A reply whose status callbacks never came (aiq serve down when Twilio posted them) stayed
+// `queued` for good, a failure WhatsApp reported later never seen. The delivery_check job asks
+// Twilio (here the fake, over HTTP) about replies quiet for ten minutes, records what changed
+// as a callback would, asks about one still on its way again only after an hour, and leaves
+// one Twilio does not know. `aiq worker` schedules it when Twilio is configured.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { DELIVERY_CHECK, type DeliveryCheckResult } from '../src/jobs/delivery-status.ts';
+import { twilioErrorText } from '../src/messaging/twilio.ts';
+import { jobEnqueue, jobGet, scheduleList } from '../src/queue/index.ts';
+import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN } from './helpers/fake-twilio.ts';
+import { inboundParams, messagingSuite, receiveAnswered } from './helpers/messaging.ts';
+import { waitFor } from './helpers/processes.ts';
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
+const s = messagingSuite();
+
+/** Runs one delivery_check job through the worker; returns its result. */
+async function checkRun(): Promise<DeliveryCheckResult> {
+  const id = await jobEnqueue(s.t.db, { type: DELIVERY_CHECK, payload: {} });
+  let job = await jobGet(s.t.db, id);
+  await waitFor(async () => {
+    job = await jobGet(s.t.db, id);
+    return job?.status === 'done' || job?.status === 'failed';
+  }, 'the delivery check');
+  assert.equal(job!.status, 'done', job!.lastError ?? '');
+  return job!.result as DeliveryCheckResult;
+}
+
+/** Answers a message from `phone`; returns the reply's id and Twilio SID (no status callback came). */
+async function answered(phone: string, body: string): Promise<{ id: string; sid: string }> {
+  await receiveAnswered(s.m, inboundParams(body, phone));
+  const reply = await s.t.db.query<{ id: string; twilio_sid: string; status: string }>(
+    `select r.id, r.twilio_sid, r.status from messages r join messages i on i.id = r.reply_to_message_id where i.body = $1 and r.source = 'ai'`,
+    [body],
+  );
+  assert.equal(reply.rows[0]!.status, 'queued');
+  return { id: reply.rows[0]!.id, sid: reply.rows[0]!.twilio_sid };
+}
+
+const quietFor = (id: string, minutes: number) => s.t.db.query(`update messages set status_updated_at = now() - make_interval(mins => $2) where id = $1`, [id, minutes]);
+const asked = () => s.twilioApi.requests.filter((r) => r.outcome.startsWith('fetch')).length;
+const stateOf = async (id: string) =>
+  (await s.t.db.query<{ status: string; error_code: number | null; error_message: string | null }>('select status, error_code, error_message from messages where id = $1', [id])).rows[0]!;
+
+describe('delivery check', () => {
+  test('a reply WhatsApp refused after its callbacks were lost shows failed, with the reason, once quiet for ten minutes', async () => {
+    const reply = await answered('+31612350001', 'Wanneer wordt het salaris betaald?');
+    s.twilioApi.statusChange(reply.sid, 'undelivered', 63024);
+    const early = await checkRun();
+    assert.equal(early.asked, 0, 'a reply with recent news is not asked about');
+    assert.equal(asked(), 0);
+    assert.equal((await stateOf(reply.id)).status, 'queued');
+
+    await quietFor(reply.id, 11);
+    const result = await checkRun();
+    assert.deepEqual({ asked: result.asked, updated: result.updated }, { asked: 1, updated: 1 });
+    const state = await stateOf(reply.id);
+    assert.equal(state.status, 'undelivered');
+    assert.equal(state.error_code, 63024);
+    assert.equal(state.error_message, twilioErrorText(63024, undefined));
+  });
+
+  test('one still on its way is asked again only after an hour; one Twilio does not know is left as it is', async () => {
+    const travelling = await answered('+31612350002', 'Waar staat de printer?');
+    const unknown = await answered('+31612350003', 'Wie is mijn leidinggevende?');
+    s.twilioApi.statusChange(travelling.sid, 'sent');
+    await s.t.db.query(`update messages set twilio_sid = $2 where id = $1`, [unknown.id, `SM${'0'.repeat(32)}`]);
+    await quietFor(travelling.id, 11);
+    await quietFor(unknown.id, 11);
+    const before = asked();
+    const first = await checkRun();
+    assert.deepEqual(first, { asked: 2, updated: 1, unknownToTwilio: 1 });
+    assert.equal(asked() - before, 2);
+    assert.equal((await stateOf(travelling.id)).status, 'sent');
+    assert.equal((await stateOf(unknown.id)).status, 'queued');
+
+    // Still `sent` and quiet again: not asked within the hour.
+    await quietFor(travelling.id, 11);
+    const within = await checkRun();
+    assert.equal(within.asked, 0);
+    await s.t.db.query(`update messages set status_checked_at = now() - interval '61 minutes' where id = any($1::uuid[])`, [[travelling.id, unknown.id]]);
+    s.twilioApi.statusChange(travelling.sid, 'read');
+    const later = await checkRun();
+    assert.deepEqual(later, { asked: 2, updated: 1, unknownToTwilio: 1 });
+    assert.equal((await stateOf(travelling.id)).status, 'read');
+  });
+
+  test('aiq worker schedules the check when Twilio is configured', async () => {
+    const env = {
+      PATH: process.env.PATH!,
+      DATABASE_URL: s.t.url!,
+      AI_PROVIDER: 'local',
+      LOG_LEVEL: 'error',
+      TWILIO_ACCOUNT_SID: FAKE_ACCOUNT_SID,
+      TWILIO_AUTH_TOKEN: FAKE_AUTH_TOKEN,
+      TWILIO_WHATSAPP_FROM: 'whatsapp:+14155238886',
+      TWILIO_API_BASE_URL: s.twilioApi.url,
+    };
+    const worker = spawn(process.execPath, ['bin/aiq.js', 'worker'], { cwd: ROOT, env, stdio: 'ignore' });
+    try {
+      await waitFor(async () => (await scheduleList(s.t.db)).some((x) => x.name === 'delivery-check' && x.type === DELIVERY_CHECK && x.cron === '*/10 * * * *'), 'the delivery-check schedule');
+    } finally {
+      worker.kill('SIGTERM');
+      await new Promise((resolve) => (worker.exitCode !== null ? resolve(null) : worker.once('exit', resolve)));
+    }
+  });
+});
