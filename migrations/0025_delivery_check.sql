@@ -6,7 +6,7 @@
 -- asked again only now and then, and the others get their turn.
 alter table messages add column status_checked_at timestamptz;
 
--- The replies still on their way, oldest news first: what the check reads, without going
--- through every message ever stored.
-create index messages_delivery_open_idx on messages (status_updated_at)
+-- The replies still on their way, by age: the check reads those of the last days without
+-- going through every message ever stored, nor through the ones stuck `sent` for longer.
+create index messages_delivery_open_idx on messages (created_at)
   where status in ('accepted', 'scheduled', 'queued', 'sending', 'sent') and twilio_sid is not null;

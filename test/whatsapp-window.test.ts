@@ -103,6 +103,21 @@ describe('a reply in parts, held outside the window', () => {
     const { messageFromRow } = await import('../src/messaging/conversations.ts');
     assert.deepEqual(historyOf(all.rows.map((r) => messageFromRow(r as never))).map((h) => h.role), ['user'], 'the model is shown no part of the held reply');
   });
+
+  test('a second part held after the first went out is sent when the job is restarted with the window open: its own first part is no later answer', async () => {
+    const { conversationId, inboundId, job } = await lateReplyJob(s!, '+31612340010', 'Hoe laat sluit de kantine vandaag?');
+    assert.equal(job.status, 'failed');
+    // As if the window closed between the parts: the first went out, the second was held.
+    await s!.t.db.query(`update messages set status = 'delivered', twilio_sid = $2, error_message = null where reply_to_message_id = $1 and source = 'ai' and part = 1`, [inboundId, `SM${'1'.repeat(32)}`]);
+    await s!.t.db.query(`update messages set status = 'held', error_message = 'held, not sent: outside the window' where reply_to_message_id = $1 and source = 'ai' and part = 2`, [inboundId]);
+    await s!.t.db.query(`update conversations set last_inbound_at = now() where id = $1`, [conversationId]);
+    assert.ok(await jobRetry(s!.t.db, job.id));
+    const retried = await settled(s!, job.id);
+    assert.equal(retried.status, 'done', retried.lastError ?? '');
+    const second = await s!.t.db.query<{ body: string; status: string }>(`select body, status from messages where reply_to_message_id = $1 and source = 'ai' and part = 2`, [inboundId]);
+    assert.notEqual(second.rows[0]!.status, 'held');
+    assert.deepEqual(s!.twilioApi.messages.map((m) => m.body), [second.rows[0]!.body], 'the second part went out, once');
+  });
 });
 
 describe('without a template', () => {

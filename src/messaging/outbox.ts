@@ -342,12 +342,14 @@ const REPLY_RECLAIM_SQL = `
     and ${MAY_SEND('$2', '$3')}
   returning *`;
 
-// A later reply (or part) of the conversation answers all that the reply (or part) `m`
-// answered: its context reaches as far. The next reply answers a question a held one left
-// open (README: the 24-hour window).
+// Another reply of the conversation answers all that the reply (or part) `m` answered: its
+// context reaches as far. The next reply answers a question a held one left open (README:
+// the 24-hour window). The reply's own parts do not count: a first part that went out
+// before the window closed on the second is half the answer, not another one.
 const ANSWERED_SINCE = (m: string) => `
   select a.id from messages a
-  where a.conversation_id = ${m}.conversation_id and a.source <> 'inbound' and a.id <> ${m}.id
+  where a.conversation_id = ${m}.conversation_id and a.source <> 'inbound'
+    and not coalesce(a.source = ${m}.source and a.reply_to_message_id = ${m}.reply_to_message_id, a.id = ${m}.id)
     and ${answersSomethingSql('a')} and a.context_until_seq >= ${m}.context_until_seq`;
 
 // A held reply never reached Twilio. Retried (a human acting on the held reason), it goes

@@ -217,7 +217,9 @@ export class TwilioTransport implements Transport {
       return { status: message.status, errorCode: message.errorCode ?? null, errorMessage: message.errorMessage ?? null };
     } catch (err) {
       const error = classify(err);
-      this.options.metrics?.observeTwilioCall('fetch', performance.now() - started, error.kind === 'throttled' ? 'rate_limited' : 'error');
+      // Twilio answered that it does not know the SID: an answer, not a failed call.
+      const outcome = error.details.httpStatus === 404 ? 'ok' : error.kind === 'throttled' ? 'rate_limited' : 'error';
+      this.options.metrics?.observeTwilioCall('fetch', performance.now() - started, outcome);
       if (error.details.httpStatus === 404) return null;
       throw error;
     }
