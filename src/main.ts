@@ -187,8 +187,15 @@ async function knowledgeIndexPrepare(runtime: Runtime): Promise<void> {
  * leaves no new database folder behind.
  */
 function refuseAdminExposed(config: Env): void {
-  if (!config.ADMIN_TOKEN && !isLoopback(config.HOST)) {
+  if (config.ADMIN_TOKEN) return;
+  if (!isLoopback(config.HOST)) {
     throw new Error(`HOST=${config.HOST} exposes the dashboard beyond this machine: set ADMIN_TOKEN (12+ characters) or bind HOST=127.0.0.1`);
+  }
+  // A public address means a tunnel or proxy forwards the internet to this port; one that
+  // rewrites Host and adds no forwarding header would look like this machine to open mode.
+  const publicHost = config.PUBLIC_URL ? new URL(config.PUBLIC_URL).hostname.replace(/^\[|\]$/g, '') : undefined;
+  if (publicHost && !isLoopback(publicHost)) {
+    throw new Error(`PUBLIC_URL=${config.PUBLIC_URL} makes aiq reachable from outside this machine (a tunnel or proxy forwards to it): set ADMIN_TOKEN (12+ characters) so the dashboard and API ask for it`);
   }
 }
 

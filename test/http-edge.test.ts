@@ -194,24 +194,51 @@ describe('proxy trust is opt-in (TRUST_PROXY)', () => {
     await plain.close();
   });
 
-  test('X-Forwarded-Host does not get a rebinding host past the loopback check without TRUST_PROXY', async () => {
+  test('X-Forwarded-Host does not get a rebinding host past the loopback check, TRUST_PROXY or not', async () => {
     for (const url of ['/api/conversations', '/admin']) {
-      const forged = await plain.app.inject({ url, headers: { host: 'evil.example', 'x-forwarded-host': 'localhost' } });
-      assert.equal(forged.statusCode, 403, url);
-      // With the proxy trusted, its word on the host counts (and a rebinding host still fails).
-      const relayed = await proxied.app.inject({ url, headers: { host: '127.0.0.1:8080', 'x-forwarded-host': 'localhost' } });
-      assert.equal(relayed.statusCode, 200, url);
-      const rebound = await proxied.app.inject({ url, headers: { host: 'localhost', 'x-forwarded-host': 'evil.example' } });
-      assert.equal(rebound.statusCode, 403, url);
+      for (const app of [plain.app, proxied.app]) {
+        // A rebinding page sends its own name as Host and may add X-Forwarded-Host itself:
+        // with TRUST_PROXY that used to pass as "localhost" (found by a security probe).
+        const forged = await app.inject({ url, headers: { host: 'evil.example', 'x-forwarded-host': 'localhost' } });
+        assert.equal(forged.statusCode, 403, url);
+        const rebound = await app.inject({ url, headers: { host: 'localhost', 'x-forwarded-host': 'evil.example' } });
+        assert.equal(rebound.statusCode, 403, url);
+      }
+    }
+  });
+
+  test('open mode answers nothing a proxy or tunnel relayed, even under a loopback Host', async () => {
+    // `ngrok http 3000 --host-header=rewrite` on this machine: a loopback connection and Host,
+    // for anyone on the internet. Only the headers it adds say so; the whole API was open.
+    const relays = [{ 'x-forwarded-for': '192.0.2.2' }, { forwarded: 'for=192.0.2.2' }, { 'x-real-ip': '192.0.2.2' }, { 'x-forwarded-proto': 'https' }, { via: '1.1 proxy' }, { 'cf-connecting-ip': '192.0.2.2' }];
+    for (const app of [plain.app, proxied.app]) {
+      for (const relay of relays) {
+        const headers = { host: 'localhost:3977', ...relay };
+        const backup = await app.inject({ url: '/api/backup', headers });
+        assert.equal(backup.statusCode, 403, JSON.stringify(relay));
+        assert.match(backup.json().error, /not through a proxy or tunnel/);
+        assert.equal((await app.inject({ method: 'POST', url: '/api/jobs/retry-failed', headers: { ...headers, authorization: 'Bearer x' } })).statusCode, 403);
+        assert.equal((await app.inject({ url: '/admin', headers })).statusCode, 403);
+      }
+      assert.equal((await app.inject({ url: '/api/stats', headers: { host: 'localhost:3977' } })).statusCode, 200, 'asked directly on this machine');
     }
   });
 
   test('X-Forwarded-Proto sets the Secure cookie flag only from a trusted proxy', async () => {
-    const headers = { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'localhost' };
-    const untrusted = await plain.app.inject({ url: '/admin', headers });
-    assert.doesNotMatch(String(untrusted.headers['set-cookie']), /Secure/);
-    const trusted = await proxied.app.inject({ url: '/admin', headers });
-    assert.match(String(trusted.headers['set-cookie']), /; Secure/);
+    // Behind a proxy the dashboard runs with ADMIN_TOKEN (open mode refuses relayed requests).
+    const untrusted = await startAdminApp({}, plain.database);
+    const trusted = await startAdminApp({ TRUST_PROXY: '127.0.0.1' }, plain.database);
+    try {
+      const login = (app: FastifyInstance) =>
+        app.inject({ method: 'POST', url: '/admin/login', headers: { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'localhost' }, payload: { token: TEST_ADMIN_TOKEN, next: '/admin' } });
+      const plainCookie = await login(untrusted.app);
+      assert.equal(plainCookie.statusCode, 303);
+      assert.doesNotMatch(String(plainCookie.headers['set-cookie']), /Secure/);
+      assert.match(String((await login(trusted.app)).headers['set-cookie']), /; Secure/);
+    } finally {
+      await trusted.close();
+      await untrusted.close();
+    }
   });
 });
 
@@ -365,11 +392,15 @@ describe('/metrics is not public by accident', () => {
     }
   });
 
-  test('with TRUST_PROXY the real client decides', async () => {
+  test('with TRUST_PROXY a relayed request is refused too, whatever it says about its client and host', async () => {
+    // What a proxy reports can come from the client (a rebinding page can send
+    // X-Forwarded-Host: localhost): behind a proxy, scrape with METRICS_TOKEN.
     const t = await startAdminApp({ TRUST_PROXY: '127.0.0.1' });
     try {
-      assert.equal((await t.app.inject({ url: '/metrics', remoteAddress: '127.0.0.1', headers: { 'x-forwarded-for': '127.0.0.1' } })).statusCode, 200);
-      assert.equal((await t.app.inject({ url: '/metrics', remoteAddress: '127.0.0.1', headers: { 'x-forwarded-for': '203.0.113.9' } })).statusCode, 403);
+      for (const headers of [{ 'x-forwarded-for': '127.0.0.1' }, { 'x-forwarded-for': '203.0.113.9' }, { host: 'evil.test', 'x-forwarded-host': 'localhost' }]) {
+        assert.equal((await t.app.inject({ url: '/metrics', remoteAddress: '127.0.0.1', headers })).statusCode, 403, JSON.stringify(headers));
+      }
+      assert.equal((await t.app.inject({ url: '/metrics', remoteAddress: '127.0.0.1' })).statusCode, 200);
     } finally {
       await t.close();
     }

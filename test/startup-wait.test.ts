@@ -118,6 +118,15 @@ test('HOST beyond loopback without ADMIN_TOKEN is refused before anything opens:
   assert.equal(existsSync(dataDir), false);
 });
 
+test('a public PUBLIC_URL (a tunnel for Twilio) without ADMIN_TOKEN is refused before anything opens', async () => {
+  // A tunnel that rewrites Host and adds no forwarding header would look like this machine.
+  const dataDir = join(tmpdir(), `aiq-tunnel-${process.pid}-${Date.now()}`);
+  const ran = await runAiq(['start'], { DATA_DIR: dataDir, PUBLIC_URL: 'https://abc123.ngrok-free.app', PORT: String(await freePort()), LOG_LEVEL: 'silent' }, 60_000);
+  assert.equal(ran.code, 1, ran.out);
+  assert.match(ran.out, /PUBLIC_URL=https:\/\/abc123\.ngrok-free\.app makes aiq reachable from outside this machine .*: set ADMIN_TOKEN/);
+  assert.equal(existsSync(dataDir), false);
+});
+
 test('aiq worker whose WORKER_METRICS_PORT is in use exits saying so, before it claims anything', async () => {
   const busy = createServer();
   await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));

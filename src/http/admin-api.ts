@@ -14,7 +14,7 @@ import { knowledgeApi } from './admin-api-knowledge.ts';
 import { privacyApi } from './admin-api-privacy.ts';
 import { parseOr400 } from './api-input.ts';
 import type { AuthFailureLimiter } from './auth-failures.ts';
-import { OPEN_ELSEWHERE, admit, bearerToken, loopbackHost, type AdminAuth } from './auth.ts';
+import { OPEN_ELSEWHERE, admit, bearerToken, fromThisMachine, type AdminAuth } from './auth.ts';
 import { crossSiteRefusal, isStateChanging } from './cross-site.ts';
 import { IdParams, JobFilterQuery, RetryBound, toJobFilter } from './admin/inputs.ts';
 import { jobMinuteStats, jobSlowList } from './admin/queue-queries.ts';
@@ -44,7 +44,7 @@ export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth; l
   const { db } = runtime;
 
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-    if (auth.open && !loopbackHost(request)) return reply.status(403).send({ error: OPEN_ELSEWHERE });
+    if (auth.open && !fromThisMachine(request)) return reply.status(403).send({ error: OPEN_ELSEWHERE });
     const crossSite = crossSiteRefusal(request, runtime.config.PUBLIC_URL);
     if (crossSite) return reply.status(403).send({ error: crossSite });
     const token = bearerToken(request);

@@ -10,7 +10,7 @@ const SESSION_COOKIE = 'aiq_session';
 
 /** The refusal of open mode (no ADMIN_TOKEN) to any host name but a loopback one. */
 export const OPEN_ELSEWHERE =
-  'Refused: without ADMIN_TOKEN the dashboard answers only on a loopback address (http://127.0.0.1 or http://localhost). Set ADMIN_TOKEN to use it under another name.';
+  'Refused: without ADMIN_TOKEN the dashboard answers only requests made on this machine, directly at a loopback address (http://127.0.0.1 or http://localhost), not through a proxy or tunnel. Set ADMIN_TOKEN to use it from anywhere else.';
 
 const SESSION_SECONDS = 7 * 24 * 3600;
 
@@ -146,15 +146,26 @@ export function bearerToken(request: FastifyRequest): string | undefined {
   return match?.[1]?.trim();
 }
 
+// Headers a proxy or tunnel adds to what it relays (ngrok, cloudflared, nginx, Caddy …).
+const RELAY_HEADERS = ['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'cf-connecting-ip', 'via'];
+
 /**
- * Open mode trusts "this machine" only. A page on another site can still reach a loopback
- * port by DNS rebinding (its own name resolving to 127.0.0.1), but its requests then carry
- * its own name as Host: so open mode answers loopback host names only. `request.host` is
- * the Host header unless TRUST_PROXY lets a named proxy's X-Forwarded-Host replace it.
+ * Whether a request was made on this machine, directly: what open mode (no ADMIN_TOKEN) and
+ * an unguarded /metrics trust, and nothing else. Three tests, each against a way in:
+ * - the connection comes from a loopback address (main.ts binds open mode to one anyway);
+ * - the Host header names a loopback host: a page on another site that reaches the port by
+ *   DNS rebinding (its own name resolving to 127.0.0.1) sends its own name. The raw header,
+ *   not `request.host`: with TRUST_PROXY set that is X-Forwarded-Host, which such a page
+ *   can send itself;
+ * - no proxy or tunnel relayed it: a tunnel on this machine (`ngrok http 3000
+ *   --host-header=rewrite`) connects from loopback with a loopback Host, for anyone on the
+ *   internet; the headers it adds give it away.
  */
-export function loopbackHost(request: FastifyRequest): boolean {
+export function fromThisMachine(request: FastifyRequest): boolean {
+  if (!isLoopback((request.socket.remoteAddress ?? '').replace(/^::ffff:/, ''))) return false;
+  if (RELAY_HEADERS.some((name) => request.headers[name] !== undefined)) return false;
   try {
-    const hostname = new URL(`http://${request.host}`).hostname.replace(/^\[|\]$/g, '');
+    const hostname = new URL(`http://${request.headers.host ?? ''}`).hostname.replace(/^\[|\]$/g, '');
     return isLoopback(hostname);
   } catch {
     return false;

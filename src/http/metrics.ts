@@ -5,12 +5,12 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { isLoopback, trustProxyOf, type Env } from '../config.ts';
+import { type Env } from '../config.ts';
 import type { TokenUsage } from '../ai/types.ts';
 import type { Queryable } from '../db/types.ts';
 import { jobStats, type Worker } from '../queue/index.ts';
 import type { AppMetrics, CallOutcome } from '../runtime.ts';
-import { bearerToken, loopbackHost } from './auth.ts';
+import { bearerToken, fromThisMachine } from './auth.ts';
 
 // Job and outside-call latencies: from a fast local handler (5 ms) to a slow LLM (2 min).
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -187,21 +187,18 @@ export function instrumentWebhooks(app: FastifyInstance, metrics: AppMetrics): v
 
 /**
  * Who may scrape: with METRICS_TOKEN, whoever sends it as a bearer token; without one, only
- * clients on this machine. A request a proxy relayed (X-Forwarded-For) is not a local client
- * unless TRUST_PROXY lets request.ip name the real one: behind a local proxy every socket
- * is loopback. And it must name a loopback host, as open mode's admin side does: a page
- * elsewhere that DNS-rebinds its own name to 127.0.0.1 reaches us from this machine, but
- * under its own name. Returns the refusal, or null to serve.
+ * a client on this machine asking directly, as for open mode's admin side (fromThisMachine):
+ * not a page elsewhere that DNS-rebinds its name to 127.0.0.1, and nothing a proxy or tunnel
+ * relayed (behind a local one every connection is loopback). Returns the refusal, or null to serve.
  */
-export function metricsRefusal(request: FastifyRequest, config: Pick<Env, 'METRICS_TOKEN' | 'TRUST_PROXY'>): { status: number; error: string } | null {
+export function metricsRefusal(request: FastifyRequest, config: Pick<Env, 'METRICS_TOKEN'>): { status: number; error: string } | null {
   if (config.METRICS_TOKEN) {
     const given = Buffer.from(bearerToken(request) ?? '');
     const wanted = Buffer.from(config.METRICS_TOKEN);
     if (given.length === wanted.length && timingSafeEqual(given, wanted)) return null;
     return { status: 401, error: 'metrics need "Authorization: Bearer <METRICS_TOKEN>"' };
   }
-  const relayed = request.headers['x-forwarded-for'] !== undefined && trustProxyOf(config) === false;
-  if (!relayed && isLoopback(request.ip.replace(/^::ffff:/, '')) && loopbackHost(request)) return null;
+  if (fromThisMachine(request)) return null;
   return { status: 403, error: 'metrics are served to this machine only, at a loopback address (http://127.0.0.1 or http://localhost): set METRICS_TOKEN to scrape from elsewhere' };
 }
 

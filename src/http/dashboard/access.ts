@@ -3,7 +3,7 @@
 // every POST comes from our own page with its CSRF token, and leaves the page context for
 // the handlers to render with.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { OPEN_ELSEWHERE, admit, loopbackHost, safeEqual, setSessionCookie, type AdminAuth, type Session } from '../auth.ts';
+import { OPEN_ELSEWHERE, admit, fromThisMachine, safeEqual, setSessionCookie, type AdminAuth, type Session } from '../auth.ts';
 import { crossSiteRefusal, requestOrigin } from '../cross-site.ts';
 import type { PageContext } from './layout.ts';
 
@@ -82,7 +82,7 @@ export interface AccessOptions {
 export function dashboardAccess({ auth, logTransport, publicUrl, alert }: AccessOptions) {
   return {
     async onRequest(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-      if (auth.open && !loopbackHost(request)) {
+      if (auth.open && !fromThisMachine(request)) {
         await reply.status(403).type('text/plain').send(OPEN_ELSEWHERE);
         return;
       }
