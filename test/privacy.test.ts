@@ -293,3 +293,28 @@ test('every admin action lands in the audit log with actor, route, target and ou
   assert.deepEqual(await whereFound(t.db, 'Geheim antwoord'), ['messages.body'], 'the text is in the conversation only, not in the audit log');
   await settled();
 });
+
+test('on the embedded database too, export hands over the lines of stored uploads and erasure removes them', async () => {
+  // PGlite returns bytea as a Uint8Array, not a Buffer: every line read as "110,97,…" and
+  // none matched, so export left uploads out and erasure left the lines in place (found by a
+  // security probe).
+  const { freshPgliteDatabase } = await import('./helpers/db.ts');
+  const { importCreate } = await import('../src/knowledge/csv-import.ts');
+  const { personErase } = await import('../src/privacy/erasure.ts');
+  const { personExport } = await import('../src/privacy/export.ts');
+  const embedded = await freshPgliteDatabase();
+  try {
+    const content = Buffer.from('name,phone,email\nAnna Smit,+31677776666,anna@corp.nl\nBob Bakker,+31677775555,bob@corp.nl\n', 'utf8');
+    const id = await importCreate(embedded.db, { filename: 'people.csv', content });
+    await embedded.db.query(`insert into people (name, phone, email, content_hash) values ('Anna Smit', '+31677776666', 'anna@corp.nl', 'h')`);
+    const exported = await personExport(embedded.db, '+31677776666');
+    assert.deepEqual(exported?.imports.map((i) => i.lines), [['Anna Smit,+31677776666,anna@corp.nl']]);
+    const erased = await personErase(embedded.db, '+31677776666', 'test');
+    assert.equal(erased.status, 'erased');
+    assert.equal(erased.status === 'erased' ? erased.counts.importsScrubbed : -1, 1);
+    const stored = await embedded.db.query<{ content: Uint8Array }>('select content from imports where id = $1', [id]);
+    assert.equal(Buffer.from(stored.rows[0]!.content).toString('utf8'), 'name,phone,email\nBob Bakker,+31677775555,bob@corp.nl\n');
+  } finally {
+    await embedded.close();
+  }
+});

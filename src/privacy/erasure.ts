@@ -89,8 +89,9 @@ const TEXTS_SCRUB_SQL = `
  * a stray NUL) is matched and rewritten without harm to its other lines. Digits, commas and
  * ASCII addresses read the same in all of them but UTF-16.
  */
-function uploadLines(content: Buffer): string[] {
-  return content.toString('latin1').split('\n');
+function uploadLines(content: Uint8Array): string[] {
+  // PGlite hands bytea over as a Uint8Array, node-postgres as a Buffer.
+  return Buffer.from(content.buffer, content.byteOffset, content.byteLength).toString('latin1').split('\n');
 }
 
 /** A line of uploadLines as text to show (UTF-8, what uploads are read as). */
@@ -104,7 +105,7 @@ export const uploadLineText = (line: string): string => Buffer.from(line, 'latin
  * the rows (erasure).
  */
 export async function uploadsAboutPerson(db: Queryable, phone: string, email: string | null, lock = false): Promise<Array<{ id: string; status: string; lines: string[]; about: number[] }>> {
-  const { rows } = await db.query<{ id: string; status: string; content: Buffer }>(
+  const { rows } = await db.query<{ id: string; status: string; content: Uint8Array }>(
     `select id, status, content from imports where content is not null
        and (regexp_replace(encode(content, 'escape'), '[^0-9\n]', '', 'g') like '%' || $1 || '%'
             or ($2::text is not null and position(lower(encode(convert_to($2, 'UTF8'), 'escape')) in lower(encode(content, 'escape'))) > 0))
