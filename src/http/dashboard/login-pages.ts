@@ -9,9 +9,13 @@ import { page, type PageContext } from './layout.ts';
 
 const LoginBody = z.object({ token: z.string().max(1000).default(''), next: z.string().max(2000).optional() });
 
-/** Only local dashboard paths, so the login cannot be used to redirect elsewhere. */
+/**
+ * Only local dashboard paths, so the login cannot be used to redirect elsewhere, and only
+ * in printable ASCII (what a browser sends, encoded): a line break or a character beyond
+ * Latin-1 cannot go in the Location header (Node refuses it: a 500).
+ */
 function safeNext(next: string | undefined): string {
-  return next && next.startsWith('/admin') && !next.startsWith('//') && !next.includes('\\') ? next : '/admin';
+  return next && next.startsWith('/admin') && !next.startsWith('//') && !next.includes('\\') && /^[\x21-\x7e]+$/.test(next) ? next : '/admin';
 }
 
 function loginPage(next: string, failed: boolean) {
