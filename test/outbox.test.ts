@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { autoreplyEnqueue } from '../src/jobs/autoreply.ts';
 import type { Job } from '../src/queue/index.ts';
-import { jobGet } from '../src/queue/index.ts';
+import { jobGet, jobRetry } from '../src/queue/index.ts';
 import { TEST_ADMIN_TOKEN } from './helpers/admin-app.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
@@ -239,6 +239,51 @@ describe('reply delivery through the outbox', () => {
     assert.equal(fake.messages.length, 1, 'nothing was sent again');
     const attention = await t.db.query(`select 1 from messages where id = $1 and status in ('pending', 'send_failed', 'unconfirmed', 'flagged')`, [confirmed.id]);
     assert.equal(attention.rowCount, 0, 'no longer in the needs-attention view');
+  });
+
+  // "Restarting its job asks Twilio again", as the flag says: the restart used to repeat the
+  // flag without asking, and nothing in the dashboard or the API could clear it (found by a
+  // WhatsApp probe).
+  test('a flagged reply whose job is restarted: confirmed if Twilio\'s list has it, sent once if Twilio provably has not', async () => {
+    for (const twilioHasIt of [true, false]) {
+      fake.reset();
+      fake.statusCallbacks = false;
+      fake.fault({ kind: 'accept-then-drop' });
+      fake.listFailures = 1_000;
+      const inbound = await receive(m, t, `Gemarkeerd ${twilioHasIt}`, twilioHasIt ? '+31612340201' : '+31612340202');
+      const waiting = await untilJob(t, inbound, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
+      await t.db.query(`update messages set send_started_at = now() - interval '1 hour' where reply_to_message_id = $1`, [inbound]);
+      await runNow(t, waiting.id);
+      const failed = await untilJob(t, inbound, 'job failed: flagged', (j) => j.status === 'failed');
+      assert.match(failed.lastError!, /Restarting its job asks Twilio's Messages list again/);
+      assert.equal((await replyTo(t, inbound))!.status, 'flagged');
+      // Twilio answers its list again; without the first send on record, it never left.
+      fake.listFailures = 0;
+      if (!twilioHasIt) fake.messages.splice(0);
+      assert.ok(await jobRetry(t.db, failed.id));
+      const done = await untilJob(t, inbound, 'job done after the restart', (j) => j.status === 'done');
+      const reply = (await replyTo(t, inbound))!;
+      assert.notEqual(reply.status, 'flagged');
+      assert.ok(reply.twilio_sid, 'confirmed with a SID');
+      assert.equal(fake.messages.length, 1, twilioHasIt ? 'confirmed, not resent' : 'sent once');
+      assert.equal(reply.twilio_sid, fake.messages[0]!.sid);
+    }
+  });
+
+  // A job restarted after the next reply covered its question sent the old answer after the
+  // newer one (found by a WhatsApp probe).
+  test('a refused reply whose job is restarted after a later reply answered the contact: not sent, the job ends saying so', async () => {
+    fake.fault({ kind: 'http', status: 400, code: 63024, message: 'Invalid message recipient' });
+    const first = await receive(m, t, 'Hoeveel vakantiedagen heb ik?', '+31612340203');
+    const failed = await untilJob(t, first, 'job failed', (j) => j.status === 'failed');
+    const second = await receive(m, t, 'Hallo? En mag ik ze meenemen?', '+31612340203');
+    await untilJob(t, second, 'the next reply', (j) => j.status === 'done');
+    assert.equal(fake.messages.length, 1, 'the next reply went out');
+    assert.ok(await jobRetry(t.db, failed.id));
+    const done = await untilJob(t, first, 'the restarted job done', (j) => j.status === 'done');
+    assert.match(JSON.stringify(done.result), /answered since/);
+    assert.equal(fake.messages.length, 1, 'the old answer did not follow the newer one');
+    assert.equal((await replyTo(t, first))!.status, 'failed');
   });
 
   test('no confirmation within the deadline, but Twilio\'s Messages list has it: confirmed with its SID, not flagged, not resent', async () => {

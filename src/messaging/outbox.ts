@@ -332,16 +332,6 @@ export async function replyPartsResume(deps: OutboxDeps, parts: Message[], to: s
   return { kind: sentNow ? 'sent' : 'already-sent', reply: last! };
 }
 
-// Takes a reply that is known not to have gone out (send_failed, or failed without a SID:
-// refused by the API) back to pending for a new send. Conditional, so only one attempt wins.
-const REPLY_RECLAIM_SQL = `
-  update messages
-  set status = 'pending', send_started_at = now(), status_updated_at = now()
-  where id = $1
-    and (status = 'send_failed' or (status = 'failed' and twilio_sid is null))
-    and ${MAY_SEND('$2', '$3')}
-  returning *`;
-
 // Another reply of the conversation answers all that the reply (or part) `m` answered: its
 // context reaches as far. The next reply answers a question a held one left open (README:
 // the 24-hour window). The reply's own parts do not count: a first part that went out
@@ -351,6 +341,19 @@ const ANSWERED_SINCE = (m: string) => `
   where a.conversation_id = ${m}.conversation_id and a.source <> 'inbound'
     and not coalesce(a.source = ${m}.source and a.reply_to_message_id = ${m}.reply_to_message_id, a.id = ${m}.id)
     and ${answersSomethingSql('a')} and a.context_until_seq >= ${m}.context_until_seq`;
+
+// Takes a reply that is known not to have gone out (send_failed, or failed without a SID:
+// refused by the API) back to pending for a new send. Conditional, so only one attempt wins.
+// Not once a later reply has answered what it answers: a job restarted after the next reply
+// covered its question would send a stale answer after the newer one.
+const REPLY_RECLAIM_SQL = `
+  update messages
+  set status = 'pending', send_started_at = now(), status_updated_at = now()
+  where id = $1
+    and (status = 'send_failed' or (status = 'failed' and twilio_sid is null))
+    and not exists (${ANSWERED_SINCE('messages')})
+    and ${MAY_SEND('$2', '$3')}
+  returning *`;
 
 // A held reply never reached Twilio. Retried (a human acting on the held reason), it goes
 // back to pending for replyDispatch to decide again with the window and the template as they
@@ -368,6 +371,12 @@ const REPLY_UNHOLD_SQL = `
 const REPLY_ANSWERED_SINCE_SQL = `
   select answered.id from messages held, lateral (${ANSWERED_SINCE('held')} order by a.created_at limit 1) answered
   where held.id = $1`;
+
+/** Throws AnsweredSinceError when a later reply has answered what `reply` (never sent) answers. */
+async function refuseIfAnsweredSince(deps: OutboxDeps, reply: Message): Promise<void> {
+  const answeredBy = (await deps.db.query<{ id: string }>(REPLY_ANSWERED_SINCE_SQL, [reply.id])).rows[0]?.id;
+  if (answeredBy) throw new AnsweredSinceError(`not sent: reply ${answeredBy} has answered the contact since this one was ${reply.status === 'held' ? 'held' : 'left unsent'}`);
+}
 
 // A reply (or part) that never went out and may not now, its contact having opted out or a
 // human having taken over: failed, with the reason, instead of waiting in a state that
@@ -455,14 +464,22 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
   for (let round = 0; round < 3; round++) {
     if (isConfirmed(reply)) return { kind: 'already-sent', reply };
     switch (reply.status) {
-      case 'flagged':
-        return { kind: 'flagged', reply, reason: reply.errorMessage ?? flagReason(reply, deps.confirmTimeoutSeconds) };
+      case 'flagged': {
+        // A human restarted the job: Twilio's list is asked again. It has the reply → confirmed;
+        // it provably has not → the reply never left, and goes now (unless a later reply has
+        // answered the contact since); Twilio still cannot say → flagged, as before.
+        const reconciled = await replyReconcile(deps, reply, to, true, options);
+        if (reconciled) return reconciled;
+        const current = (await messageGet(deps.db, reply.id)) ?? reply;
+        if (current.status !== 'flagged') break;
+        await refuseIfAnsweredSince(deps, current);
+        return { kind: 'flagged', reply: current, reason: current.errorMessage ?? flagReason(current, deps.confirmTimeoutSeconds) };
+      }
       case 'held': {
         const unheld = await deps.db.query(REPLY_UNHOLD_SQL, [reply.id, ...confirmsParams(options.confirms)]);
         if (unheld.rows[0]) return replyDispatch(deps, messageFromRow(unheld.rows[0] as never), to);
         await refuseIfWithheld(deps, reply, options);
-        const answeredBy = (await deps.db.query<{ id: string }>(REPLY_ANSWERED_SINCE_SQL, [reply.id])).rows[0]?.id;
-        if (answeredBy) throw new AnsweredSinceError(`not sent: reply ${answeredBy} has answered the contact since this one was held`);
+        await refuseIfAnsweredSince(deps, reply);
         break;
       }
       case 'send_failed':
@@ -470,6 +487,7 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
         const claimed = await deps.db.query(REPLY_RECLAIM_SQL, [reply.id, ...confirmsParams(options.confirms)]);
         if (claimed.rows[0]) return replyDispatch(deps, messageFromRow(claimed.rows[0] as never), to);
         await refuseIfWithheld(deps, reply, options);
+        await refuseIfAnsweredSince(deps, reply);
         break;
       }
       case 'pending':
@@ -540,8 +558,9 @@ const REPLY_RECLAIM_ABSENT_SQL = `
   update messages
   set status = 'pending', send_started_at = now(), status_updated_at = now(),
       error_message = 'resent: Twilio had no record of the first send (its Messages list)'
-  where id = $1 and status in ('pending', 'unconfirmed') and twilio_sid is null
+  where id = $1 and status in ('pending', 'unconfirmed', 'flagged') and twilio_sid is null
     and coalesce(send_started_at, created_at) + make_interval(secs => $2) <= now()
+    and not exists (${ANSWERED_SINCE('messages')})
     and ${MAY_SEND('$3', '$4')}
   returning *`;
 
@@ -699,6 +718,6 @@ function flagReason(reply: Message, timeoutSeconds: number, why?: string): strin
   const cause = why ?? `no confirmation came within ${timeoutSeconds} s (its sender stopped mid-send or Twilio did not answer)`;
   return (
     `reply ${reply.id} flagged for a human: it may have reached Twilio, but ${cause}. Not resent, to avoid a ` +
-    'duplicate: check the Twilio console for a message to this contact, then resend or dismiss it.'
+    "duplicate. Restarting its job asks Twilio's Messages list again: confirmed if Twilio has it, sent once if Twilio provably has not."
   );
 }
