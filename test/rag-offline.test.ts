@@ -120,6 +120,12 @@ test('a question the knowledge base cannot answer takes the "I don\'t know" path
   assert.ok(reply.citations.relevance < reply.citations.threshold);
   const page = await app.inject({ method: 'GET', url: `/admin/conversations/${reply.conversation_id}` });
   assert.match(page.body, /data-no-answer="true">no source relevant enough/);
+  // Nothing found at all, with the threshold off (an empty knowledge base): no "best 0.00 <
+  // threshold 0.00", which is false (found by a WhatsApp probe).
+  await runtime.db.query(`update messages set citations = citations || '{"relevance": 0, "threshold": 0}' where source = 'ai' and conversation_id = $1`, [reply.conversation_id]);
+  const empty = await app.inject({ method: 'GET', url: `/admin/conversations/${reply.conversation_id}` });
+  assert.match(empty.body, /data-no-answer="true">nothing in the knowledge base matched the question: told to say it does not know/);
+  assert.doesNotMatch(empty.body, /best 0\.00 &lt; threshold 0\.00/);
 });
 
 test('the offline answer quotes whole sentences of text wrapped over lines, and list items one by one', async () => {

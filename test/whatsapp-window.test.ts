@@ -259,11 +259,17 @@ describe('with an approved template', () => {
     const { conversationId, jobId } = await received(s!, phone, 'Hallo', '');
     await settled(s!, jobId);
     await closeWindow(s!, conversationId);
+    // The page said the reply would go as the template, and the held reason told the admin
+    // to configure one, which was configured (found by a WhatsApp probe).
+    const page = await s!.m.app.inject({ method: 'GET', url: `/admin/conversations/${conversationId}` });
+    assert.match(page.body, /a reply is <strong>held<\/strong>, not sent: the approved template <span class="mono">HX[0-9a]+<\/span> cannot be filled \(template variable 1 \(name\) has no value/);
     const before = s!.twilioApi.messages.length;
     const sent = await s!.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body: 'Hallo' } });
     const { message, outcome } = JSON.parse(sent.body);
     assert.equal(outcome, 'held');
     assert.match(message.errorMessage, /template variable 1 \(name\) has no value for this contact: WhatsApp gave no profile name/);
+    assert.match(message.errorMessage, /or use a template whose variables this contact can fill$/);
+    assert.doesNotMatch(message.errorMessage, /configure an approved template/);
     assert.equal(s!.twilioApi.messages.length, before);
   });
 });

@@ -64,8 +64,12 @@ export function templateFill(template: ReplyTemplate, values: { name: string | n
   return { variables };
 }
 
-/** Why a reply outside the window was held, for the message and the job. */
-export function heldReason(lastInboundAt: Date | null, why: string): string {
+/**
+ * Why a reply outside the window was held, for the message and the job, with what a human
+ * can do: configuring a template is advice only where none is configured.
+ */
+export function heldReason(lastInboundAt: Date | null, why: string, templateConfigured: boolean): string {
   const since = lastInboundAt ? `the contact last wrote ${lastInboundAt.toISOString()}` : 'the contact never wrote';
-  return `held, not sent: outside WhatsApp's 24-hour window (${since}); ${why}. A human must decide: answer when the contact writes again, or configure an approved template (WHATSAPP_TEMPLATE_SID)`;
+  const remedy = templateConfigured ? 'or use a template whose variables this contact can fill' : 'or configure an approved template (WHATSAPP_TEMPLATE_SID)';
+  return `held, not sent: outside WhatsApp's 24-hour window (${since}); ${why}. A human must decide: answer when the contact writes again (then restart the job), ${remedy}`;
 }

@@ -5,7 +5,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { suggestionDiscard, suggestionGet, suggestionList, type Suggestion } from '../../jobs/suggest.ts';
 import { chunkLocation } from '../../knowledge/chunking.ts';
-import { windowOpen, windowOpenUntil } from '../../messaging/window.ts';
+import { templateFill, windowOpen, windowOpenUntil, type ReplyTemplate } from '../../messaging/window.ts';
 import type { Profiles } from '../../messaging/profiles.ts';
 import { mediaFile, mediaOfMessages, type MediaInfo } from '../../messaging/media-store.ts';
 import { conversationAiPausedSet, conversationGet, messageListRecent, type Citations, type Conversation, type Message } from '../../messaging/conversations.ts';
@@ -97,7 +97,10 @@ function messageBubble(m: Message, media: MediaInfo[] = []): Html {
 /** Where a reply's answer came from, linked to the sections; or why it said it does not know. */
 function citationsNote(c: Citations): Html {
   if (c.noAnswer) {
-    return html`<span class="citations" data-no-answer="true">no source relevant enough (best ${c.relevance.toFixed(2)} &lt; threshold ${c.threshold.toFixed(2)}): told to say it does not know and offer a colleague</span>`;
+    // Nothing found at all (an empty knowledge base, no word in common) has no "best" to
+    // compare: "best 0.00 < threshold 0.00" read as a false inequality.
+    const why = c.relevance > 0 && c.relevance < c.threshold ? html`no source relevant enough (best ${c.relevance.toFixed(2)} &lt; threshold ${c.threshold.toFixed(2)})` : html`nothing in the knowledge base matched the question`;
+    return html`<span class="citations" data-no-answer="true">${why}: told to say it does not know and offer a colleague</span>`;
   }
   if (c.sources.length === 0) return html``;
   return html`<span class="citations">sources: ${c.sources.map(
@@ -115,17 +118,23 @@ ${actionButton(ctx, `/admin/suggestions/${s.id}/discard`, 'Discard', { className
 }
 
 /** WhatsApp's 24-hour window, as the admin must know it before replying. */
-function windowNote(conversation: Conversation, templateSid: string | undefined): Html {
+function windowNote(conversation: Conversation, template: ReplyTemplate | null): Html {
   const until = windowOpenUntil(conversation.lastInboundAt);
   if (until && windowOpen(conversation.lastInboundAt)) {
     return html`<p class="muted" id="window" data-window="open">WhatsApp window open until ${until.toLocaleString('en-GB', { dateStyle: 'medium', timeStyle: 'short' })} (${when(until)}): free-form replies are allowed.</p>`;
   }
   const since = until ? html` since ${until.toLocaleString('en-GB', { dateStyle: 'medium', timeStyle: 'short' })}` : '';
-  const then = templateSid ? html`a reply goes as the approved template <span class="mono">${templateSid}</span>` : html`a reply is <strong>held</strong>, not sent: no approved template is configured (WHATSAPP_TEMPLATE_SID)`;
+  // What the outbox will do (sendForm): the template only if it can be filled for this contact.
+  const filled = template ? templateFill(template, { name: conversation.profileName, reply: 'reply' }) : null;
+  const then = !template
+    ? html`a reply is <strong>held</strong>, not sent: no approved template is configured (WHATSAPP_TEMPLATE_SID)`
+    : filled && 'missing' in filled
+      ? html`a reply is <strong>held</strong>, not sent: the approved template <span class="mono">${template.contentSid}</span> cannot be filled (${filled.missing})`
+      : html`a reply goes as the approved template <span class="mono">${template.contentSid}</span>`;
   return html`<p id="window" data-window="closed"><span class="badge b-failed">window closed</span>${since}: the contact has not written for 24 hours, so ${then}.</p>`;
 }
 
-function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number, templateSid: string | undefined, via: string, media: Map<string, MediaInfo[]>): Html {
+function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number, template: ReplyTemplate | null, via: string, media: Map<string, MediaInfo[]>): Html {
   const pending = suggestions.filter((s) => s.status === 'pending');
   return page(
     ctx,
@@ -150,7 +159,7 @@ ${actionButton(ctx, `/admin/conversations/${conversation.id}/forget`, 'Forget th
 <div class="thread">${messages.length === 0 ? html`<p class="muted">No messages.</p>` : messages.map((m) => messageBubble(m, media.get(m.id)))}</div>
 ${pending.map((s) => suggestionCard(ctx, s))}
 </div>
-<div class="card">${windowNote(conversation, templateSid)}<form method="post" action="/admin/conversations/${conversation.id}/reply">${csrfField(ctx)}
+<div class="card">${windowNote(conversation, template)}<form method="post" action="/admin/conversations/${conversation.id}/reply">${csrfField(ctx)}
 <label>Reply as admin<textarea name="body" required maxlength="${maxChars}"></textarea></label>
 <p><button class="primary" type="submit">Send reply</button></p></form></div>`,
   );
@@ -234,7 +243,7 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const [messages, suggestions] = await Promise.all([messageListRecent(db, conversation.id, THREAD_MESSAGES), suggestionList(db, conversation.id)]);
     const profile = runtime.profiles.of(conversation.businessNumber);
     const media = await mediaOfMessages(db, messages.filter((m) => m.mediaUrls.length > 0).map((m) => m.id));
-    return sendPage(reply, threadPage(ctx, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS, profile.template?.contentSid, `${conversation.businessNumber ?? runtime.profiles.defaultNumber ?? 'the default sender'} (${profile.name})`, media));
+    return sendPage(reply, threadPage(ctx, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS, profile.template, `${conversation.businessNumber ?? runtime.profiles.defaultNumber ?? 'the default sender'} (${profile.name})`, media));
   });
 
   for (const change of ['out', 'in'] as const) {
