@@ -199,8 +199,10 @@ describe('without a template', () => {
     assert.equal(retried.status, 'done', retried.lastError ?? '');
     assert.match(JSON.stringify(retried.result), /answered since/);
     assert.equal(s!.twilioApi.messages.length, 1, 'the stale reply did not go out after the newer one');
-    const held = await s!.t.db.query<{ status: string }>(`select status from messages where source = 'ai' and reply_to_message_id = $1`, [inboundId]);
-    assert.deepEqual(held.rows, [{ status: 'held' }]);
+    const held = await s!.t.db.query<{ status: string; error_message: string }>(`select status, error_message from messages where source = 'ai' and reply_to_message_id = $1`, [inboundId]);
+    assert.equal(held.rows[0]!.status, 'held');
+    // The thread no longer asks a human to decide (found by a WhatsApp probe).
+    assert.match(held.rows[0]!.error_message, /^not sent: reply \S+ has answered the contact since this one was held; nothing left to do$/);
   });
 
   test('a 63016 that still comes back (a clock off, a window Twilio closed first) is recorded as the window case', async () => {

@@ -372,10 +372,20 @@ const REPLY_ANSWERED_SINCE_SQL = `
   select answered.id from messages held, lateral (${ANSWERED_SINCE('held')} order by a.created_at limit 1) answered
   where held.id = $1`;
 
-/** Throws AnsweredSinceError when a later reply has answered what `reply` (never sent) answers. */
+// What the reply says once a later one has answered for it: its old reason ("A human must
+// decide …") would still ask for someone to act.
+const REPLY_SUPERSEDED_SQL = `update messages set error_message = $2, status_updated_at = now() where id = $1 and twilio_sid is null`;
+
+/**
+ * Throws AnsweredSinceError when a later reply has answered what `reply` (never sent)
+ * answers, having recorded that on the reply.
+ */
 async function refuseIfAnsweredSince(deps: OutboxDeps, reply: Message): Promise<void> {
   const answeredBy = (await deps.db.query<{ id: string }>(REPLY_ANSWERED_SINCE_SQL, [reply.id])).rows[0]?.id;
-  if (answeredBy) throw new AnsweredSinceError(`not sent: reply ${answeredBy} has answered the contact since this one was ${reply.status === 'held' ? 'held' : 'left unsent'}`);
+  if (!answeredBy) return;
+  const text = `not sent: reply ${answeredBy} has answered the contact since this one was ${reply.status === 'held' ? 'held' : 'left unsent'}; nothing left to do`;
+  await deps.db.query(REPLY_SUPERSEDED_SQL, [reply.id, text]);
+  throw new AnsweredSinceError(text);
 }
 
 // A reply (or part) that never went out and may not now, its contact having opted out or a
