@@ -383,7 +383,12 @@ const REPLY_SUPERSEDED_SQL = `update messages set error_message = $2, status_upd
 async function refuseIfAnsweredSince(deps: OutboxDeps, reply: Message): Promise<void> {
   const answeredBy = (await deps.db.query<{ id: string }>(REPLY_ANSWERED_SINCE_SQL, [reply.id])).rows[0]?.id;
   if (!answeredBy) return;
-  const text = `not sent: reply ${answeredBy} has answered the contact since this one was ${reply.status === 'held' ? 'held' : 'left unsent'}; nothing left to do`;
+  const since = `reply ${answeredBy} has answered the contact since`;
+  // A flagged reply may have reached them: that stays unknown, and is no longer a question.
+  const text =
+    reply.status === 'flagged'
+      ? `${since}; whether this one reached them is unknown (Twilio could not say); nothing left to do`
+      : `not sent: ${since} this one was ${reply.status === 'held' ? 'held' : 'left unsent'}; nothing left to do`;
   await deps.db.query(REPLY_SUPERSEDED_SQL, [reply.id, text]);
   throw new AnsweredSinceError(text);
 }
