@@ -210,7 +210,20 @@ describe('proxy trust is opt-in (TRUST_PROXY)', () => {
   test('open mode answers nothing a proxy or tunnel relayed, even under a loopback Host', async () => {
     // `ngrok http 3000 --host-header=rewrite` on this machine: a loopback connection and Host,
     // for anyone on the internet. Only the headers it adds say so; the whole API was open.
-    const relays = [{ 'x-forwarded-for': '192.0.2.2' }, { forwarded: 'for=192.0.2.2' }, { 'x-real-ip': '192.0.2.2' }, { 'x-forwarded-proto': 'https' }, { via: '1.1 proxy' }, { 'cf-connecting-ip': '192.0.2.2' }];
+    const relays = [
+      { 'x-forwarded-for': '192.0.2.2' },
+      { forwarded: 'for=192.0.2.2' },
+      { 'x-real-ip': '192.0.2.2' },
+      { 'x-forwarded-proto': 'https' },
+      { 'x-forwarded-port': '443' },
+      { via: '1.1 proxy' },
+      { 'cf-connecting-ip': '192.0.2.2' },
+      { 'true-client-ip': '192.0.2.2' },
+      { 'fly-client-ip': '192.0.2.2' },
+      { 'x-client-ip': '192.0.2.2' },
+      { 'x-original-forwarded-for': '192.0.2.2' },
+      { 'tailscale-funnel-request': '?1' },
+    ];
     for (const app of [plain.app, proxied.app]) {
       for (const relay of relays) {
         const headers = { host: 'localhost:3977', ...relay };

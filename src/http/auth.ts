@@ -146,8 +146,10 @@ export function bearerToken(request: FastifyRequest): string | undefined {
   return match?.[1]?.trim();
 }
 
-// Headers a proxy or tunnel adds to what it relays (ngrok, cloudflared, nginx, Caddy …).
-const RELAY_HEADERS = ['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'cf-connecting-ip', 'via'];
+// Headers a proxy or tunnel adds to what it relays (ngrok, cloudflared, Tailscale Funnel,
+// Fly, nginx, Caddy, Akamai …): any X-Forwarded-* or X-Original-Forwarded-*, and these.
+const RELAY_HEADERS = new Set(['forwarded', 'via', 'x-real-ip', 'x-client-ip', 'true-client-ip', 'cf-connecting-ip', 'fly-client-ip', 'tailscale-funnel-request']);
+const relayHeader = (name: string) => RELAY_HEADERS.has(name) || name.startsWith('x-forwarded-') || name.startsWith('x-original-forwarded-');
 
 /**
  * Whether a request was made on this machine, directly: what open mode (no ADMIN_TOKEN) and
@@ -163,7 +165,7 @@ const RELAY_HEADERS = ['forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-fo
  */
 export function fromThisMachine(request: FastifyRequest): boolean {
   if (!isLoopback((request.socket.remoteAddress ?? '').replace(/^::ffff:/, ''))) return false;
-  if (RELAY_HEADERS.some((name) => request.headers[name] !== undefined)) return false;
+  if (Object.keys(request.headers).some(relayHeader)) return false;
   try {
     const hostname = new URL(`http://${request.headers.host ?? ''}`).hostname.replace(/^\[|\]$/g, '');
     return isLoopback(hostname);
