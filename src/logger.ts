@@ -20,36 +20,26 @@ export function logFormatOf(setting: 'auto' | LogFormat = 'auto', stream: { isTT
 }
 
 // A number in international form inside a text: + and 7 to 15 digits (E.164, as Twilio
-// and WhatsApp write them).
-const PHONE_IN_TEXT = /\+\d{7,15}(?!\d)/g;
+// and WhatsApp write them), not inside a word or a base64 run (an SM… id) nor a decimal.
+const PHONE_IN_TEXT = /(?<![\w+/])\+\d{7,15}(?![\d.])/g;
 
 /** `text` with every phone number in international form masked (maskPhone). */
 export function phonesMasked(text: string): string {
   return text.replace(PHONE_IN_TEXT, maskPhone);
 }
 
-/** A logged value with phone numbers masked in its texts: strings, errors, and the fields of objects two levels down. */
-function masked(value: unknown, depth = 0): unknown {
-  if (typeof value === 'string') return phonesMasked(value);
-  if (value instanceof Error) return masked(pino.stdSerializers.err(value), depth);
-  if (depth >= 2 || value === null || typeof value !== 'object' || Array.isArray(value) || value instanceof Date) return value;
-  return Object.fromEntries(Object.entries(value).map(([key, field]) => [key, masked(field, depth + 1)]));
+/**
+ * The destination, behind a mask: each serialized line goes on with its phone numbers
+ * masked, whatever field, message, error or child binding holds them.
+ */
+function masking(stream: pino.DestinationStream): pino.DestinationStream {
+  return { write: (line: string) => stream.write(phonesMasked(line)) };
 }
 
 export function createLogger(level = 'info', format: LogFormat = 'json', destination?: NodeJS.WritableStream): pino.Logger {
-  const options: pino.LoggerOptions = {
-    name: 'aiq',
-    level,
-    redact: REDACT,
-    formatters: { log: (object) => masked(object) as Record<string, unknown> },
-    hooks: {
-      logMethod(args, method) {
-        // The message, and the values of a printf-style message.
-        method.apply(this, args.map((arg) => (typeof arg === 'string' ? phonesMasked(arg) : arg)) as Parameters<typeof method>);
-      },
-    },
-  };
-  if (format === 'json') return destination ? pino(options, destination) : pino(options);
+  const options = { name: 'aiq', level, redact: REDACT };
+  // pino.destination(1) is what pino writes to by default (flushed at exit).
+  if (format === 'json') return pino(options, masking(destination ?? pino.destination(1)));
   // Synchronous, in-process: a worker thread transport could lose the last lines of a crash.
   const stream = pretty({
     colorize: destination === undefined && pretty.isColorSupported,
@@ -59,7 +49,7 @@ export function createLogger(level = 'info', format: LogFormat = 'json', destina
     sync: true,
     destination: destination ?? 1,
   });
-  return pino(options, stream);
+  return pino(options, masking(stream));
 }
 
 /**

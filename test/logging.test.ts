@@ -31,4 +31,25 @@ for (const format of ['json', 'pretty'] as const) {
     assert.ok(out.includes('2026-12-06T20:13:24.002Z'));
     assert.match(out, /Twilio error 21211/);
   });
+
+  test(`errors keep their type; an error logged alone, arrays and a child's bindings are masked too; ids and prices are not numbers (${format})`, () => {
+    const { logger, lines } = capture(format);
+    class TwilioError extends Error {}
+    logger.error(new TwilioError("The 'To' number whatsapp:+31687654322 is not a valid WhatsApp user"));
+    logger.error({ err: new TypeError('bad +447700900123') });
+    logger.warn({ recipients: ['+12025550143', { to: '+33612345678' }] }, 'several');
+    logger.child({ to: '+4915112345678' }).info('bound');
+    logger.info({ sid: 'SMabc+12345678901', blob: 'ab+1234567890==', price: '+1234567.89' }, 'not numbers');
+    const out = lines.join('\n');
+    for (const number of ['+31687654322', '+447700900123', '+12025550143', '+33612345678', '+4915112345678']) {
+      assert.ok(!out.includes(number), `${number} is not in the log:\n${out}`);
+    }
+    if (format === 'json') {
+      const records = lines.map((line) => JSON.parse(line));
+      assert.equal(records[0].err.type, 'TwilioError');
+      assert.match(records[0].msg, /whatsapp:\+31•+22 is not a valid WhatsApp user/);
+      assert.equal(records[1].err.type, 'TypeError');
+      assert.deepEqual(records[4], { ...records[4], sid: 'SMabc+12345678901', blob: 'ab+1234567890==', price: '+1234567.89' });
+    }
+  });
 }
