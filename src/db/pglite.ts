@@ -5,6 +5,7 @@ import { chmodSync, existsSync, mkdirSync, renameSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
+import pg from 'pg';
 import { servePgliteSocket, type SocketServer } from './pglite-socket.ts';
 import { SessionGate } from './session-gate.ts';
 import { dataDirLock } from './data-dir-lock.ts';
@@ -26,6 +27,14 @@ export interface PgliteOptions {
   onError?: (err: Error) => void;
 }
 
+// The JavaScript values node-postgres gives (src/db/postgres.ts), so that code tested on one
+// database behaves alike on the other: bytea as a Buffer (PGlite's Uint8Array made an erasure
+// match nothing in stored uploads), int8 as a number, and dates and timestamps through
+// node-postgres's own parsers (PGlite's misread years before 100 and after 9999, and infinity).
+const PARSERS = Object.fromEntries(
+  [17, 1082, 1114, 1184].map((oid) => [oid, pg.types.getTypeParser(oid, 'text') as (value: string) => unknown]).concat([[20, (value: string) => Number(value)]]),
+);
+
 export async function openPglite(options: PgliteOptions = {}): Promise<Database & { dump(): Promise<Blob> }> {
   const releaseLock = options.dataDir ? await lockDataDir(resolve(options.dataDir)) : () => {};
   let db: PGlite;
@@ -35,6 +44,7 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
       dataDir: options.dataDir ? ownerOnlyFolder(resolve(options.dataDir, 'pgdata')) : undefined,
       loadDataDir: options.loadDataDir,
       extensions: { vector },
+      parsers: PARSERS,
     });
   } catch (err) {
     releaseLock();
