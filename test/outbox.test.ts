@@ -270,25 +270,41 @@ describe('reply delivery through the outbox', () => {
     }
   });
 
-  test('a flagged reply whose question a later reply answered: restarting its job resends nothing and says the rest is unknown', async () => {
-    fake.fault({ kind: 'accept-then-drop' });
-    fake.listFailures = 1_000;
-    const first = await receive(m, t, 'Eerste vraag', '+31612340204');
-    const waiting = await untilJob(t, first, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
-    await t.db.query(`update messages set send_started_at = now() - interval '1 hour' where reply_to_message_id = $1`, [first]);
-    await runNow(t, waiting.id);
-    const failed = await untilJob(t, first, 'job failed: flagged', (j) => j.status === 'failed');
-    const second = await receive(m, t, 'Tweede vraag', '+31612340204');
-    await untilJob(t, second, 'the next reply', (j) => j.status === 'done');
-    assert.equal(fake.messages.length, 2);
-    assert.ok(await jobRetry(t.db, failed.id));
-    const done = await untilJob(t, first, 'the restarted job done', (j) => j.status === 'done');
-    assert.match(JSON.stringify(done.result), /answered since/);
-    assert.equal(fake.messages.length, 2, 'nothing resent');
-    const reply = (await replyTo(t, first))!;
-    assert.equal(reply.status, 'flagged');
-    assert.match(reply.error_message!, /has answered the contact since; whether this one reached them is unknown/);
-    fake.listFailures = 0;
+  test('a flagged reply whose question a later reply answered: its restarted job resends nothing, and the reply says what Twilio knows', async () => {
+    for (const twilioCanSay of [false, true]) {
+      fake.reset();
+      fake.statusCallbacks = false;
+      fake.fault({ kind: 'accept-then-drop' });
+      fake.listFailures = 1_000;
+      const phone = twilioCanSay ? '+31612340205' : '+31612340204';
+      const first = await receive(m, t, `Eerste vraag ${twilioCanSay}`, phone);
+      const waiting = await untilJob(t, first, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
+      await t.db.query(`update messages set send_started_at = now() - interval '1 hour' where reply_to_message_id = $1`, [first]);
+      await runNow(t, waiting.id);
+      const failed = await untilJob(t, first, 'job failed: flagged', (j) => j.status === 'failed');
+      const second = await receive(m, t, `Tweede vraag ${twilioCanSay}`, phone);
+      await untilJob(t, second, 'the next reply', (j) => j.status === 'done');
+      assert.equal(fake.messages.length, 2);
+      if (twilioCanSay) {
+        // Twilio's list answers, without the first send: it never left.
+        fake.listFailures = 0;
+        fake.messages.splice(0, 1);
+      }
+      assert.ok(await jobRetry(t.db, failed.id));
+      const done = await untilJob(t, first, 'the restarted job done', (j) => j.status === 'done');
+      assert.match(JSON.stringify(done.result), /answered since/);
+      assert.equal(fake.messages.length, twilioCanSay ? 1 : 2, 'nothing resent');
+      const reply = (await replyTo(t, first))!;
+      if (twilioCanSay) {
+        // Reviewer's finding: it stayed flagged, a problem no one could clear.
+        assert.equal(reply.status, 'failed');
+        assert.match(reply.error_message!, /^not sent \(Twilio has no record of it\): reply \S+ has answered the contact since; nothing left to do$/);
+      } else {
+        assert.equal(reply.status, 'flagged');
+        assert.match(reply.error_message!, /has answered the contact since; whether this one reached them is unknown/);
+      }
+      fake.listFailures = 0;
+    }
   });
 
   // A job restarted after the next reply covered its question sent the old answer after the

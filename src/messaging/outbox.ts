@@ -373,23 +373,28 @@ const REPLY_ANSWERED_SINCE_SQL = `
   where held.id = $1`;
 
 // What the reply says once a later one has answered for it: its old reason ("A human must
-// decide …") would still ask for someone to act.
-const REPLY_SUPERSEDED_SQL = `update messages set error_message = $2, status_updated_at = now() where id = $1 and twilio_sid is null`;
+// decide …") would still ask for someone to act. A flagged one that Twilio's list showed
+// never left becomes `failed`, as a refused one is.
+const REPLY_SUPERSEDED_SQL = `
+  update messages set status = coalesce($3, status), error_message = $2, status_updated_at = now()
+  where id = $1 and twilio_sid is null`;
 
 /**
  * Throws AnsweredSinceError when a later reply has answered what `reply` (never sent)
  * answers, having recorded that on the reply.
  */
-async function refuseIfAnsweredSince(deps: OutboxDeps, reply: Message): Promise<void> {
+async function refuseIfAnsweredSince(deps: OutboxDeps, reply: Message, twilioHasNoRecord = false): Promise<void> {
   const answeredBy = (await deps.db.query<{ id: string }>(REPLY_ANSWERED_SINCE_SQL, [reply.id])).rows[0]?.id;
   if (!answeredBy) return;
   const since = `reply ${answeredBy} has answered the contact since`;
-  // A flagged reply may have reached them: that stays unknown, and is no longer a question.
-  const text =
-    reply.status === 'flagged'
-      ? `${since}; whether this one reached them is unknown (Twilio could not say); nothing left to do`
+  const flaggedUnknown = reply.status === 'flagged' && !twilioHasNoRecord;
+  // A flagged reply Twilio cannot account for may have reached them: that stays unknown.
+  const text = flaggedUnknown
+    ? `${since}; whether this one reached them is unknown (Twilio could not say); nothing left to do`
+    : reply.status === 'flagged'
+      ? `not sent (Twilio has no record of it): ${since}; nothing left to do`
       : `not sent: ${since} this one was ${reply.status === 'held' ? 'held' : 'left unsent'}; nothing left to do`;
-  await deps.db.query(REPLY_SUPERSEDED_SQL, [reply.id, text]);
+  await deps.db.query(REPLY_SUPERSEDED_SQL, [reply.id, text, reply.status === 'flagged' && !flaggedUnknown ? 'failed' : null]);
   throw new AnsweredSinceError(text);
 }
 
@@ -483,11 +488,15 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
         // A human restarted the job: Twilio's list is asked again. It has the reply → confirmed;
         // it provably has not → the reply never left, and goes now (unless a later reply has
         // answered the contact since); Twilio still cannot say → flagged, as before.
-        const reconciled = await replyReconcile(deps, reply, to, true, options);
-        if (reconciled) return reconciled;
+        const listed = await twilioListed(deps, reply, to);
+        if (typeof listed === 'object') return listed;
+        if (listed === 'absent') {
+          const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id, deps.confirmTimeoutSeconds, ...confirmsParams(options.confirms)]);
+          if (reclaimed.rows[0]) return replyDispatch(deps, messageFromRow(reclaimed.rows[0] as never), to);
+        }
         const current = (await messageGet(deps.db, reply.id)) ?? reply;
         if (current.status !== 'flagged') break;
-        await refuseIfAnsweredSince(deps, current);
+        await refuseIfAnsweredSince(deps, current, listed === 'absent');
         return { kind: 'flagged', reply: current, reason: current.errorMessage ?? flagReason(current, deps.confirmTimeoutSeconds) };
       }
       case 'held': {
@@ -592,12 +601,27 @@ const RECONCILE_SLACK_MS = 60_000;
  * template (its text is not ours), or absence proves nothing yet → null: the caller flags.
  */
 export async function replyReconcile(deps: OutboxDeps, reply: Message, to: string, absenceProves: boolean, options: ResumeOptions = {}): Promise<ReplyOutcome | null> {
-  if (!deps.transport.sentTo || reply.templateSid) return null;
+  const listed = await twilioListed(deps, reply, to);
+  if (typeof listed === 'object') return listed;
+  if (listed === 'unknown' || !absenceProves) return null;
+  // Not after an opt-out: then it stays unresent, and is flagged for a human like any reply
+  // whose confirmation did not come.
+  const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id, deps.confirmTimeoutSeconds, ...confirmsParams(options.confirms)]);
+  return reclaimed.rows[0] ? replyDispatch(deps, messageFromRow(reclaimed.rows[0] as never), to) : null;
+}
+
+/**
+ * What Twilio's Messages list says of a reply: it has it (confirmed now with Twilio's SID and
+ * status), it has not ('absent'), or it cannot say ('unknown': an error, or the reply went as
+ * a template, whose text is not ours).
+ */
+async function twilioListed(deps: OutboxDeps, reply: Message, to: string): Promise<ReplyOutcome | 'absent' | 'unknown'> {
+  if (!deps.transport.sentTo || reply.templateSid) return 'unknown';
   let listed;
   try {
     listed = await deps.transport.sentTo(to, new Date((reply.sendStartedAt ?? reply.createdAt).getTime() - RECONCILE_SLACK_MS), (await sendContextOf(deps, reply.conversationId)).from);
   } catch {
-    return null;
+    return 'unknown';
   }
   for (const candidate of listed.filter((m) => m.body === reply.body)) {
     const claimed = await deps.db.query('select 1 from messages where twilio_sid = $1', [candidate.sid]);
@@ -605,11 +629,7 @@ export async function replyReconcile(deps: OutboxDeps, reply: Message, to: strin
     const confirmed = await deps.db.query(REPLY_CONFIRM_SQL, [reply.id, candidate.sid, candidate.status]);
     return { kind: 'already-sent', reply: messageFromRow(confirmed.rows[0] as never) };
   }
-  if (!absenceProves) return null;
-  // Not after an opt-out: then it stays unresent, and is flagged for a human like any reply
-  // whose confirmation did not come.
-  const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id, deps.confirmTimeoutSeconds, ...confirmsParams(options.confirms)]);
-  return reclaimed.rows[0] ? replyDispatch(deps, messageFromRow(reclaimed.rows[0] as never), to) : null;
+  return 'absent';
 }
 
 /** Confirmed: Twilio gave it a SID (by answer or status callback), or the log printed it. */
