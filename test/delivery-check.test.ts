@@ -88,6 +88,38 @@ describe('delivery check', () => {
     assert.equal((await stateOf(travelling.id)).status, 'read');
   });
 
+  // An admin's send cut off mid-way waits for a callback that, when Twilio never got it, does
+  // not come; no job waits on it, so it stayed unconfirmed for good.
+  test('an admin reply whose send was cut off is settled by Twilio\'s list after its deadline: confirmed, or failed as not sent', async () => {
+    for (const twilioHasIt of [true, false]) {
+      const phone = twilioHasIt ? '+31612350011' : '+31612350012';
+      const reply = await answered(phone, `Vraag voor een mens ${twilioHasIt}`);
+      const { conversation_id: conversationId } = (await s.t.db.query<{ conversation_id: string }>('select conversation_id from messages where id = $1', [reply.id])).rows[0]!;
+      const sent = await s.m.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/messages`, headers: { authorization: 'Bearer local' }, payload: { body: `Ik kijk ernaar (${twilioHasIt})` } });
+      assert.equal(sent.statusCode, 201, sent.body);
+      const { message } = sent.json();
+      // As a send cut off after Twilio took it leaves it (test/outbox.test.ts makes one): no
+      // SID, waiting for a callback; with PUBLIC_URL unset here, the list would be asked at once.
+      await s.t.db.query(`update messages set status = 'unconfirmed', twilio_sid = null where id = $1`, [message.id]);
+      if (!twilioHasIt) s.twilioApi.messages.splice(s.twilioApi.messages.findIndex((m) => m.body === `Ik kijk ernaar (${twilioHasIt})`), 1);
+      const early = await checkRun();
+      assert.equal(early.adminConfirmed ?? 0, 0, 'not before the confirmation deadline');
+      assert.equal((await stateOf(message.id)).status, 'unconfirmed');
+      await s.t.db.query(`update messages set send_started_at = now() - interval '1 hour' where id = $1`, [message.id]);
+      const settled = await checkRun();
+      const state = await stateOf(message.id);
+      if (twilioHasIt) {
+        assert.equal(settled.adminConfirmed, 1);
+        assert.equal(state.status, 'queued');
+      } else {
+        assert.equal(settled.adminNotSent, 1);
+        assert.equal(state.status, 'failed');
+        assert.match(state.error_message!, /^not sent: the send was interrupted and Twilio has no record of it/);
+      }
+      assert.equal(s.twilioApi.messages.filter((m) => m.body === `Ik kijk ernaar (${twilioHasIt})`).length, twilioHasIt ? 1 : 0, 'never resent');
+    }
+  });
+
   test('aiq worker schedules the check when Twilio is configured', async () => {
     const env = {
       PATH: process.env.PATH!,

@@ -7,8 +7,9 @@
 // ten minutes while Twilio is configured (src/main.ts).
 import { z } from 'zod';
 import type { Queryable } from '../db/types.ts';
-import { TWILIO_STATUSES, messageStatusUpdate, type TwilioStatus } from '../messaging/conversations.ts';
-import { SendError, type Transport } from '../messaging/transport.ts';
+import { TWILIO_STATUSES, messageFromRow, messageStatusUpdate, type TwilioStatus } from '../messaging/conversations.ts';
+import { adminReplySettle, type OutboxDeps } from '../messaging/outbox.ts';
+import { SendError } from '../messaging/transport.ts';
 import { twilioErrorText } from '../messaging/twilio.ts';
 import type { JobHandler } from '../queue/index.ts';
 import { autoreplyConfirmedLate, autoreplyWake } from './autoreply.ts';
@@ -73,20 +74,40 @@ const DUE_SQL = `
 
 const ASKED_SQL = `update messages set status_checked_at = now() where id = any($1::uuid[])`;
 
+// An admin's reply whose send ended uncertain and that no callback confirmed by its deadline
+// (REPLY_CONFIRM_TIMEOUT_SECONDS): no job waits on it, so it would stay unconfirmed for good.
+// Through the outbox's index of open sends.
+const ADMIN_UNCONFIRMED_SQL = `
+  select m.*, k.whatsapp_number as contact_number
+  from messages m
+  join conversations c on c.id = m.conversation_id
+  join contacts k on k.id = c.contact_id
+  where m.status in ('pending', 'unconfirmed') and m.source = 'admin' and m.twilio_sid is null
+    and coalesce(m.send_started_at, m.created_at) + make_interval(secs => $1) < now()
+    and m.created_at > now() - make_interval(days => $2)
+    and (m.status_checked_at is null or m.status_checked_at < now() - make_interval(mins => $3))
+  order by m.status_checked_at nulls first, m.created_at
+  limit $4`;
+
 export interface DeliveryCheckResult {
   asked: number;
   /** Replies whose status moved (a callback that never came). */
   updated: number;
   /** SIDs Twilio does not know (deleted from its log, or another account's). */
   unknownToTwilio: number;
+  /** Admin replies whose send ended uncertain, settled by Twilio's list: confirmed, or not sent. */
+  adminConfirmed?: number;
+  adminNotSent?: number;
   /** Set when Twilio asked us to slow down: the rest waits for the next run. */
   stopped?: string;
 }
 
-/** Asks Twilio about the replies due (DUE_SQL) and records what changed. */
-export async function deliveryCheck(db: Queryable, transport: Transport, signal?: AbortSignal): Promise<DeliveryCheckResult> {
+/** Asks Twilio about the replies due (DUE_SQL, ADMIN_UNCONFIRMED_SQL) and records what changed. */
+export async function deliveryCheck(outbox: OutboxDeps, signal?: AbortSignal): Promise<DeliveryCheckResult> {
+  const { db, transport } = outbox;
   const result: DeliveryCheckResult = { asked: 0, updated: 0, unknownToTwilio: 0 };
   if (!transport.messageState) return result;
+  await adminRepliesSettle(outbox, result, signal);
   const due = await db.query<{ id: string; twilio_sid: string }>(DUE_SQL, [QUIET_MINUTES, ASK_AGAIN_MINUTES, MAX_AGE_DAYS, PER_RUN]);
   const asked: string[] = [];
   let refused: { count: number; first: SendError } | undefined;
@@ -136,12 +157,35 @@ export async function deliveryCheck(db: Queryable, transport: Transport, signal?
   return result;
 }
 
-export function deliveryCheckHandler(deps: { db: Queryable; transport: Transport }): JobHandler<Record<string, never>> {
+/** Settles the admin replies left unconfirmed (ADMIN_UNCONFIRMED_SQL), counting into `result`. */
+async function adminRepliesSettle(outbox: OutboxDeps, result: DeliveryCheckResult, signal?: AbortSignal): Promise<void> {
+  const { rows } = await outbox.db.query<Record<string, unknown> & { id: string; contact_number: string }>(ADMIN_UNCONFIRMED_SQL, [
+    outbox.confirmTimeoutSeconds,
+    MAX_AGE_DAYS,
+    ASK_AGAIN_MINUTES,
+    PER_RUN,
+  ]);
+  if (rows.length === 0) return;
+  const asked: string[] = [];
+  try {
+    for (const row of rows) {
+      if (signal?.aborted) break;
+      const settled = await adminReplySettle(outbox, messageFromRow(row as never), `whatsapp:${row.contact_number}`);
+      asked.push(row.id);
+      if (settled === 'confirmed') result.adminConfirmed = (result.adminConfirmed ?? 0) + 1;
+      if (settled === 'not sent') result.adminNotSent = (result.adminNotSent ?? 0) + 1;
+    }
+  } finally {
+    if (asked.length > 0) await outbox.db.query(ASKED_SQL, [asked]);
+  }
+}
+
+export function deliveryCheckHandler(outbox: OutboxDeps): JobHandler<Record<string, never>> {
   return {
     type: DELIVERY_CHECK,
     schema: z.object({}).passthrough() as never,
     async run({ signal }) {
-      return deliveryCheck(deps.db, deps.transport, signal);
+      return deliveryCheck(outbox, signal);
     },
   };
 }

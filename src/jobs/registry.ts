@@ -3,7 +3,7 @@
 import { VectorSpaceMismatchError } from '../knowledge/vectors.ts';
 import { RetryLaterError, type JobHandler } from '../queue/index.ts';
 import type { Runtime } from '../runtime.ts';
-import { autoreplyHandler } from './autoreply.ts';
+import { autoreplyHandler, outboxDepsOf } from './autoreply.ts';
 import { deliveryCheckHandler } from './delivery-status.ts';
 import { embedRecordHandler } from './embed-record.ts';
 import { importPeopleHandler } from './import-people.ts';
@@ -43,7 +43,7 @@ export function buildHandlers(runtime: Runtime): JobHandler<any>[] {
     importPeopleHandler({ db: runtime.db }),
     retentionPurgeHandler({ db: runtime.db, config: runtime.config }),
     peopleSyncHandler({ db: runtime.db, config: peopleSyncConfigOf(runtime.config) }),
-    deliveryCheckHandler({ db: runtime.db, transport: runtime.transport }),
+    deliveryCheckHandler(outboxDepsOf(runtime)),
   ];
   return handlers.map(waitingForVectorSpace);
 }

@@ -632,6 +632,27 @@ async function twilioListed(deps: OutboxDeps, reply: Message, to: string): Promi
   return 'absent';
 }
 
+// An admin's reply that provably never reached Twilio: failed, visibly, for the admin to send
+// again if it still matters. Not resent by itself: the admin may have written again meanwhile.
+const ADMIN_REPLY_ABSENT_SQL = `
+  update messages set status = 'failed', status_updated_at = now(),
+         error_message = 'not sent: the send was interrupted and Twilio has no record of it (its Messages list); send it again if it still matters'
+  where id = $1 and source = 'admin' and status in ('pending', 'unconfirmed') and twilio_sid is null
+  returning *`;
+
+/**
+ * Settles an admin's reply whose send ended uncertain (a cut connection) and whose status
+ * callback never came: no job waits on it, so the delivery check asks Twilio's list once the
+ * confirmation deadline has passed. It has it → confirmed; it has not → failed, "not sent";
+ * it cannot say → left unconfirmed, to be asked again.
+ */
+export async function adminReplySettle(deps: OutboxDeps, reply: Message, to: string): Promise<'confirmed' | 'not sent' | 'unknown'> {
+  const listed = await twilioListed(deps, reply, to);
+  if (typeof listed === 'object') return 'confirmed';
+  if (listed === 'unknown') return 'unknown';
+  return (await deps.db.query(ADMIN_REPLY_ABSENT_SQL, [reply.id])).rowCount > 0 ? 'not sent' : 'unknown';
+}
+
 /** Confirmed: Twilio gave it a SID (by answer or status callback), or the log printed it. */
 export function isConfirmed(reply: Message): boolean {
   return reply.twilioSid !== null || reply.status === 'logged';
