@@ -21,7 +21,8 @@ export function logFormatOf(setting: 'auto' | LogFormat = 'auto', stream: { isTT
 
 // A number in international form inside a text: + and 7 to 15 digits (E.164, as Twilio
 // and WhatsApp write them), not inside a word or a base64 run (an SM… id) nor a decimal.
-const PHONE_IN_TEXT = /(?<![\w+/])\+\d{7,15}(?![\d.])/g;
+// After a line break or tab as JSON writes them (\n, \t) it counts: the n is no word.
+const PHONE_IN_TEXT = /(?<=^|[^\w+/]|\\[nrtbf])\+\d{7,15}(?![\d.])/g;
 
 /** `text` with every phone number in international form masked (maskPhone). */
 export function phonesMasked(text: string): string {

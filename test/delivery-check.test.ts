@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { DELIVERY_CHECK, type DeliveryCheckResult } from '../src/jobs/delivery-status.ts';
+import { DELIVERY_CHECK, deliveryStatusRecord, type DeliveryCheckResult } from '../src/jobs/delivery-status.ts';
 import { twilioErrorText } from '../src/messaging/twilio.ts';
 import { jobEnqueue, jobGet, scheduleList } from '../src/queue/index.ts';
 import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN } from './helpers/fake-twilio.ts';
@@ -117,7 +117,27 @@ describe('delivery check', () => {
         assert.match(state.error_message!, /^not sent: the send was interrupted and Twilio has no record of it/);
       }
       assert.equal(s.twilioApi.messages.filter((m) => m.body === `Ik kijk ernaar (${twilioHasIt})`).length, twilioHasIt ? 1 : 0, 'never resent');
+      if (!twilioHasIt) {
+        // Twilio's word still wins over our "not sent" (it had the message after all): a
+        // callback that comes late moves it on and clears the verdict (found by a review).
+        assert.ok(await deliveryStatusRecord(s.t.db, { messageId: message.id, twilioSid: `SM${'7'.repeat(32)}`, status: 'delivered' }));
+        const late = await stateOf(message.id);
+        assert.deepEqual({ status: late.status, error: late.error_message }, { status: 'delivered', error: null });
+      }
     }
+  });
+
+  test('an admin reply sent as a template whose send was cut off is flagged for a human: Twilio\'s list cannot match a template', async () => {
+    const reply = await answered('+31612350013', 'Vraag voor een sjabloon');
+    const { conversation_id: conversationId } = (await s.t.db.query<{ conversation_id: string }>('select conversation_id from messages where id = $1', [reply.id])).rows[0]!;
+    const sent = await s.m.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/messages`, headers: { authorization: 'Bearer local' }, payload: { body: 'Sjabloon' } });
+    const { message } = sent.json();
+    await s.t.db.query(`update messages set status = 'unconfirmed', twilio_sid = null, template_sid = $2, send_started_at = now() - interval '1 hour' where id = $1`, [message.id, `HX${'a1'.repeat(16)}`]);
+    const settled = await checkRun();
+    assert.equal(settled.adminFlagged, 1);
+    const state = await stateOf(message.id);
+    assert.equal(state.status, 'flagged');
+    assert.match(state.error_message!, /went as template HX\w+, which Twilio's Messages list cannot match/);
   });
 
   test('aiq worker schedules the check when Twilio is configured', async () => {

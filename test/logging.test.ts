@@ -40,6 +40,8 @@ for (const format of ['json', 'pretty'] as const) {
     logger.warn({ recipients: ['+12025550143', { to: '+33612345678' }] }, 'several');
     logger.child({ to: '+4915112345678' }).info('bound');
     logger.info({ sid: 'SMabc+12345678901', blob: 'ab+1234567890==', price: '+1234567.89' }, 'not numbers');
+    // A multi-line text, as an outside service's error may be: JSON writes the break as \n.
+    logger.error({ err: new Error('numbers:\n+447700900123 and\t+12025550143') }, 'several lines');
     const out = lines.join('\n');
     for (const number of ['+31687654322', '+447700900123', '+12025550143', '+33612345678', '+4915112345678']) {
       assert.ok(!out.includes(number), `${number} is not in the log:\n${out}`);
@@ -50,6 +52,7 @@ for (const format of ['json', 'pretty'] as const) {
       assert.match(records[0].msg, /whatsapp:\+31•+22 is not a valid WhatsApp user/);
       assert.equal(records[1].err.type, 'TypeError');
       assert.deepEqual(records[4], { ...records[4], sid: 'SMabc+12345678901', blob: 'ab+1234567890==', price: '+1234567.89' });
+      assert.match(records[5].err.message, /^numbers:\n\+44•+23 and\t\+12•+43$/);
     }
   });
 }

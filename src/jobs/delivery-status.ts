@@ -98,6 +98,8 @@ export interface DeliveryCheckResult {
   /** Admin replies whose send ended uncertain, settled by Twilio's list: confirmed, or not sent. */
   adminConfirmed?: number;
   adminNotSent?: number;
+  /** Admin replies sent as a template, which Twilio's list cannot match: flagged for a human. */
+  adminFlagged?: number;
   /** Set when Twilio asked us to slow down: the rest waits for the next run. */
   stopped?: string;
 }
@@ -174,6 +176,7 @@ async function adminRepliesSettle(outbox: OutboxDeps, result: DeliveryCheckResul
       asked.push(row.id);
       if (settled === 'confirmed') result.adminConfirmed = (result.adminConfirmed ?? 0) + 1;
       if (settled === 'not sent') result.adminNotSent = (result.adminNotSent ?? 0) + 1;
+      if (settled === 'flagged') result.adminFlagged = (result.adminFlagged ?? 0) + 1;
     }
   } finally {
     if (asked.length > 0) await outbox.db.query(ASKED_SQL, [asked]);

@@ -419,13 +419,15 @@ const STATUS_UPDATE_SQL = `
   set status = $3,
       twilio_sid = $2,
       error_code = coalesce($4, m.error_code),
-      error_message = coalesce($5, case when m.status = 'flagged' then null else m.error_message end),
+      error_message = coalesce($5, case when m.status = 'flagged' or m.twilio_sid is null then null else m.error_message end),
       status_updated_at = now()
   from (select id, status = 'flagged' as was_flagged from messages
         where (id = $1::uuid or twilio_sid = $2) and source <> 'inbound') before
   where m.id = before.id
     and (m.twilio_sid is null or m.twilio_sid = $2)
-    and message_status_rank($3) > message_status_rank(m.status)
+    -- Without a SID the status is our own verdict ("not sent" included): any word from
+    -- Twilio outranks it, as Twilio has the message after all.
+    and message_status_rank($3) > case when m.twilio_sid is null then 0 else message_status_rank(m.status) end
   returning m.id, m.source, m.conversation_id, m.reply_to_message_id, before.was_flagged`;
 
 /** Applies a delivery status. Returns the message it moved forward, or null when none moved. */

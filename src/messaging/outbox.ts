@@ -496,7 +496,9 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
         }
         const current = (await messageGet(deps.db, reply.id)) ?? reply;
         if (current.status !== 'flagged') break;
-        await refuseIfAnsweredSince(deps, current, listed === 'absent');
+        // An empty list proves nothing before the deadline (Twilio lists a message late).
+        const deadlinePassed = (await deps.db.query<{ passed: boolean }>(REPLY_DEADLINE_SQL, [reply.id, deps.confirmTimeoutSeconds])).rows[0]?.passed ?? false;
+        await refuseIfAnsweredSince(deps, current, listed === 'absent' && deadlinePassed);
         return { kind: 'flagged', reply: current, reason: current.errorMessage ?? flagReason(current, deps.confirmTimeoutSeconds) };
       }
       case 'held': {
@@ -646,7 +648,12 @@ const ADMIN_REPLY_ABSENT_SQL = `
  * confirmation deadline has passed. It has it → confirmed; it has not → failed, "not sent";
  * it cannot say → left unconfirmed, to be asked again.
  */
-export async function adminReplySettle(deps: OutboxDeps, reply: Message, to: string): Promise<'confirmed' | 'not sent' | 'unknown'> {
+export async function adminReplySettle(deps: OutboxDeps, reply: Message, to: string): Promise<'confirmed' | 'not sent' | 'flagged' | 'unknown'> {
+  // A template's text is not ours, so Twilio's list cannot be matched: a human checks.
+  if (reply.templateSid) {
+    const reason = `reply ${reply.id} flagged for a human: its send was cut off, no confirmation came within ${deps.confirmTimeoutSeconds} s, and it went as template ${reply.templateSid}, which Twilio's Messages list cannot match. Check the Twilio console for a message to this contact; send again if it did not arrive.`;
+    return (await deps.db.query(REPLY_FLAG_SQL, [reply.id, reason])).rowCount > 0 ? 'flagged' : 'unknown';
+  }
   const listed = await twilioListed(deps, reply, to);
   if (typeof listed === 'object') return 'confirmed';
   if (listed === 'unknown') return 'unknown';
@@ -660,13 +667,14 @@ export function isConfirmed(reply: Message): boolean {
 
 // Twilio's answer, recorded with its SID. A status callback may have come first (it carries
 // our id): keep whichever status is further along, and the error only if Twilio reported one.
+// Without a SID yet, the status is our own verdict, which Twilio's answer replaces.
 const REPLY_CONFIRM_SQL = `
   update messages
   set twilio_sid = coalesce($2, twilio_sid),
-      status = case when message_status_rank(status) >= message_status_rank($3) and message_status_rank(status) > 0
+      status = case when twilio_sid is not null and message_status_rank(status) >= message_status_rank($3) and message_status_rank(status) > 0
                     then status else $3 end,
-      error_code = case when message_status_rank(status) > 0 then error_code end,
-      error_message = case when message_status_rank(status) > 0 then error_message end,
+      error_code = case when twilio_sid is not null and message_status_rank(status) > 0 then error_code end,
+      error_message = case when twilio_sid is not null and message_status_rank(status) > 0 then error_message end,
       status_updated_at = now()
   where id = $1
   returning *`;
