@@ -419,7 +419,7 @@ const STATUS_UPDATE_SQL = `
   set status = $3,
       twilio_sid = $2,
       error_code = coalesce($4, m.error_code),
-      error_message = coalesce($5, case when m.status = 'flagged' or m.twilio_sid is null then null else m.error_message end),
+      error_message = coalesce($5, case when m.status = 'flagged' or (m.status = 'failed' and m.twilio_sid is null) then null else m.error_message end),
       status_updated_at = now()
   from (select id, status = 'flagged' as was_flagged from messages
         where (id = $1::uuid or twilio_sid = $2) and source <> 'inbound') before
