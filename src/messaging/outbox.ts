@@ -501,16 +501,13 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
         await refuseIfAnsweredSince(deps, current, listed === 'absent' && deadlinePassed);
         return { kind: 'flagged', reply: current, reason: current.errorMessage ?? flagReason(current, deps.confirmTimeoutSeconds) };
       }
-      case 'held': {
-        const unheld = await deps.db.query(REPLY_UNHOLD_SQL, [reply.id, ...confirmsParams(options.confirms)]);
-        if (unheld.rows[0]) return replyDispatch(deps, messageFromRow(unheld.rows[0] as never), to);
-        await refuseIfWithheld(deps, reply, options);
-        await refuseIfAnsweredSince(deps, reply);
-        break;
-      }
+      case 'held':
       case 'send_failed':
       case 'failed': {
-        const claimed = await deps.db.query(REPLY_RECLAIM_SQL, [reply.id, ...confirmsParams(options.confirms)]);
+        // Never reached Twilio: back to pending if it may go now (a held one is decided again
+        // by replyDispatch), else withheld or answered since, or re-read and decided anew.
+        const reclaim = reply.status === 'held' ? REPLY_UNHOLD_SQL : REPLY_RECLAIM_SQL;
+        const claimed = await deps.db.query(reclaim, [reply.id, ...confirmsParams(options.confirms)]);
         if (claimed.rows[0]) return replyDispatch(deps, messageFromRow(claimed.rows[0] as never), to);
         await refuseIfWithheld(deps, reply, options);
         await refuseIfAnsweredSince(deps, reply);
