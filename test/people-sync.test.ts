@@ -12,7 +12,7 @@ import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 let t: TestDatabase;
 let server: Server;
 let url = '';
-let answer: { status: number; type: string; body: string } = { status: 200, type: 'text/csv', body: '' };
+let answer: { status: number; type: string; body: string | Buffer } = { status: 200, type: 'text/csv', body: '' };
 const seen: Array<string | undefined> = [];
 
 before(async () => {
@@ -45,6 +45,28 @@ test('a CSV source, then the same as JSON: imported once, unchanged the second t
     { name: 'Anna', phone: '+31612345678', department: 'Finance' },
     { name: 'Cees, "de" baas', phone: '+31687654321', department: 'Logistics' },
   ]);
+});
+
+test('a source in Windows-1252 or UTF-16, as HR systems and spreadsheets export: names come through with their accents', async () => {
+  // Read as UTF-8, "José" became "Jos\ufffd" and a UTF-16 list had a NUL between letters.
+  const list = (name: string) => `Name\tPhone\tDepartment\r\n${name}\t+31611110001\tR\u00e9ception\r\n`;
+  const windows1252 = (text: string) => Buffer.from(text.replace(/\r?\n/g, '\r\n'), 'latin1');
+  const sources = [
+    { type: 'text/csv', body: windows1252(list('Jos\u00e9 \u00c7elik')), name: 'Jos\u00e9 \u00c7elik' },
+    // Servers often declare UTF-8 for any CSV: the bytes say otherwise.
+    { type: 'text/csv; charset=utf-8', body: windows1252(list('Ren\u00e9e')), name: 'Ren\u00e9e' },
+    { type: 'text/plain; charset=ISO-8859-1', body: windows1252(list('Ana\u00efs')), name: 'Ana\u00efs' },
+    { type: 'text/csv', body: Buffer.from(`\ufeff${list('Zo\u00eb')}`, 'utf16le'), name: 'Zo\u00eb' },
+    { type: 'text/csv; charset=utf-8', body: Buffer.from(list('S\u00f8ren \u{1F600}'), 'utf8'), name: 'S\u00f8ren \u{1F600}' },
+  ];
+  for (const source of sources) {
+    answer = { status: 200, ...source };
+    const done = await sync();
+    assert.equal(done.rejected, 0, source.type);
+    const person = (await t.db.query<{ name: string; department: string }>('select name, department from people where phone = $1', ['+31611110001'])).rows[0];
+    assert.deepEqual(person, { name: source.name, department: 'R\u00e9ception' }, source.type);
+  }
+  await t.db.query('delete from people where phone = $1', ['+31611110001']);
 });
 
 test('garbage, an error page or a list without names leaves the last good data in place, with the reason', async () => {

@@ -130,8 +130,12 @@ test("erasure and export go by whole cells and words, read uploads in any encodi
     'done',
     [{ line: 5, reason: 'email "jo@@corp.nl" is not a valid address' }, { line: 3, reason: 'something about Marjo' }],
   );
-  // Excel's "Unicode text" (UTF-16 with NULs) and a Windows-1252 file: neither may stop an erasure.
-  const utf16 = await insertUpload(Buffer.from('Name\tPhone\r\nSomeone\t+31699999999\r\n', 'utf16le'));
+  // Excel's "Unicode text" (UTF-16, tab-separated) as stored bytes, and as a sender that read
+  // it as UTF-8 stored it (the people sync did): a NUL between every two ASCII characters,
+  // so the erasure passed Jo's line by. And a Windows-1252 file. None may stop an erasure.
+  const unicodeText = Buffer.from(`\ufeffName\tPhone\r\nSomeone\t+31699999999\r\nJo Bakker\t${JO}\r\n`, 'utf16le');
+  const utf16 = await insertUpload(unicodeText);
+  const misread = await insertUpload(Buffer.from(unicodeText.toString('utf8'), 'utf8'));
   const cp1252 = await insertUpload(Buffer.concat([Buffer.from('Name,Phone\nJos'), Buffer.from([0xe9]), Buffer.from(',+31611111111\nRen'), Buffer.from([0xe9]), Buffer.from(',+31633333333\n')]));
 
   const exported = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(JO)}`, headers: BEARER });
@@ -139,7 +143,8 @@ test("erasure and export go by whole cells and words, read uploads in any encodi
   const lines = Object.fromEntries(exported.json().imports.map((i: { id: string; lines: string[] }) => [i.id, i.lines]));
   assert.deepEqual(lines[team], ['Jo Bakker,0611111111,jo@corp.nl', `Jo typo,${JO},jo@@corp.nl`], "Jo's lines only: not Marjo's, not Carl's");
   assert.deepEqual(lines[cp1252], ['Jos\ufffd,+31611111111']);
-  assert.equal(lines[utf16], undefined);
+  assert.deepEqual(lines[utf16], [`Jo Bakker\t${JO}`]);
+  assert.deepEqual(lines[misread], [`Jo Bakker\t${JO}`], "without NULs, nor the line break's \\r");
 
   // An import reading the file that names Jo: refused, nothing erased.
   await t.db.query(`update imports set status = 'running', finished_at = null where id = $1`, [team]);
@@ -156,8 +161,11 @@ test("erasure and export go by whole cells and words, read uploads in any encodi
   assert.equal(after.c.toString(), 'Name,Phone,Email\nMarjo Visser,+31622222222,marjo@corp.nl\nCarl (US office),+15611111111,carl@corp.com\n');
   assert.deepEqual(after.e, [{ line: 3, reason: 'something about Marjo' }], "the rejected line's error went with it");
   assert.deepEqual((await content(cp1252)).c, Buffer.concat([Buffer.from('Name,Phone\nRen'), Buffer.from([0xe9]), Buffer.from(',+31633333333\n')]), 'the other lines byte for byte');
-  assert.deepEqual((await content(utf16)).c, Buffer.from('Name\tPhone\r\nSomeone\t+31699999999\r\n', 'utf16le'));
-  await t.db.query('delete from imports where id = any($1::uuid[])', [[team, utf16, cp1252]]);
+  // Its line and the NUL after its line break: the rest as it was.
+  const unicodeKept = Buffer.from(`\ufeffName\tPhone\r\nSomeone\t+31699999999\r\n`, 'utf16le');
+  assert.deepEqual((await content(utf16)).c, unicodeKept);
+  assert.deepEqual((await content(misread)).c, Buffer.from(unicodeKept.toString('utf8'), 'utf8'));
+  await t.db.query('delete from imports where id = any($1::uuid[])', [[team, utf16, misread, cp1252]]);
 });
 
 test('knowledge documents that name a person: export hands over their lines, erasure names the documents and leaves them as written', async () => {

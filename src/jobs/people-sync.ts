@@ -9,6 +9,7 @@ import type { Database } from '../db/types.ts';
 import { PermanentJobError, type JobHandler } from '../queue/index.ts';
 import { importPeopleExecute } from './import-people.ts';
 import { importCreate, importFail, type ImportCounts, type ImportPruneOutcome } from '../knowledge/csv-import.ts';
+import { textDecode } from '../knowledge/text-encoding.ts';
 
 export const PEOPLE_SYNC = 'people_sync';
 const FETCH_TIMEOUT_MS = 30_000;
@@ -63,7 +64,11 @@ async function fetchSource(config: PeopleSyncConfig, signal: AbortSignal): Promi
     if (size > config.maxBytes) throw new PermanentJobError(`people sync: the source is larger than ${config.maxBytes} bytes`);
     chunks.push(chunk);
   }
-  const text = Buffer.concat(chunks).toString('utf8');
+  // Read as an upload is (text-encoding.ts): HR systems and spreadsheets export
+  // Windows-1252 or UTF-16 as often as UTF-8, whose decoder turned accented names into
+  // U+FFFD and a UTF-16 list into NULs between letters. A charset the source names counts.
+  const charset = /;\s*charset="?([\w.:-]+)/i.exec(response.headers.get('content-type') ?? '')?.[1];
+  const text = textDecode(Buffer.concat(chunks), charset);
   return { text, json: /json/.test(response.headers.get('content-type') ?? '') || /^\s*[[{]/.test(text) };
 }
 

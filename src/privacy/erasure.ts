@@ -86,37 +86,43 @@ const TEXTS_SCRUB_SQL = `
 /**
  * An upload's lines, byte for byte: decoded as latin1, which maps every byte to one
  * character and back, so an upload in any encoding (UTF-8, Excel's Windows-1252 or UTF-16,
- * a stray NUL) is matched and rewritten without harm to its other lines. Digits, commas and
- * ASCII addresses read the same in all of them but UTF-16.
+ * a stray NUL) is matched and rewritten without harm to its other lines.
  */
 function uploadLines(content: Uint8Array): string[] {
   // PGlite hands bytea over as a Uint8Array, node-postgres as a Buffer.
   return Buffer.from(content.buffer, content.byteOffset, content.byteLength).toString('latin1').split('\n');
 }
 
-/** A line of uploadLines as text to show (UTF-8, what uploads are read as). */
-export const uploadLineText = (line: string): string => Buffer.from(line, 'latin1').toString('utf8');
+/**
+ * A line of uploadLines as text, to match and to show: UTF-8 (what uploads are stored as)
+ * without NULs. A UTF-16 file read as UTF-8 by its sender (a people sync did until it
+ * decoded its source, an API client may) holds a NUL between every two ASCII characters,
+ * its digits and addresses only whole without them.
+ */
+export const uploadLineText = (line: string): string => Buffer.from(line, 'latin1').toString('utf8').replaceAll('\0', '').replace(/\r$/, '');
 
 /**
  * Stored uploads with a line about the person, with their import's status, their lines
  * (uploadLines) and which of them (1-based) are the person's: a cheap test in SQL on the
- * bytes first (escape-encoded, so no upload's encoding can fail it; a superset), then
- * personMatcher's cells line by line (the email in latin1, as the lines are). `lock` takes
- * the rows (erasure).
+ * bytes first (escape-encoded, so no upload's encoding can fail it, its NULs dropped as
+ * uploadLineText drops them; a superset), then personMatcher's cells line by line.
+ * `lock` takes the rows (erasure).
  */
 export async function uploadsAboutPerson(db: Queryable, phone: string, email: string | null, lock = false): Promise<Array<{ id: string; status: string; lines: string[]; about: number[] }>> {
+  // An escaped backslash (\\) is dropped whole, so that it cannot pass for a NUL (\000).
   const { rows } = await db.query<{ id: string; status: string; content: Uint8Array }>(
     `select id, status, content from imports where content is not null
-       and (regexp_replace(encode(content, 'escape'), '[^0-9\n]', '', 'g') like '%' || $1 || '%'
-            or ($2::text is not null and position(lower(encode(convert_to($2, 'UTF8'), 'escape')) in lower(encode(content, 'escape'))) > 0))
+       and (regexp_replace(encode(content, 'escape'), '\\\\\\\\|\\\\000|[^0-9\n]', '', 'g') like '%' || $1 || '%'
+            or ($2::text is not null and position(lower(encode(convert_to($2, 'UTF8'), 'escape'))
+                                                  in lower(regexp_replace(encode(content, 'escape'), '\\\\000', '', 'g'))) > 0))
      ${lock ? 'for update' : ''}`,
     [nationalPartOf(phone), email],
   );
-  const names = personMatcher(phone, email === null ? null : Buffer.from(email, 'utf8').toString('latin1'));
+  const names = personMatcher(phone, email);
   return rows
     .map(({ id, status, content }) => {
       const lines = uploadLines(content);
-      return { id, status, lines, about: lines.flatMap((line, i) => (names.cells(line) ? [i + 1] : [])) };
+      return { id, status, lines, about: lines.flatMap((line, i) => (names.cells(uploadLineText(line)) ? [i + 1] : [])) };
     })
     .filter((upload) => upload.about.length > 0);
 }
