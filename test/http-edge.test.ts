@@ -6,7 +6,10 @@ import assert from 'node:assert/strict';
 import { get as httpGet } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../src/http/app.ts';
+import { createLogger } from '../src/logger.ts';
 import { jobEnqueue } from '../src/queue/index.ts';
 import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
 import { waitFor } from './helpers/processes.ts';
@@ -290,6 +293,36 @@ describe('failed admin authentication is rate-limited per client address', () =>
     assert.equal(limited.statusCode, 429);
     assert.ok(Number(limited.headers['retry-after']) > 0);
     assert.equal((await login(TEST_ADMIN_TOKEN)).statusCode, 429);
+  });
+
+  test('behind a proxy TRUST_PROXY does not name, the first failure warns that one client can lock every admin out', async () => {
+    const lines: string[] = [];
+    const logger = createLogger('info', 'json', new Writable({ write: (chunk, _encoding, done) => (lines.push(String(chunk)), done()) }));
+    const app = await buildApp({ ...t.runtime, logger });
+    try {
+      const proxied = (headers: Record<string, string>) => app.inject({ url: '/api/stats', headers: { ...wrong, ...headers }, remoteAddress: '127.0.0.1' });
+      const warnings = () => lines.filter((line) => line.includes('TRUST_PROXY does not name'));
+      await app.inject({ url: '/api/stats', headers: wrong, remoteAddress: '192.0.2.30' });
+      assert.equal(warnings().length, 0, 'a direct client: nothing to say');
+      await proxied({ 'x-forwarded-for': '198.51.100.7' });
+      await proxied({ 'x-forwarded-for': '198.51.100.8' });
+      assert.equal(warnings().length, 1, 'said once');
+      assert.match(warnings()[0]!, /"ip":"127\.0\.0\.1".*set TRUST_PROXY/);
+    } finally {
+      await app.close();
+    }
+    // With the proxy named, the client's own address counts: no warning.
+    const trusting = await startAdminApp({ TRUST_PROXY: '127.0.0.1' }, t.database);
+    const trustedLines: string[] = [];
+    const trustedApp = await buildApp({ ...trusting.runtime, logger: createLogger('info', 'json', new Writable({ write: (chunk, _encoding, done) => (trustedLines.push(String(chunk)), done()) })) });
+    try {
+      const failed = await trustedApp.inject({ url: '/api/stats', headers: { ...wrong, 'x-forwarded-for': '198.51.100.9' }, remoteAddress: '127.0.0.1' });
+      assert.equal(failed.statusCode, 401);
+      assert.equal(trustedLines.filter((line) => line.includes('TRUST_PROXY does not name')).length, 0);
+    } finally {
+      await trustedApp.close();
+      await trusting.runtime.db.close();
+    }
   });
 
   test('webhooks are not rate-limited by it', async () => {

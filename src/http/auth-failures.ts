@@ -16,6 +16,19 @@ export interface AuthFailureLimiter {
 export async function authFailureLimiter(app: FastifyInstance, options: { maxFailures: number; windowSeconds: number }): Promise<AuthFailureLimiter> {
   await app.register(rateLimit, { global: false });
   const limit = app.createRateLimit({ max: options.maxFailures, timeWindow: options.windowSeconds * 1000, keyGenerator: (request) => request.ip });
+  // Behind a proxy that TRUST_PROXY does not name, every client has the proxy's address, so
+  // anyone's wrong guesses lock every admin out. Said once, at the first failure that shows
+  // it: a relayed request whose address is still the connection's.
+  let untrustedProxyWarned = false;
+  const warnIfUntrustedProxy = (request: FastifyRequest) => {
+    const relayed = request.headers['x-forwarded-for'] ?? request.headers.forwarded;
+    if (untrustedProxyWarned || relayed === undefined || request.ip !== request.socket.remoteAddress) return;
+    untrustedProxyWarned = true;
+    request.log.warn(
+      { ip: request.ip, maxFailures: options.maxFailures, windowSeconds: options.windowSeconds },
+      'a failed admin authentication came through a proxy TRUST_PROXY does not name (X-Forwarded-For or Forwarded set): failures are counted for the proxy\'s address, so anyone\'s wrong guesses lock every admin behind it out; set TRUST_PROXY to the proxy\'s address (README, Security). Without a proxy, the client sent the header itself',
+    );
+  };
   return {
     async refuseIfBlocked(request, reply) {
       const state = await limit(request, { increment: false });
@@ -30,6 +43,7 @@ export async function authFailureLimiter(app: FastifyInstance, options: { maxFai
       return true;
     },
     async recordFailure(request) {
+      warnIfUntrustedProxy(request);
       await limit(request);
     },
   };
