@@ -185,15 +185,25 @@ describe('without a template', () => {
     assert.equal(await messageAnsweredBy(s!.t.db, conversationId, 1), (await s!.t.db.query<{ id: string }>(`select id from messages where source = 'ai' and reply_to_message_id = $1`, [inboundId])).rows[0]!.id);
   });
 
-  test('a held reply retried after a later reply answered the contact is not sent: the job ends saying so', async () => {
+  test('a held reply that a later reply answered: no longer counted as not delivered; retried, it is not sent and the job ends saying so', async () => {
     const phone = '+31612340005';
     const { conversationId, inboundId, job } = await lateReplyJob(s!, phone, 'Hoe vraag ik verlof aan?');
     assert.equal(job.status, 'failed');
+    // The conversation list's "not delivered" badge: the held reply counts while the question is open.
+    const problems = async () => {
+      const listed = await s!.m.app.inject({ method: 'GET', headers: API, url: `/api/conversations?q=${encodeURIComponent(phone.slice(1))}` });
+      return (JSON.parse(listed.body).conversations as Array<{ id: string; problems: number }>).find((c) => c.id === conversationId)!.problems;
+    };
+    assert.equal(await problems(), 1);
     // The contact writes again; that reply answers their open question too (README).
     const next = await received(s!, phone, 'Hallo? Nog een antwoord?');
     assert.equal((await settled(s!, next.jobId)).status, 'done');
     assert.equal(next.conversationId, conversationId);
     assert.equal(s!.twilioApi.messages.length, 1);
+    assert.equal(await problems(), 0, 'superseded: the contact has their answer, nothing left for an admin to do');
+    const page = await s!.m.app.inject({ method: 'GET', headers: API, url: `/admin/conversations/${conversationId}` });
+    assert.equal(page.statusCode, 200);
+    assert.match(page.body, /held<\/span>[^\n]*a later reply has answered for it: nothing left to do/, 'the thread says the held reply needs nothing');
     assert.ok(await jobRetry(s!.t.db, job.id));
     const retried = await settled(s!, job.id);
     assert.equal(retried.status, 'done', retried.lastError ?? '');
@@ -203,6 +213,8 @@ describe('without a template', () => {
     assert.equal(held.rows[0]!.status, 'held');
     // The thread no longer asks a human to decide (found by a WhatsApp probe).
     assert.match(held.rows[0]!.error_message, /^not sent: reply \S+ has answered the contact since this one was held; nothing left to do$/);
+    const after = await s!.m.app.inject({ method: 'GET', headers: API, url: `/admin/conversations/${conversationId}` });
+    assert.equal(after.body.match(/nothing left to do/g)?.length, 1, 'said once, by the reply itself');
   });
 
   test('a 63016 that still comes back (a clock off, a window Twilio closed first) is recorded as the window case', async () => {

@@ -209,6 +209,19 @@ export const answersSomethingSql = (m: string) => `(${m}.status not in ${ANSWERS
       and earlier_part.reply_to_message_id = ${m}.reply_to_message_id and earlier_part.parts = ${m}.parts
       and earlier_part.part < ${m}.part and earlier_part.status in ${ANSWERS_NOTHING_SQL})))`;
 
+/**
+ * Another reply of the conversation answers all that the reply (or part) `m` answered: its
+ * context reaches as far. The next reply answers a question a held one left open (README:
+ * the 24-hour window), so the held one is superseded: never to be sent, nothing to act on.
+ * The reply's own parts do not count: a first part that went out before the window closed
+ * on the second is half the answer, not another one.
+ */
+export const answeredSinceSql = (m: string) => `
+  select a.id from messages a
+  where a.conversation_id = ${m}.conversation_id and a.source <> 'inbound'
+    and not coalesce(a.source = ${m}.source and a.reply_to_message_id = ${m}.reply_to_message_id, a.id = ${m}.id)
+    and ${answersSomethingSql('a')} and a.context_until_seq >= ${m}.context_until_seq`;
+
 // The seed's done-is-noop guard, made exact: a reply whose context covered this message's
 // position answers it (an AI reply: it was in the prompt; an admin reply: it was visible
 // when the admin wrote). Positions, unlike created_at, follow commit order. A fragment, so
@@ -354,6 +367,24 @@ const RECENT_SQL = `
 export async function messageListRecent(db: Queryable, conversationId: string, limit: number): Promise<Message[]> {
   const result = await db.query<MessageRow>(RECENT_SQL, [conversationId, limit]);
   return result.rows.map(messageFromRow);
+}
+
+/** Reply statuses that mean it did not reach the contact, or may not have: a human may act. */
+export const UNDELIVERED_REPLY_STATUSES_SQL = `('failed', 'undelivered', 'send_failed', 'flagged', 'held', 'unconfirmed')`;
+
+const SUPERSEDED_SQL = `
+  select m.id from messages m
+  where m.conversation_id = $1 and m.source <> 'inbound' and m.status in ${UNDELIVERED_REPLY_STATUSES_SQL}
+    and exists (${answeredSinceSql('m')})`;
+
+/**
+ * The conversation's replies that did not reach the contact (or may not have) and that a
+ * later reply has answered for (answeredSinceSql): they keep their status, with nothing
+ * left to do.
+ */
+export async function repliesSuperseded(db: Queryable, conversationId: string): Promise<Set<string>> {
+  const result = await db.query<{ id: string }>(SUPERSEDED_SQL, [conversationId]);
+  return new Set(result.rows.map((r) => r.id));
 }
 
 /** The reply that already answers the inbound message at position `seq`, if any. */

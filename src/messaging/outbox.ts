@@ -4,7 +4,7 @@
 // it for a human. A reply split into parts sends them in order, each the same way.
 // Knows the transport and the database, not the queue: callers map outcomes to job errors.
 import type { Queryable } from '../db/types.ts';
-import { answersSomethingSql, messageFromRow, messageGet, type Message } from './conversations.ts';
+import { answeredSinceSql, answersSomethingSql, messageFromRow, messageGet, type Message } from './conversations.ts';
 import { SendError, type Transport } from './transport.ts';
 import { heldReason, templateFill, windowOpen, type ReplyTemplate } from './window.ts';
 
@@ -332,16 +332,6 @@ export async function replyPartsResume(deps: OutboxDeps, parts: Message[], to: s
   return { kind: sentNow ? 'sent' : 'already-sent', reply: last! };
 }
 
-// Another reply of the conversation answers all that the reply (or part) `m` answered: its
-// context reaches as far. The next reply answers a question a held one left open (README:
-// the 24-hour window). The reply's own parts do not count: a first part that went out
-// before the window closed on the second is half the answer, not another one.
-const ANSWERED_SINCE = (m: string) => `
-  select a.id from messages a
-  where a.conversation_id = ${m}.conversation_id and a.source <> 'inbound'
-    and not coalesce(a.source = ${m}.source and a.reply_to_message_id = ${m}.reply_to_message_id, a.id = ${m}.id)
-    and ${answersSomethingSql('a')} and a.context_until_seq >= ${m}.context_until_seq`;
-
 // Takes a reply that is known not to have gone out (send_failed, or failed without a SID:
 // refused by the API) back to pending for a new send. Conditional, so only one attempt wins.
 // Not once a later reply has answered what it answers: a job restarted after the next reply
@@ -351,7 +341,7 @@ const REPLY_RECLAIM_SQL = `
   set status = 'pending', send_started_at = now(), status_updated_at = now()
   where id = $1
     and (status = 'send_failed' or (status = 'failed' and twilio_sid is null))
-    and not exists (${ANSWERED_SINCE('messages')})
+    and not exists (${answeredSinceSql('messages')})
     and ${MAY_SEND('$2', '$3')}
   returning *`;
 
@@ -364,12 +354,12 @@ const REPLY_UNHOLD_SQL = `
   update messages
   set status = 'pending', error_message = null, send_started_at = now(), status_updated_at = now()
   where id = $1 and status = 'held'
-    and not exists (${ANSWERED_SINCE('messages')})
+    and not exists (${answeredSinceSql('messages')})
     and ${MAY_SEND('$2', '$3')}
   returning *`;
 
 const REPLY_ANSWERED_SINCE_SQL = `
-  select answered.id from messages held, lateral (${ANSWERED_SINCE('held')} order by a.created_at limit 1) answered
+  select answered.id from messages held, lateral (${answeredSinceSql('held')} order by a.created_at limit 1) answered
   where held.id = $1`;
 
 // What the reply says once a later one has answered for it: its old reason ("A human must
@@ -583,7 +573,7 @@ const REPLY_RECLAIM_ABSENT_SQL = `
       error_message = 'resent: Twilio had no record of the first send (its Messages list)'
   where id = $1 and status in ('pending', 'unconfirmed', 'flagged') and twilio_sid is null
     and coalesce(send_started_at, created_at) + make_interval(secs => $2) <= now()
-    and not exists (${ANSWERED_SINCE('messages')})
+    and not exists (${answeredSinceSql('messages')})
     and ${MAY_SEND('$3', '$4')}
   returning *`;
 

@@ -2,6 +2,7 @@
 // newest first with their last message and markers (outbound problems, pending
 // suggestions, waiting for a reply). Keyset-paged on (last_message_at, id).
 import type { Queryable } from '../../db/types.ts';
+import { answeredSinceSql, UNDELIVERED_REPLY_STATUSES_SQL } from '../../messaging/conversations.ts';
 import { isUuid } from '../../queue/index.ts';
 
 export interface ConversationSummary {
@@ -18,19 +19,26 @@ export interface ConversationSummary {
   lastSource: 'inbound' | 'ai' | 'admin' | null;
   /** The newest message is from the contact: nobody has answered it yet. */
   awaitingReply: boolean;
-  /** Replies that failed, were refused, or are flagged for a human. */
+  /**
+   * Replies that failed, were refused, or are flagged for a human, and that no later reply
+   * has answered for (a superseded one keeps its status in the thread, with nothing to do).
+   */
   problems: number;
   pendingSuggestions: number;
 }
 
 // The markers are per-row subqueries over a page of at most 100 conversations, each on the
-// (conversation_id, …) indexes; `$3` searches number and name.
+// (conversation_id, …) indexes; `$3` searches number and name. A reply that did not go out
+// counts until a later reply answers what it answered (answeredSinceSql): then the contact
+// has had their answer and the badge would only send an admin to a conversation to find
+// nothing to do.
 const LIST_SQL = `
   select c.id, k.whatsapp_number, k.profile_name, c.business_number, c.ai_paused, k.opted_out_at is not null as opted_out, c.last_message_at,
          last.body as last_body, last.source as last_source,
          (select count(*) from messages m
           where m.conversation_id = c.id and m.source <> 'inbound'
-            and m.status in ('failed', 'undelivered', 'send_failed', 'flagged', 'held', 'unconfirmed'))::int as problems,
+            and m.status in ${UNDELIVERED_REPLY_STATUSES_SQL}
+            and not exists (${answeredSinceSql('m')}))::int as problems,
          (select count(*) from suggestions s where s.conversation_id = c.id and s.status = 'pending')::int as pending_suggestions
   from conversations c
   join contacts k on k.id = c.contact_id

@@ -8,7 +8,7 @@ import { chunkLocation } from '../../knowledge/chunking.ts';
 import { templateFill, windowOpen, windowOpenUntil, type ReplyTemplate } from '../../messaging/window.ts';
 import type { Profiles } from '../../messaging/profiles.ts';
 import { mediaFile, mediaOfMessages, type MediaInfo } from '../../messaging/media-store.ts';
-import { conversationAiPausedSet, conversationGet, messageListRecent, type Citations, type Conversation, type Message } from '../../messaging/conversations.ts';
+import { conversationAiPausedSet, conversationGet, messageListRecent, repliesSuperseded, type Citations, type Conversation, type Message } from '../../messaging/conversations.ts';
 import { documentsNamingText } from '../../privacy/documents-about.ts';
 import { personErase } from '../../privacy/erasure.ts';
 import type { Runtime } from '../../runtime.ts';
@@ -88,10 +88,10 @@ function mediaBlock(media: MediaInfo): Html {
   return html`<span class="meta media" data-media-id="${media.id}" data-media-status="${media.status}">${media.contentType || 'attachment'} ${badge(media.status)}: ${media.note ?? ''}</span>`;
 }
 
-function messageBubble(m: Message, media: MediaInfo[] = []): Html {
+function messageBubble(m: Message, media: MediaInfo[] = [], superseded = false): Html {
   const who = m.source === 'inbound' ? 'contact' : m.source === 'ai' ? 'AI' : 'admin';
   return html`<div class="msg ${m.source}" data-message-id="${m.id}" data-source="${m.source}"><span class="body">${m.body}</span>${media.length ? media.map(mediaBlock) : m.mediaUrls.length ? html`<span class="meta">${m.mediaUrls.length} attachment(s)</span>` : ''}
-<span class="meta">${who} · ${when(m.createdAt)}${m.source === 'inbound' ? '' : html` · ${badge(m.status)}`}${m.templateSid ? html` · sent as template <span class="mono">${m.templateSid}</span>` : ''}${m.errorMessage ? html` · ${m.errorMessage}` : ''}</span>${m.citations ? citationsNote(m.citations) : ''}</div>`;
+<span class="meta">${who} · ${when(m.createdAt)}${m.source === 'inbound' ? '' : html` · ${badge(m.status)}`}${m.templateSid ? html` · sent as template <span class="mono">${m.templateSid}</span>` : ''}${m.errorMessage ? html` · ${m.errorMessage}` : ''}${superseded && !m.errorMessage?.includes('answered the contact since') ? html` · <span class="superseded">a later reply has answered for it: nothing left to do</span>` : ''}</span>${m.citations ? citationsNote(m.citations) : ''}</div>`;
 }
 
 /** Where a reply's answer came from, linked to the sections; or why it said it does not know. */
@@ -134,7 +134,7 @@ function windowNote(conversation: Conversation, template: ReplyTemplate | null):
   return html`<p id="window" data-window="closed"><span class="badge b-failed">window closed</span>${since}: the contact has not written for 24 hours, so ${then}.</p>`;
 }
 
-function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number, template: ReplyTemplate | null, via: string, media: Map<string, MediaInfo[]>): Html {
+function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number, template: ReplyTemplate | null, via: string, media: Map<string, MediaInfo[]>, superseded: Set<string>): Html {
   const pending = suggestions.filter((s) => s.status === 'pending');
   return page(
     ctx,
@@ -156,7 +156,7 @@ ${actionButton(ctx, `/admin/conversations/${conversation.id}/forget`, 'Forget th
 })}
 </div>
 <div id="live" data-refresh-ms="2000">
-<div class="thread">${messages.length === 0 ? html`<p class="muted">No messages.</p>` : messages.map((m) => messageBubble(m, media.get(m.id)))}</div>
+<div class="thread">${messages.length === 0 ? html`<p class="muted">No messages.</p>` : messages.map((m) => messageBubble(m, media.get(m.id), superseded.has(m.id)))}</div>
 ${pending.map((s) => suggestionCard(ctx, s))}
 </div>
 <div class="card">${windowNote(conversation, template)}<form method="post" action="/admin/conversations/${conversation.id}/reply">${csrfField(ctx)}
@@ -240,10 +240,10 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const params = Id.safeParse(request.params);
     const conversation = params.success ? await conversationGet(db, params.data.id) : null;
     if (!conversation) return sendPage(reply.status(404), page({ ...ctx, problem: 'No such conversation.' }, 'conversations', 'Not found', html`<p><a href="/admin/conversations">« conversations</a></p>`));
-    const [messages, suggestions] = await Promise.all([messageListRecent(db, conversation.id, THREAD_MESSAGES), suggestionList(db, conversation.id)]);
+    const [messages, suggestions, superseded] = await Promise.all([messageListRecent(db, conversation.id, THREAD_MESSAGES), suggestionList(db, conversation.id), repliesSuperseded(db, conversation.id)]);
     const profile = runtime.profiles.of(conversation.businessNumber);
     const media = await mediaOfMessages(db, messages.filter((m) => m.mediaUrls.length > 0).map((m) => m.id));
-    return sendPage(reply, threadPage(ctx, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS, profile.template, `${conversation.businessNumber ?? runtime.profiles.defaultNumber ?? 'the default sender'} (${profile.name})`, media));
+    return sendPage(reply, threadPage(ctx, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS, profile.template, `${conversation.businessNumber ?? runtime.profiles.defaultNumber ?? 'the default sender'} (${profile.name})`, media, superseded));
   });
 
   for (const change of ['out', 'in'] as const) {
