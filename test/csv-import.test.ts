@@ -294,7 +294,18 @@ for (const backend of BACKENDS) {
       await assert.rejects(importPeopleExecute(t.db, importId), /has no phone column/);
       const record = await importGet(t.db, importId);
       assert.equal(record!.status, 'failed');
-      assert.match(record!.error!, /has no phone column/);
+      assert.match(record!.error!, /has no phone column \(found: "name", "email"; name the columns\)/);
+    });
+
+    // The first line quoted in the error went to the log and the job's history, where an
+    // erasure of that person finds their number but not their name or the rest of the row.
+    test('a file without a header line fails saying so, without quoting the person its first line is', async () => {
+      const path = join(dir, `noheader-${backend.name}.csv`);
+      writeFileSync(path, 'Anna de Vries,+31611112222,anna.devries@corp.example,HR,allergic to penicillin\n');
+      const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'noheader.csv', path }));
+      await assert.rejects(importPeopleExecute(t.db, importId), /has no name or phone column \(the first line holds a phone number or an email address, so it looks like a person, not a header/);
+      const { error } = (await importGet(t.db, importId))!;
+      for (const personal of ['Anna', '1112222', 'anna.devries', 'penicillin']) assert.ok(!error!.includes(personal), `${personal} in: ${error}`);
     });
   });
 }

@@ -335,10 +335,14 @@ function headerPlan(cells: string[], explicit: Record<string, PersonField> = {})
   });
   const missing = (['name', 'phone'] as const).filter((f) => !taken.has(f));
   if (missing.length > 0) {
-    throw new ImportFileError(
-      `the header has no ${missing.join(' or ')} column (found: ${cells.map((c) => `"${c}"`).join(', ')}); ` +
-        'name the columns e.g. name, phone, email, department, role, or map them explicitly',
-    );
+    // A first line with a number or an address in it is a person, not a header: quoted, it
+    // would go wherever the error goes (the log, the job's history), where an erasure of
+    // that person cannot find their name or what else the row says.
+    const looksLikeData = cells.some((cell) => /@|\d[\d\s().-]{5,}\d/.test(cell));
+    const found = looksLikeData
+      ? `the first line holds a phone number or an email address, so it looks like a person, not a header (not quoted here: it is personal data); add a header line`
+      : `found: ${cells.map((c) => `"${c}"`).join(', ')}; name the columns`;
+    throw new ImportFileError(`the header has no ${missing.join(' or ')} column (${found}), e.g. name, phone, email, department, role, or map them explicitly`);
   }
   return { columns, width: cells.length };
 }
