@@ -168,6 +168,25 @@ test("erasure and export go by whole cells and words, read uploads in any encodi
   await t.db.query('delete from imports where id = any($1::uuid[])', [[team, utf16, misread, cp1252]]);
 });
 
+test('a number held only in a stored upload (its row refused, so no person record): export hands the line over, erasure removes it', async () => {
+  // Both answered 404 "nothing is held" while the upload kept her line (found by a privacy probe).
+  const BEA = '+31622223333';
+  const upload = await importUpload(m.runtime, { filename: 'staff.csv', content: `name,phone,email\nBea Bad,${BEA},bea.bad@corp\nCees,+31622224444,cees@corp.nl\n` });
+  await waitFor(async () => (await t.db.query<{ status: string }>('select status from imports where id = $1', [upload.importId])).rows[0]!.status === 'done', 'the import');
+  assert.equal((await t.db.query('select 1 from people where phone = $1', [BEA])).rowCount, 0, 'her row was refused: no person');
+  const exported = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(BEA)}`, headers: BEARER });
+  assert.equal(exported.statusCode, 200, exported.body);
+  assert.deepEqual(exported.json().imports.map((i: { lines: string[]; rowErrors: Array<{ line: number }> }) => [i.lines, i.rowErrors.map((e) => e.line)]), [[[`Bea Bad,${BEA},bea.bad@corp`], [2]]]);
+  const erased = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: BEA } });
+  assert.equal(erased.statusCode, 200, erased.body);
+  assert.deepEqual([erased.json().counts.contacts, erased.json().counts.people, erased.json().counts.importsScrubbed], [0, 0, 1]);
+  for (const needle of ['622223333', 'Bea Bad', 'bea.bad@corp']) assert.deepEqual(await whereFound(t.db, needle), [], needle);
+  const again = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: BEA } });
+  assert.equal(again.statusCode, 404, 'nothing left to erase');
+  await t.db.query('delete from imports where id = $1', [upload.importId]);
+  await t.db.query(`delete from people where phone = '+31622224444'`);
+});
+
 test('knowledge documents that name a person: export hands over their lines, erasure names the documents and leaves them as written', async () => {
   const KEES = '+31644444444';
   await t.db.query(`insert into people (name, phone, email, content_hash) values ('Kees Smit', $1, 'kees@corp.nl', 'x')`, [KEES]);

@@ -43,7 +43,7 @@ export async function forget({ values, positionals }: CommandInput, config: Env)
     }
     const documents = documentsNamingText(outcome.documentsNamingThem);
     if (outcome.status === 'not_found') {
-      console.error(`aiq: nothing is held for ${phone}: no contact and no person with that number (already erased, or a typo?)`);
+      console.error(`aiq: nothing is held for ${phone}: no contact, no person, no line of a stored upload with that number (already erased, or a typo?)`);
       if (documents) console.error(`aiq: ${documents}`);
       return 1;
     }
@@ -63,7 +63,7 @@ export async function exportPerson({ values, positionals }: CommandInput, config
     const document = await personExport(rt.db, phone);
     await auditRecord(rt.db, { actor: cliActor(), action: 'export', result: document ? 'ok' : 'not_found' });
     if (!document) {
-      console.error(`aiq: nothing is held for ${phone}: no contact and no person with that number`);
+      console.error(`aiq: nothing is held for ${phone}: no contact, no person, no line of a stored upload with that number`);
       return 1;
     }
     const json = `${JSON.stringify(document, null, 2)}\n`;

@@ -24,7 +24,7 @@ export const privacyApi: FastifyPluginAsync<{ runtime: Runtime; actor: string }>
       const { documentsNamingThem } = outcome;
       if (outcome.status === 'not_found') {
         const named = documentsNamingThem.length ? `; ${documentsNamingThem.length} knowledge document(s) name it (documentsNamingThem), which an erasure does not edit` : '';
-        return reply.status(404).send({ error: `nothing is held for this number: no contact and no person${named}`, documentsNamingThem });
+        return reply.status(404).send({ error: `nothing is held for this number: no contact, no person, no line of a stored upload${named}`, documentsNamingThem });
       }
       return { erased: true, counts: outcome.counts, documentsNamingThem };
     } catch (err) {
@@ -39,7 +39,7 @@ export const privacyApi: FastifyPluginAsync<{ runtime: Runtime; actor: string }>
     try {
       const document = await personExport(db, input.phone);
       await auditRecord(db, { actor, action: 'export', result: document ? 'ok' : 'not_found' });
-      if (!document) return reply.status(404).send({ error: 'nothing is held for this number: no contact and no person' });
+      if (!document) return reply.status(404).send({ error: 'nothing is held for this number: no contact, no person, no line of a stored upload' });
       return reply.header('cache-control', 'no-store').send(document);
     } catch (err) {
       if (err instanceof ErasureInputError) return reply.status(400).send({ error: `phone: ${err.message}` });

@@ -152,11 +152,6 @@ async function eraseOnce(db: Database, phone: string, actor: string): Promise<Er
     // Row locks first: a webhook for this number waits, then finds no contact and makes a new one.
     const contact = (await tx.query<{ id: string }>('select id from contacts where whatsapp_number = $1 for update', [phone])).rows[0];
     const person = (await tx.query<{ id: string; name: string; email: string | null }>('select id, name, email from people where phone = $1 for update', [phone])).rows[0];
-    if (!contact && !person) {
-      const documents = await documentsAboutPerson(tx, phone, null);
-      await auditRecord(tx, { actor, action: 'erase', result: 'not_found', details: { documentsNamingThem: documents.length } });
-      return { status: 'not_found', documentsNamingThem: titlesOf(documents) } as const;
-    }
     const conversations = contact ? (await tx.query<{ id: string }>('select id from conversations where contact_id = $1', [contact.id])).rows.map((r) => r.id) : [];
     const messages = (await tx.query<{ id: string }>('select id from messages where conversation_id = any($1::uuid[])', [conversations])).rows.map((r) => r.id);
     const jobs = await tx.query(JOBS_DELETE_SQL, [conversations, messages, person?.id ?? null]);
@@ -167,6 +162,12 @@ async function eraseOnce(db: Database, phone: string, actor: string): Promise<Er
     const importsScrubbed = await uploadsScrub(tx, phone, person?.email ?? null);
     const textsScrubbed = (await tx.query<{ n: number }>(TEXTS_SCRUB_SQL, [spelledNumberPattern(nationalPartOf(phone)), emailPattern(person?.email ?? null)])).rows[0]!.n;
     const documents = await documentsAboutPerson(tx, phone, person?.email ?? null);
+    // Without a contact or a person record their number can still be held: a line of a
+    // stored upload whose row was refused, an error text that quotes it.
+    if (!contact && !person && importsScrubbed + textsScrubbed === 0) {
+      await auditRecord(tx, { actor, action: 'erase', result: 'not_found', details: { documentsNamingThem: documents.length } });
+      return { status: 'not_found', documentsNamingThem: titlesOf(documents) } as const;
+    }
     const counts: ErasureCounts = {
       contacts: contact ? 1 : 0,
       people: person ? 1 : 0,

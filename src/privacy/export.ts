@@ -55,7 +55,9 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
     [phone],
   )).rows[0];
   const documents = await documentsAboutPerson(db, phone, person?.email ?? null);
-  if (!contact && !person && documents.length === 0) return null;
+  // Without a contact or a person record, a stored upload can still hold their line.
+  const imports = await importsAboutPerson(db, phone, person?.email ?? null);
+  if (!contact && !person && documents.length === 0 && imports.length === 0) return null;
 
   const conversations = contact
     ? (await db.query<{ id: string; business_number: string | null; created_at: Date; last_message_at: Date; ai_paused: boolean }>(
@@ -81,7 +83,6 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
     `select id, type, status, created_at, finished_at, last_error, errors, result from ai_jobs where ${JOBS_ABOUT_PERSON} order by created_at`,
     [ids, messages.map((m) => m.id), person?.id ?? null],
   )).rows;
-  const imports = await importsAboutPerson(db, phone, person?.email ?? null);
 
   return {
     exportedAt: new Date().toISOString(),
