@@ -482,4 +482,29 @@ describe('the front door', () => {
       await t.close();
     }
   });
+
+  // Routed by the decoded path, the answer holds the same personal data; the header was set
+  // by a test of the raw URL, and the audit log named the caller dashboard:none (found by a
+  // privacy probe).
+  test('an API path spelled with an escape (/%61pi/…) is answered as /api/… is: not cached, audited as the API', async () => {
+    const t = await startAdminApp();
+    try {
+      const bearer = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+      for (const url of ['/api/conversations', '/%61pi/conversations', '/%61pi/people']) {
+        const answer = await t.app.inject({ url, headers: bearer });
+        assert.equal(answer.statusCode, 200, url);
+        assert.equal(answer.headers['cache-control'], 'no-store', url);
+      }
+      assert.equal((await t.app.inject({ url: '/%61pi/conversations' })).statusCode, 401, 'the gate held already');
+      const { jobId } = await seed(t);
+      const retried = await t.app.inject({ method: 'POST', url: `/%61pi/jobs/${jobId}/retry`, headers: bearer });
+      assert.equal(retried.statusCode, 200, retried.body);
+      // Written as the response ends.
+      const audited = () => t.runtime.db.query<{ actor: string }>(`select actor from audit_log where action = 'POST /api/jobs/:id/retry'`);
+      await waitFor(async () => (await audited()).rowCount > 0, 'the audit record');
+      assert.deepEqual((await audited()).rows, [{ actor: 'api:token' }]);
+    } finally {
+      await t.close();
+    }
+  });
 });

@@ -1,7 +1,7 @@
 // Builds the HTTP app as a plugin tree without listening, so tests call `app.inject()` or
 // listen on a port of their choosing. Every route group is registered explicitly here.
 import { loggedPath } from '../logger.ts';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { trustProxyOf } from '../config.ts';
 import type { Runtime } from '../runtime.ts';
 import { adminApi } from './admin-api.ts';
@@ -39,7 +39,7 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
   // one is bad input (400), not a database error (500) at whatever statement it reaches.
   // Webhooks are left alone: their signature covers the body as sent.
   app.addHook('preHandler', async (request, reply) => {
-    if (!/^\/(api|admin)(\/|\?|$)/.test(request.url)) return;
+    if (!/^\/(api|admin)(\/|\?|$)/.test(routedPath(request))) return;
     // An upload's file field is the route's to judge (uploadRoute).
     const { fileField } = request.routeOptions.config as { fileField?: string };
     const body = fileField && request.body && typeof request.body === 'object' ? { ...request.body, [fileField]: undefined } : request.body;
@@ -52,7 +52,7 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
   // personal data and stay out of the browser's and any proxy's cache.
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-content-type-options', 'nosniff');
-    if (/^\/api(\/|\?|$)/.test(request.url) && !reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+    if (/^\/api(\/|\?|$)/.test(routedPath(request)) && !reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
   });
 
   await app.register(rootRoutes);
@@ -66,6 +66,15 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
   await app.register(adminApi, { runtime, auth, limiter });
   await app.register(dashboard, { runtime, auth, limiter, logTransport: runtime.transport.kind === 'log' });
   return app;
+}
+
+/**
+ * The path the request was routed by: its route's pattern (`/api/conversations/:id`), else
+ * the raw URL. Not the raw URL alone: `/%61pi/conversations` is routed to /api/conversations
+ * and answered with what it holds, while a test of the raw URL saw no /api in it.
+ */
+function routedPath(request: FastifyRequest): string {
+  return request.routeOptions.url ?? request.url;
 }
 
 /** Whether a parsed body holds a NUL character in any string, key or value. */

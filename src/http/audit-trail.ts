@@ -21,7 +21,8 @@ const SELF_RECORDING = new Set(['/api/privacy/erase', '/admin/conversations/:id/
 function actorOf(request: FastifyRequest, auth: AdminAuth): string {
   const session = auth.sessionOf(request);
   if (session) return `dashboard:${session.sid.slice(0, 8)}`;
-  if (request.url.startsWith('/api')) return auth.open ? 'api:open' : 'api:token';
+  // By the route: the raw URL may spell it /%61pi/….
+  if (request.routeOptions.url?.startsWith('/api')) return auth.open ? 'api:open' : 'api:token';
   return 'dashboard:none';
 }
 
