@@ -214,6 +214,20 @@ for (const backend of BACKENDS) {
       assert.equal((await upload('name,phone,email,Badge\nEva Smit,+31688888881,,\n')).unchanged, 1);
     });
 
+    // One 5 MB cell went into every reply's prompt and out as a reply of 3,151 messages
+    // (found by a new-user probe).
+    test('a cell longer than a record holds is refused with its row, without quoting it; the other rows import', async () => {
+      const { importId } = await t.db.transaction((tx) =>
+        importPeopleEnqueue(tx, { filename: 'long.csv', content: Buffer.from(`name,phone,role,Notes\nLong Role,+31644444441,${'x'.repeat(1001)},\nLong Note,+31644444442,HR,${'y'.repeat(5_000_000)}\nShort,+31644444443,HR,${'z'.repeat(1000)}\n`) }),
+      );
+      const counts = await importPeopleExecute(t.db, importId);
+      assert.deepEqual([counts.inserted, counts.rejected], [1, 2]);
+      assert.deepEqual((await importGet(t.db, importId))!.rowErrors, [
+        { line: 2, reason: 'role holds 1001 characters, more than 1000: a record holds short facts; put long texts in a knowledge document' },
+        { line: 3, reason: 'Notes holds 5000000 characters, more than 1000: a record holds short facts; put long texts in a knowledge document' },
+      ]);
+    });
+
     test('a quote never closed is reported with its line; the rows before it are imported', async () => {
       const path = join(dir, `quotes-${backend.name}.csv`);
       writeFileSync(path, 'name,phone\nAnna,+31612345678\n"Bram,+31612345679\n');
@@ -254,7 +268,8 @@ for (const backend of BACKENDS) {
       assert.ok(before.length < crAt);
       writeFileSync(path, before + 'n'.repeat(crAt - before.length) + '\r\nend"\r\nBad,06,x\r\n');
       const chunked = await runImport(t.db, path);
-      assert.deepEqual(chunked.record.rowErrors.map((e) => e.line), [2 + fillers.length + 1]);
+      // Zed's cell is refused for its length (MAX_CELL_CHARS), on its own line: Bad's number is the point.
+      assert.deepEqual(chunked.record.rowErrors.map((e) => [e.line, e.reason.slice(0, 9)]), [[2 + fillers.length, 'Note hold'], [2 + fillers.length + 1, 'phone "06']]);
     });
 
     test('rows the parser cannot read, blank rows and cells with line breaks: no row is lost, each keeps its spreadsheet number', async () => {

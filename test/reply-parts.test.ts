@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { replyParts } from '../src/messaging/reply-parts.ts';
+import { MAX_PARTS, replyParts } from '../src/messaging/reply-parts.ts';
 
 const words = (text: string) => text.split(/\s+/).filter(Boolean).join(' ');
 const unlabelled = (parts: string[]) => parts.map((p) => p.replace(/ \(\d+\/\d+\)$/, ''));
@@ -33,10 +33,30 @@ test('any text: every part within the limit, and the parts read back as the text
       fc.pre(text.trim() !== '');
       const parts = replyParts(text, max);
       assert.ok(parts.every((p) => p.length <= max && p.trim() !== ''), `a part over ${max}: ${parts.map((p) => p.length)}`);
-      assert.equal(words(unlabelled(parts).join(' ')).replace(/\s/g, ''), words(text).replace(/\s/g, ''));
+      assert.ok(parts.length <= MAX_PARTS);
+      const read = words(unlabelled(parts).join(' ')).replace(/\s/g, '');
+      const whole = words(text).replace(/\s/g, '');
+      if (parts.length < MAX_PARTS) assert.equal(read, whole);
+      else if (read !== whole) {
+        assert.match(parts.at(-1)!, /… \(reply shortened\) \(\d+\/\d+\)$/);
+        assert.ok(whole.startsWith(read.replace('…(replyshortened)', '')), 'the start of the text, in order');
+      }
     }),
     { numRuns: 300 },
   );
+});
+
+// A 5 MB cell of a person's record, quoted whole by the offline provider, went out as 3,151
+// messages and held the job (and the embedded database) for 52 s (found by a new-user probe).
+test('a runaway reply is at most MAX_PARTS parts, the last saying it was shortened', () => {
+  const parts = replyParts(`Je record: ${'x'.repeat(5_000_000)}`, 1600);
+  assert.equal(parts.length, MAX_PARTS);
+  assert.ok(parts.every((p) => p.length <= 1600));
+  assert.match(parts.at(-1)!, /x… \(reply shortened\) \(10\/10\)$/);
+  assert.deepEqual(parts.slice(0, -1).map((p) => p.slice(-7)), ['(1/10)', '(2/10)', '(3/10)', '(4/10)', '(5/10)', '(6/10)', '(7/10)', '(8/10)', '(9/10)'].map((l) => ` ${l}`.slice(-7)));
+  const sentences = replyParts('Een zin over verlof. '.repeat(2000), 500);
+  assert.equal(sentences.length, MAX_PARTS);
+  assert.match(sentences.at(-1)!, /verlof\.… \(reply shortened\) \(10\/10\)$/);
 });
 
 test('truncate: one part under the limit that says it was shortened', () => {

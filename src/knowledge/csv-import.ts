@@ -347,10 +347,20 @@ function headerPlan(cells: string[], explicit: Record<string, PersonField> = {})
   return { columns, width: cells.length };
 }
 
+// A record's cell holds a short fact. Every reply's prompt carries the sender's record, and
+// an offline answer quotes it: one 5 MB cell went out as a reply of 3,151 messages.
+const MAX_CELL_CHARS = 1000;
+
 function rowFrom(cells: string[], plan: HeaderPlan, line: number): { person: PersonInput } | RowError {
   // Fewer cells: trailing empty columns left out, as hand-written files do. More: something
   // would be lost (an unquoted comma, a shifted row), so the row is refused.
   if (cells.length > plan.width) return { line, reason: `expected ${plan.width} columns, found ${cells.length} (a comma in an unquoted value?)` };
+  const long = cells.findIndex((cell) => cell.length > MAX_CELL_CHARS);
+  if (long >= 0) {
+    const column = plan.columns[long]!;
+    const name = 'field' in column ? column.field : column.attribute;
+    return { line, reason: `${name} holds ${cells[long]!.length} characters, more than ${MAX_CELL_CHARS}: a record holds short facts; put long texts in a knowledge document` };
+  }
   const fields: Record<string, string> = {};
   const attributes: Record<string, string> = {};
   plan.columns.forEach((column, i) => {

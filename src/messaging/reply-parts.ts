@@ -7,6 +7,14 @@ export type OverflowPolicy = 'split' | 'truncate';
 
 const SHORTENED = '… (reply shortened)';
 
+/**
+ * The most parts a reply is split into; the last one says the reply was shortened. Nobody
+ * reads a chat answer in dozens of messages, and a runaway text (a model that repeats
+ * itself, a long record quoted whole) must not flood the contact nor hold its job while
+ * thousands of parts go out one by one.
+ */
+export const MAX_PARTS = 10;
+
 /** Units to pack, most preferred boundary first: paragraphs, sentences, words, characters. */
 function unitsOf(text: string, level: number): string[] {
   switch (level) {
@@ -50,7 +58,7 @@ function pack(text: string, max: number, level = 0): string[] {
 /**
  * The parts to send for `text`, each at most `maxChars` long. One part when it fits.
  * `split`: every part ends with its number, "(2/3)", so a reader sees order and
- * completeness even if WhatsApp shows them out of order. `truncate`: one part, cut at a
+ * completeness even if WhatsApp shows them out of order; at most MAX_PARTS of them. `truncate`: one part, cut at a
  * sentence or word boundary, ending with a marker that says it was shortened.
  */
 export function replyParts(text: string, maxChars: number, policy: OverflowPolicy = 'split'): string[] {
@@ -58,13 +66,21 @@ export function replyParts(text: string, maxChars: number, policy: OverflowPolic
   if (body.length <= maxChars) return [body];
   if (policy === 'truncate') {
     const room = maxChars - SHORTENED.length;
-    const kept = pack(body, room, 1)[0] ?? body.slice(0, room);
+    // Only the first piece is kept: the text past twice the room is never read.
+    const kept = pack(body.slice(0, 2 * maxChars), room, 1)[0] ?? body.slice(0, room);
     return [`${kept.trimEnd()}${SHORTENED}`];
   }
   // Room for " (NN/NN)"; recount once if the number of parts needs more digits.
   let reserve = ' (9/9)'.length;
+  // Text beyond what MAX_PARTS parts can hold is never sent: not packed either (5 MB took
+  // seconds). Cut there, it still makes more than MAX_PARTS pieces, so it is shortened.
+  const sendable = body.slice(0, MAX_PARTS * maxChars);
   for (;;) {
-    const pieces = pack(body, maxChars - reserve);
+    let pieces = pack(sendable, maxChars - reserve);
+    if (pieces.length > MAX_PARTS) {
+      const last = pack(pieces[MAX_PARTS - 1]!, maxChars - reserve - SHORTENED.length, 1)[0]!;
+      pieces = [...pieces.slice(0, MAX_PARTS - 1), `${last}${SHORTENED}`];
+    }
     const label = ` (${pieces.length}/${pieces.length})`;
     if (label.length <= reserve) return pieces.map((piece, i) => `${piece} (${i + 1}/${pieces.length})`);
     reserve = label.length;
