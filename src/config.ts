@@ -1,8 +1,8 @@
 // The only reader of process.env. Every setting aiq has is declared here, validated once
 // at start with zod, and handed to the modules as a plain typed object. A bad value stops
 // the process with a message that names the variable; secrets are never echoed back.
-import { existsSync } from 'node:fs';
-import { isIPv4 } from 'node:net';
+import { existsSync, readFileSync } from 'node:fs';
+import { isIP, isIPv4 } from 'node:net';
 import { parse as parseConnectionString } from 'pg-connection-string';
 import { z } from 'zod';
 import { pricesParse } from './ai/costs.ts';
@@ -60,7 +60,7 @@ const schema = z.object({
   // Named prepared statements (src/db/prepared.ts): auto = when no pooler or proxy sits between.
   DATABASE_PREPARED_STATEMENTS: z.enum(['auto', 'on', 'off']).default('auto'),
 
-  HOST: z.string().min(1).default('127.0.0.1'),
+  HOST: z.string().min(1).refine(isHostAddress, 'must be an IP address or a host name').default('127.0.0.1'),
   PORT: int(0, 65535, 3000),
   // Unset: `aiq worker` listens nowhere. A number: it answers /metrics, /healthz, /readyz there.
   WORKER_METRICS_PORT: z.preprocess(blankIsUnset, z.coerce.number().int().min(0).max(65535).optional()),
@@ -319,12 +319,26 @@ export function trustProxyOf(config: Pick<Env, 'TRUST_PROXY'>): boolean | string
     return (_address, hop) => hop < hops;
   }
   const entries = value.split(',').map((entry) => entry.trim()).filter(Boolean);
-  const address = /^(\d{1,3}(\.\d{1,3}){3}|[0-9a-fA-F:]*:[0-9a-fA-F:.]*)(\/\d{1,3})?$|^(loopback|linklocal|uniquelocal)$/;
-  const bad = entries.find((entry) => !address.test(entry));
+  // An address (IPv4 or IPv6) with an optional prefix length its family allows, or one of
+  // the names proxy-addr knows: checked here, or the first request fails on it.
+  const valid = (entry: string) => {
+    if (['loopback', 'linklocal', 'uniquelocal'].includes(entry)) return true;
+    const [address = '', prefix, ...rest] = entry.split('/');
+    const family = isIP(address);
+    if (family === 0 || rest.length > 0) return false;
+    return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
+  };
+  const bad = entries.find((entry) => !valid(entry));
   if (entries.length === 0 || bad !== undefined) {
     throw new Error(`must be true, false, a hop count, or a comma-separated list of proxy addresses/CIDRs; "${bad ?? value}" is none of these`);
   }
   return entries;
+}
+
+/** An IP address, or a host name of letters, digits, hyphens and dots (not a malformed IPv4 address). */
+function isHostAddress(host: string): boolean {
+  if (isIP(host) !== 0) return true;
+  return !/^[\d.]+$/.test(host) && /^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$/i.test(host);
 }
 
 /**
@@ -338,5 +352,34 @@ export function isLoopback(host: string): boolean {
 
 /** Reads `.env` from the working directory into process.env (real variables win), if present. */
 export function loadDotEnv(path = '.env'): void {
-  if (existsSync(path)) process.loadEnvFile(path);
+  if (!existsSync(path)) return;
+  const unreadable = dotEnvUnreadableLine(readFileSync(path, 'utf8'));
+  if (unreadable !== null) {
+    // Not quoted: the line may hold a secret.
+    throw new ConfigError(`${path} line ${unreadable} is not NAME=value (or a # comment); fix it: Node's reader skips such a line and the setting after it with it, silently`);
+  }
+  process.loadEnvFile(path);
+}
+
+/**
+ * The number of the first line of a .env text that is neither blank, a comment nor
+ * `[export ]NAME=value` (a quoted value may run over lines), or null. Node's own reader
+ * takes such a line as the start of a setting and swallows the next line with it.
+ */
+export function dotEnvUnreadableLine(text: string): number | null {
+  const lines = text.split(/\r?\n/);
+  let quote: string | null = null;
+  for (const [index, line] of lines.entries()) {
+    if (quote !== null) {
+      if (line.includes(quote)) quote = null;
+      continue;
+    }
+    if (line.trim() === '' || line.trim().startsWith('#')) continue;
+    const setting = /^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_.-]*\s*=\s*(.*)$/.exec(line);
+    if (!setting) return index + 1;
+    const value = setting[1]!;
+    const opening = value[0];
+    if ((opening === '"' || opening === "'" || opening === '`') && !value.slice(1).includes(opening)) quote = opening;
+  }
+  return null;
 }

@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { parseEnv } from 'node:util';
-import { CONFIG_VARIABLES, ConfigError, loadConfig, trustProxyOf } from '../src/config.ts';
+import { CONFIG_VARIABLES, ConfigError, dotEnvUnreadableLine, loadConfig, trustProxyOf } from '../src/config.ts';
 
 test('defaults need no variables at all', () => {
   const config = loadConfig({});
@@ -27,6 +31,12 @@ test('a bad value is refused with the variable named', () => {
   assert.throws(() => loadConfig({ TWILIO_ACCOUNT_SID: 'AC' + 'a'.repeat(32) }), /TWILIO_AUTH_TOKEN/);
   // The value once, where the message names it.
   assert.throws(() => loadConfig({ TRUST_PROXY: 'maybe' }), (err: Error) => /TRUST_PROXY: .*"maybe" is none of these/.test(err.message) && err.message.split('maybe').length === 2);
+  // Shaped like addresses but none: refused here, naming the setting, not by the first
+  // request ("invalid IP address") or by listen (found by a new-user probe).
+  for (const bad of ['999.1.1.1', '10.0.0.0/33', '::1/129', '1.2.3', '10.0.0.0/8/8']) assert.throws(() => loadConfig({ TRUST_PROXY: bad }), new RegExp(`TRUST_PROXY: .*"${bad.replace(/[./]/g, '\\$&')}" is none of these`), bad);
+  for (const good of ['127.0.0.1', '10.0.0.0/8', '::1', 'fd00::/8', 'loopback', '10.0.0.1, 192.168.0.0/16']) assert.doesNotThrow(() => trustProxyOf(loadConfig({ TRUST_PROXY: good })), good);
+  for (const bad of ['999.999.1.1', '1.2.3', 'bad host', 'a..b']) assert.throws(() => loadConfig({ HOST: bad }), /HOST: must be an IP address or a host name/, bad);
+  for (const good of ['0.0.0.0', '::', 'localhost', 'aiq.internal', 'host.docker.internal']) assert.equal(loadConfig({ HOST: good }).HOST, good);
 });
 
 test('a switch reads as people write it, in any case', () => {
@@ -48,6 +58,25 @@ test('secrets are never echoed in config errors', () => {
     (err: Error) =>
       /PEOPLE_SYNC_URL: .*\(got "http:\/\/hr\.example\.com\/export\?…"\)/.test(err.message) && !/s3cr3tKEY|pa55/.test(err.message),
   );
+});
+
+// Node's reader took "this is not a valid line" as a setting and swallowed DATA_DIR=… on the
+// next line with it: aiq ran on ./data, silently (found by a new-user probe).
+test('a .env line that is not NAME=value stops every command, naming the line, not quoting it', () => {
+  assert.equal(dotEnvUnreadableLine('# comment\n\nA=1\nexport B = two\nC="multi\nline # not a comment\n"\nD=\'x\'\r\nE.F=1\n'), null);
+  assert.equal(dotEnvUnreadableLine('A=1\nthis is not a valid line\nDATA_DIR=/tmp/x\n'), 2);
+  assert.equal(dotEnvUnreadableLine('ADMIN_TOKEN s3cret\n'), 1);
+  const dir = mkdtempSync(join(tmpdir(), 'aiq-env-'));
+  try {
+    writeFileSync(join(dir, '.env'), 'LOG_LEVEL=silent\nthis is not a valid line\nADMIN_TOKEN=s3cret-s3cret-s3cret\n');
+    const run = spawnSync(process.execPath, [fileURLToPath(new URL('../bin/aiq.js', import.meta.url)), 'stats'], { cwd: dir, env: { PATH: process.env.PATH! }, encoding: 'utf8' });
+    assert.equal(run.status, 1, run.stderr);
+    assert.match(run.stderr, /^aiq: \.env line 2 is not NAME=value \(or a # comment\); fix it/);
+    assert.doesNotMatch(run.stderr, /s3cret|valid line/);
+    assert.ok(!existsSync(join(dir, 'data')), 'nothing opened');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('.env.example names every variable, and each value it shows, set or commented out, is the default', () => {

@@ -44,7 +44,7 @@ const line = (out: string, check: string) => out.split('\n').find((l) => new Reg
 test('a working setup: every check passes and doctor exits 0', async () => {
   const { code, out } = await doctor(healthy());
   assert.equal(code, 0, out);
-  for (const check of ['config', 'database', 'pooler', 'migrations', 'vectors', 'embeddings', 'twilio', 'ai']) assert.match(line(out, check), /^(ok|warn)\s/, `${check}:\n${out}`);
+  for (const check of ['config', 'database', 'pooler', 'migrations', 'vectors', 'embeddings', 'text search', 'twilio', 'ai']) assert.match(line(out, check), /^(ok|warn)\s/, `${check}:\n${out}`);
   assert.match(line(out, 'database'), /^ok\s+database\s+PostgreSQL 1\d/);
   assert.match(line(out, 'prepared'), /^ok\s+prepared\s+named prepared statements on: DATABASE_URL reaches PostgreSQL itself/);
   assert.match(line(out, 'twilio'), /^ok .*is active/);
@@ -68,6 +68,11 @@ test('each problem is named in one line with a hint, without a stack trace, and 
     ['an unreachable direct URL', { DATABASE_DIRECT_URL: 'postgres://postgres@127.0.0.1:9/aiq' }, 'direct url', /^FAIL\s+direct url\s+DATABASE_DIRECT_URL: cannot connect/m],
     ['a wrong Twilio token', { TWILIO_AUTH_TOKEN: 'not-the-token' }, 'twilio', /^FAIL\s+twilio\s+Twilio rejected the account SID and auth token/m],
     ['a wrong OpenAI endpoint', { OPENAI_BASE_URL: 'http://127.0.0.1:9/v1' }, 'ai', /^FAIL\s+ai\s+openai: /m],
+    // Each of these stops `aiq start`; doctor said "aiq can run" (found by a new-user probe).
+    ['a missing system prompt file', { SYSTEM_PROMPT_FILE: '/nonexistent/prompt.txt' }, 'files', /^FAIL\s+files\s+SYSTEM_PROMPT_FILE: .*\/nonexistent\/prompt\.txt.*\n\s+→ `aiq start` refuses to run/m],
+    ['a missing profiles file', { PROFILES_FILE: '/nonexistent/profiles.json' }, 'files', /^FAIL\s+files\s+PROFILES_FILE: \/nonexistent\/profiles\.json/m],
+    ['a missing synonyms file', { RAG_SYNONYMS_FILE: '/nonexistent/synonyms.txt' }, 'files', /^FAIL\s+files\s+RAG_SYNONYMS_FILE: cannot read/m],
+    ['an unknown text-search configuration', { RAG_TEXT_SEARCH_CONFIG: 'klingon' }, 'text search', /^FAIL\s+text search\s+RAG_TEXT_SEARCH_CONFIG: "klingon" is not a text-search configuration of this database\n\s+→ one of: .*dutch.*simple/m],
   ];
   for (const [what, change, check, expected] of cases) {
     const { code, out } = await doctor({ ...healthy(), ...change });

@@ -12,7 +12,10 @@ import { openDatabase } from '../db/open.ts';
 import { cutShortRestore } from '../db/pglite-files.ts';
 import { poolerProbe, type PoolerProbe } from '../db/pooler.ts';
 import type { Database } from '../db/types.ts';
+import { profilePromptLoad } from '../jobs/reply-context.ts';
+import { synonymsOf } from '../knowledge/synonyms.ts';
 import { describeSpace, vectorSettingsGet } from '../knowledge/vectors.ts';
+import { Profiles } from '../messaging/profiles.ts';
 import { createTransport, TwilioTransport } from '../messaging/transport.ts';
 
 type Verdict = 'ok' | 'warn' | 'FAIL';
@@ -168,6 +171,32 @@ async function checkSchema(db: Database, config: Env, findings: Finding[]): Prom
   }
 }
 
+/**
+ * The files settings name (system prompts, profiles, synonyms), read as `aiq start` reads
+ * them when it starts: one that is missing or malformed stops it.
+ */
+function checkFiles(config: Env, findings: Finding[]): void {
+  const named = (['SYSTEM_PROMPT_FILE', 'PROFILES_FILE', 'RAG_SYNONYMS_FILE'] as const).filter((name) => config[name]);
+  if (named.length === 0) return;
+  try {
+    const profiles = new Profiles(config);
+    for (const profile of profiles.all()) profilePromptLoad({ config, profiles }, profile);
+    synonymsOf(config);
+    findings.push({ verdict: 'ok', check: 'files', result: `read: ${named.join(', ')}` });
+  } catch (err) {
+    findings.push({ verdict: 'FAIL', check: 'files', result: oneLine(err), hint: '`aiq start` refuses to run until the file reads' });
+  }
+}
+
+/** RAG_TEXT_SEARCH_CONFIG names a configuration the database has (start fails on it otherwise). */
+async function checkTextSearch(db: Database, config: Env, findings: Finding[]): Promise<void> {
+  const known = await db.query('select 1 from pg_ts_config where cfgname = $1', [config.RAG_TEXT_SEARCH_CONFIG]);
+  if (known.rowCount === 0) {
+    const names = (await db.query<{ name: string }>('select cfgname as name from pg_ts_config order by cfgname')).rows.map((r) => r.name);
+    findings.push({ verdict: 'FAIL', check: 'text search', result: `RAG_TEXT_SEARCH_CONFIG: "${config.RAG_TEXT_SEARCH_CONFIG}" is not a text-search configuration of this database`, hint: `one of: ${names.join(', ')}` });
+  } else findings.push({ verdict: 'ok', check: 'text search', result: `full-text search in "${config.RAG_TEXT_SEARCH_CONFIG}"` });
+}
+
 async function checkTwilio(config: Env, findings: Finding[]): Promise<void> {
   const transport = createTransport(config, { info() {} });
   if (!(transport instanceof TwilioTransport)) {
@@ -219,10 +248,12 @@ export async function doctor(config: Env): Promise<number> {
     try {
       await checkPooler(config, findings);
       await checkSchema(db, config, findings);
+      await checkTextSearch(db, config, findings);
     } finally {
       await db.close();
     }
   }
+  checkFiles(config, findings);
   await checkTwilio(config, findings);
   await checkAi(config, findings);
   findings.forEach(print);

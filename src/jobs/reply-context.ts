@@ -65,7 +65,7 @@ export function sourceLine(citations: Citations): string | null {
 }
 
 /** A profile's system prompt; an unreadable one named as the profile's, not as SYSTEM_PROMPT_FILE. */
-function profilePromptLoad(runtime: Runtime, profile: AssistantProfile): string {
+export function profilePromptLoad(runtime: Pick<Runtime, 'config' | 'profiles'>, profile: AssistantProfile): string {
   if (profile.systemPromptFile === runtime.config.SYSTEM_PROMPT_FILE) return systemPromptLoad(profile.systemPromptFile);
   const number = profile.number ?? runtime.profiles.defaultNumber ?? 'the default sender';
   return systemPromptLoad(profile.systemPromptFile, `PROFILES_FILE: ${runtime.config.PROFILES_FILE}: ${number} (${profile.name}) systemPromptFile`);
