@@ -141,11 +141,21 @@ describe('dashboard with ADMIN_TOKEN', () => {
     const notice = await t.app.inject({ url: String(saved.headers.location), headers: { cookie } });
     assert.match(notice.body, /<div class="notice" role="status">&quot;&lt;script&gt;x&lt;\/script&gt;&quot; inserted/);
     assert.match(String(notice.headers['content-security-policy']), /default-src 'self'/);
-    // A binary file (a NUL in it) gets the page's notice saying so, not the API's JSON.
+    // A binary file (a NUL in it) gets the page's problem saying so, not the API's JSON; the
+    // title stays in the form, the binary text does not come back.
     const binary = await t.app.inject({ method: 'POST', url: '/admin/documents', headers: { cookie, origin: 'http://localhost' }, payload: { _csrf: csrfOf(form.body), title: 'scan', body: '%PDF-1.4\u0000binary' } });
-    assert.equal(binary.statusCode, 303, binary.body);
-    const refused = await t.app.inject({ url: String(binary.headers.location), headers: { cookie } });
-    assert.match(refused.body, /document &quot;scan&quot; is not text \(binary content\)/);
+    assert.equal(binary.statusCode, 400, binary.body);
+    assert.match(binary.body, /document &quot;scan&quot; is not text \(binary content\)/);
+    assert.match(binary.body, /<input name="title" required maxlength="300" value="scan">/);
+    assert.doesNotMatch(binary.body, /PDF-1\.4/);
+    // A text refused (headings only) comes back in the form with the problem: a redirect
+    // emptied what was pasted (found by a new-user probe).
+    const headings = await t.app.inject({ method: 'POST', url: '/admin/documents', headers: { cookie, origin: 'http://localhost' }, payload: { _csrf: csrfOf(form.body), title: 'Kopjes', tags: 'hr', body: '# Verlof\n## Vakantie <b>\n' } });
+    assert.equal(headings.statusCode, 400, headings.body);
+    assert.match(headings.body, /<div class="problem"[^>]*>[^<]*heading/i);
+    assert.match(headings.body, /value="Kopjes"/);
+    assert.match(headings.body, /value="hr"/);
+    assert.match(headings.body, /<textarea name="body" rows="8"># Verlof\n## Vakantie &lt;b&gt;\n<\/textarea>/);
     // A CSV with a NUL in one row starts its import, which reports that row.
     const imports = await t.app.inject({ url: '/admin/imports', headers: { cookie } });
     const started = await t.app.inject({ method: 'POST', url: '/admin/imports', headers: { cookie, origin: 'http://localhost' }, payload: { _csrf: csrfOf(imports.body), filename: 'nul.csv', content: 'name,phone\nNul\u0000,+31633333333\n' } });

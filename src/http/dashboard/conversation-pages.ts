@@ -134,7 +134,7 @@ function windowNote(conversation: Conversation, template: ReplyTemplate | null):
   return html`<p id="window" data-window="closed"><span class="badge b-failed">window closed</span>${since}: the contact has not written for 24 hours, so ${then}.</p>`;
 }
 
-function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number, template: ReplyTemplate | null, via: string, media: Map<string, MediaInfo[]>, superseded: Set<string>): Html {
+function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number, template: ReplyTemplate | null, via: string, media: Map<string, MediaInfo[]>, superseded: Set<string>, draft = ''): Html {
   const pending = suggestions.filter((s) => s.status === 'pending');
   return page(
     ctx,
@@ -160,7 +160,7 @@ ${actionButton(ctx, `/admin/conversations/${conversation.id}/forget`, 'Forget th
 ${pending.map((s) => suggestionCard(ctx, s))}
 </div>
 <div class="card">${windowNote(conversation, template)}<form method="post" action="/admin/conversations/${conversation.id}/reply">${csrfField(ctx)}
-<label>Reply as admin<textarea name="body" required maxlength="${maxChars}"></textarea></label>
+<label>Reply as admin<textarea name="body" required maxlength="${maxChars}">${draft}</textarea></label>
 <p><button class="primary" type="submit">Send reply</button></p></form></div>`,
   );
 }
@@ -235,15 +235,25 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
       .send(file.bytes);
   });
 
-  app.get('/admin/conversations/:id', async (request, reply) => {
+  /**
+   * The conversation's page; with a refused reply, that reply's problem and its text back in
+   * the reply box (400): a redirect would have emptied the box the admin typed in.
+   */
+  const thread = async (request: FastifyRequest, reply: FastifyReply, id: string | undefined, refused?: { problem: string; draft: string }) => {
     const ctx = pageContext(request);
-    const params = Id.safeParse(request.params);
-    const conversation = params.success ? await conversationGet(db, params.data.id) : null;
+    const conversation = id === undefined ? null : await conversationGet(db, id);
     if (!conversation) return sendPage(reply.status(404), page({ ...ctx, problem: 'No such conversation.' }, 'conversations', 'Not found', html`<p><a href="/admin/conversations">« conversations</a></p>`));
     const [messages, suggestions, superseded] = await Promise.all([messageListRecent(db, conversation.id, THREAD_MESSAGES), suggestionList(db, conversation.id), repliesSuperseded(db, conversation.id)]);
     const profile = runtime.profiles.of(conversation.businessNumber);
     const media = await mediaOfMessages(db, messages.filter((m) => m.mediaUrls.length > 0).map((m) => m.id));
-    return sendPage(reply, threadPage(ctx, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS, profile.template, `${conversation.businessNumber ?? runtime.profiles.defaultNumber ?? 'the default sender'} (${profile.name})`, media, superseded));
+    const via = `${conversation.businessNumber ?? runtime.profiles.defaultNumber ?? 'the default sender'} (${profile.name})`;
+    const shown = refused ? { ...ctx, problem: refused.problem, notice: undefined } : ctx;
+    return sendPage(refused ? reply.status(400) : reply, threadPage(shown, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS, profile.template, via, media, superseded, refused?.draft));
+  };
+
+  app.get('/admin/conversations/:id', async (request, reply) => {
+    const params = Id.safeParse(request.params);
+    return thread(request, reply, params.success ? params.data.id : undefined);
   });
 
   for (const change of ['out', 'in'] as const) {
@@ -287,12 +297,13 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const params = Id.safeParse(request.params);
     if (!params.success) return reply.status(404).send('no such conversation');
     const body = ReplyBody.safeParse(request.body ?? {});
-    if (!body.success) return back(request, reply, params.data.id, { problem: firstIssue(body.error) });
+    const typed = String((request.body as { body?: unknown } | undefined)?.body ?? '');
+    if (!body.success) return thread(request, reply, params.data.id, { problem: firstIssue(body.error), draft: typed });
     try {
       const { outcome } = await adminReplySend(runtime, params.data.id, body.data.body);
       return back(request, reply, params.data.id, { notice: `Reply ${outcomeText(outcome)}` });
     } catch (err) {
-      return back(request, reply, params.data.id, failure(err));
+      return thread(request, reply, params.data.id, { problem: failure(err).problem, draft: typed });
     }
   });
 

@@ -54,7 +54,8 @@ ${Object.entries(person.attributes).map(([key, value]) => html`<dt>${key}</dt><d
   );
 }
 
-function documentsPage(ctx: PageContext, documents: DocumentSummary[]): Html {
+/** `typed`: what a refused form held, put back in it. */
+function documentsPage(ctx: PageContext, documents: DocumentSummary[], typed: { title?: string; tags?: string; body?: string; source?: string } = {}): Html {
   const waiting = documents.some((d) => !d.embedded);
   return page(
     ctx,
@@ -63,11 +64,11 @@ function documentsPage(ctx: PageContext, documents: DocumentSummary[]): Html {
     html`<h1>Documents</h1>
 <div class="card"><h2 style="margin-top:0">Add a document</h2>
 <form method="post" action="/admin/documents">${csrfField(ctx)}
-<div class="filters"><label>Title<input name="title" required maxlength="300"></label>
+<div class="filters"><label>Title<input name="title" required maxlength="300" value="${typed.title ?? ''}"></label>
 <label>Upload a text file (.txt, .md)<input type="file" accept=".txt,.md,.markdown,.csv,text/*" data-into="body" data-title-into="title" data-name-into="source"></label></div>
-<input type="hidden" name="source">
-<label>Tags (comma-separated; an assistant profile with documentTags uses only documents with one of them; blank keeps a replaced document's tags)<input name="tags" maxlength="1000" placeholder="e.g. hr"></label>
-<label>Text (or paste it here)<textarea name="body" rows="8"></textarea></label>
+<input type="hidden" name="source" value="${typed.source ?? ''}">
+<label>Tags (comma-separated; an assistant profile with documentTags uses only documents with one of them; blank keeps a replaced document's tags)<input name="tags" maxlength="1000" placeholder="e.g. hr" value="${typed.tags ?? ''}"></label>
+<label>Text (or paste it here)<textarea name="body" rows="8">${typed.body ?? ''}</textarea></label>
 <p><button class="primary" type="submit">Save document</button> <span class="muted">Saving a title that exists replaces that document.</span></p></form></div>
 <div id="live" data-refresh-ms="${waiting ? 3000 : 0}">
 ${
@@ -181,12 +182,21 @@ export const knowledgePages: FastifyPluginAsync<{ runtime: Runtime }> = async (a
 
   app.post('/admin/documents', uploadRoute('body'), async (request, reply) => {
     const input = DocumentBody.safeParse(request.body ?? {});
-    if (!input.success) return reply.redirect(`/admin/documents${actionQuery(request, { problem: input.error.issues[0]?.message })}`, 303);
+    // Refused: the page again with the problem and the form as it was sent (a redirect
+    // emptied a pasted text).
+    const refused = async (problem: string | undefined) => {
+      const sent = (request.body ?? {}) as Record<string, unknown>;
+      const typed = Object.fromEntries(['title', 'tags', 'body', 'source'].map((field) => [field, typeof sent[field] === 'string' ? sent[field] : undefined]));
+      // A binary file or a huge one is chosen again, not sent back into the page.
+      if (typed.body && (typed.body.includes('\u0000') || typed.body.length > 1_000_000)) typed.body = undefined;
+      return sendPage(reply.status(400), documentsPage({ ...pageContext(request), problem }, await documentList(db), typed));
+    };
+    if (!input.success) return refused(input.error.issues[0]?.message);
     let outcome;
     try {
       outcome = await documentAddConfigured(runtime, input.data);
     } catch (err) {
-      if (err instanceof DocumentContentError) return reply.redirect(`/admin/documents${actionQuery(request, { problem: err.message })}`, 303);
+      if (err instanceof DocumentContentError) return refused(err.message);
       throw err;
     }
     const notice = outcome.status === 'unchanged' ? `"${input.data.title}" is unchanged.` : `"${input.data.title}" ${outcome.status} (${outcome.chunks} chunk${outcome.chunks === 1 ? '' : 's'}); embedding it now.`;
