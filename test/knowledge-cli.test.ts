@@ -106,6 +106,14 @@ test('add-document chunks and queues the embedding; reembed embeds what is stale
   const hollow = await aiq(['add-document', headings]);
   assert.equal(hollow.code, 2);
   assert.match(hollow.out, /has headings but no text under them/);
+  // 20 MB of text became 20,000 chunks that held the embedded database for minutes (found
+  // by a new-user probe): refused before anything is written.
+  const huge = join(dir, 'everything.md');
+  writeFileSync(huge, `# Alles\n\n${'Een zin over het beleid. '.repeat(45_000)}`);
+  const tooLong = await aiq(['add-document', huge]);
+  assert.equal(tooLong.code, 2, tooLong.out);
+  assert.match(tooLong.out, /everything\.md: document "everything" is 1,125,009 characters, more than 1,000,000: add it in parts \(a chapter each\)/);
+  assert.equal((await t.db.query(`select 1 from documents where title = 'everything'`)).rowCount, 0);
   const jobs = await t.db.query<{ n: number }>(`select count(*)::int as n from ai_jobs where type = 'embed_record' and payload->>'table' = 'documents'`);
   assert.equal(jobs.rows[0]!.n, 1);
 

@@ -31,14 +31,25 @@ export interface DocumentSaveOutcome {
 }
 
 /**
+ * The longest document saved: a 500-page handbook. Its chunks are written in the save's
+ * transaction and embedded by one job; a 20 MB text (20,000 chunks) held the embedded
+ * database for minutes, and webhooks waited past Twilio's time-out. Longer goes in parts.
+ */
+export const DOCUMENT_MAX_CHARS = 1_000_000;
+
+/**
  * Saves a document by title: new → inserted with its chunks; same title with other content
  * → body replaced and chunks rebuilt (their embeddings with them); same content cut the
- * same way → nothing. Refuses (DocumentContentError) what has nothing to answer from. Run
+ * same way → nothing. Refuses (DocumentContentError) what has nothing to answer from, or
+ * is longer than DOCUMENT_MAX_CHARS. Run
  * it in the transaction that also enqueues the embedding.
  */
 export async function documentSave(tx: Queryable, input: DocumentSaveInput, settings: ChunkSettings = DEFAULT_CHUNK_SETTINGS): Promise<DocumentSaveOutcome> {
   const title = input.title.trim();
   if (!title) throw new DocumentContentError('a document needs a title');
+  if (input.body.length > DOCUMENT_MAX_CHARS) {
+    throw new DocumentContentError(`document "${title}" is ${input.body.length.toLocaleString('en')} characters, more than ${DOCUMENT_MAX_CHARS.toLocaleString('en')}: add it in parts (a chapter each)`);
+  }
   const chunks = documentContentCheck(title, input.body, settings);
   const hash = documentContentHash(title, input.body);
   const chunking = chunkingSignature(settings);
