@@ -5,7 +5,7 @@
 // over by a new, empty database.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -76,6 +76,15 @@ test('aiq backup (while aiq start runs, and after) and aiq restore round-trip a 
   const after = await aiq(['backup', stopped], { DATA_DIR: dataDir });
   assert.equal(after.code, 0, after.out);
   assert.match(after.out, /through the data folder/);
+  // An existing file (an earlier backup) is not replaced unless asked (it was, silently:
+  // found by a new-user probe).
+  const kept = readFileSync(stopped);
+  const twice = await aiq(['backup', stopped], { DATA_DIR: dataDir });
+  assert.equal(twice.code, 2, twice.out);
+  assert.match(twice.out, /stopped\.tar\.gz exists: nothing written \(another name, or --force to replace it\)/);
+  assert.deepEqual(readFileSync(stopped), kept);
+  const forced = await aiq(['backup', stopped, '--force'], { DATA_DIR: dataDir });
+  assert.equal(forced.code, 0, forced.out);
 
   for (const file of [join(root, 'live.tar.gz'), stopped]) {
     const target = join(root, `restored-${file.endsWith('live.tar.gz') ? 'live' : 'stopped'}`);

@@ -2,7 +2,7 @@
 // A backup is PGlite's data folder as a gzipped tar, taken after a checkpoint in one turn of
 // the session: consistent, like a snapshot. While `aiq start` holds the folder, the running
 // process takes it (GET /api/backup); otherwise this process opens the folder itself.
-import { chmodSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Env } from '../config.ts';
 import { DataDirLockedError } from '../db/errors.ts';
@@ -25,9 +25,11 @@ async function backupFromRunningServer(config: Env): Promise<Blob> {
   return response.blob();
 }
 
-export async function backup({ positionals }: CommandInput, config: Env): Promise<number> {
+export async function backup({ positionals, values }: CommandInput, config: Env): Promise<number> {
   const [file] = positionals;
   if (!file) throw new UsageError('backup needs a file to write, e.g. aiq backup aiq-backup.tar.gz');
+  // An existing file is most likely an earlier backup, perhaps the only good one.
+  if (existsSync(file) && values.force !== true) throw new UsageError(`${file} exists: nothing written (another name, or --force to replace it)`);
   if (config.DATABASE_URL) throw new UsageError(`${SERVER_DATABASE} back it up with pg_dump --format=custom --file=aiq.dump "$DATABASE_URL"`);
   // Opening the folder would create an empty database there: a typo in DATA_DIR would
   // "succeed" with a backup that holds nothing of ours and does not restore.

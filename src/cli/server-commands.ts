@@ -45,6 +45,7 @@ export const serverCommands: Command[] = [
     args: '<file>',
     group: 'Run aiq',
     summary: 'write a consistent copy of the embedded database (also while aiq start runs)',
+    options: { force: { type: 'boolean', description: 'replace the file when it exists (without it, an existing file is left alone)' } },
     example: 'aiq backup backups/aiq-$(date +%F).tar.gz',
     run: async (input, config) => (await import('./backup.ts')).backup(input, config),
   },
