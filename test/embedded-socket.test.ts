@@ -100,6 +100,8 @@ test('CLI commands work while `aiq start` runs on the embedded database, and the
     const jobs = await aiq(['jobs', '--status', 'failed'], env);
     assert.equal(jobs.code, 0, jobs.out);
     assert.match(jobs.out, new RegExp(jobId));
+    // One line a job: its error (a validation error lists its issues over lines) stays on it.
+    assert.ok(jobs.out.trim().split('\n').slice(1).every((line) => /^[0-9a-f-]{36}  /.test(line)), jobs.out);
 
     // psql speaks to it too, as to any PostgreSQL.
     const psql = spawnSync('psql', ['-h', dir, '-U', 'postgres', '-qAtc', 'select count(*) from documents'], { encoding: 'utf8' });

@@ -49,6 +49,10 @@ test('import-people reports new, unchanged and rejected rows with their lines', 
   const bad = await aiq(['import-people', mapped]);
   assert.equal(bad.code, 1);
   assert.match(bad.out, /the header has no name or phone column/);
+  // A folder: said so, as a usage error like a missing file (it was a bare EISDIR, exit 1).
+  const folder = await aiq(['import-people', dir]);
+  assert.equal(folder.code, 2, folder.out);
+  assert.match(folder.out, /is not a file \(a folder\?\): give the CSV file itself/);
   // A NUL in the header (an attribute's name, a JSON key PostgreSQL cannot store) is a file
   // error like any other: said plainly, and the import is recorded as failed, not left running.
   const nul = join(dir, 'nul-header.csv');

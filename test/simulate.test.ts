@@ -63,6 +63,12 @@ test('aiq simulate posts a webhook the server accepts and stores, with the auth 
     const usage = await simulate(['x', '--from', '0612345678', '--url', m.url], withToken);
     assert.equal(usage.code, 2);
     assert.match(usage.out, /--from must be a phone number in E\.164 form/);
+    // A text larger than the webhook takes: the hint is about text, not a file (found by a
+    // new-user probe).
+    const huge = await simulate(['x'.repeat(70_000), '--from', '+31612345678', '--url', m.url], withToken);
+    assert.equal(huge.code, 1);
+    assert.match(huge.out, /413/);
+    assert.match(huge.out, /the text is more than the webhook takes \(WEBHOOK_BODY_LIMIT_BYTES, now \d+ bytes\); a WhatsApp message holds at most 4,096 characters/);
     assert.equal((await t.db.query('select 1 from messages')).rowCount, 2);
   } finally {
     await dev.close();

@@ -96,6 +96,7 @@ export function printTable(rows: Array<Record<string, unknown>>, columns: string
 function formatCell(value: unknown): string {
   if (value === null || value === undefined) return '';
   if (value instanceof Date) return value.toISOString().replace('T', ' ').slice(0, 19);
-  const text = typeof value === 'object' ? JSON.stringify(value) : String(value);
+  // One line per row: an error text may run over several (a validation error's list).
+  const text = (typeof value === 'object' ? JSON.stringify(value) : String(value)).replace(/\s*\n\s*/g, ' ');
   return text.length > 60 ? `${text.slice(0, 59)}…` : text;
 }

@@ -205,11 +205,13 @@ export async function importPeople({ values, positionals }: CommandInput, config
   const [file] = positionals;
   if (!file) throw new UsageError('import-people needs a CSV file, e.g. aiq import-people people.csv');
   const path = resolve(file);
+  let isFile;
   try {
-    statSync(path);
+    isFile = statSync(path).isFile();
   } catch (err) {
     throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
   }
+  if (!isFile) throw new UsageError(`${file} is not a file (a folder?): give the CSV file itself`);
   const headerMap = headerMapOf(values.map as string[] | undefined);
   const estimate = estimateRows(path);
   return withRuntime(config, async (rt) => {

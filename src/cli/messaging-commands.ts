@@ -112,7 +112,13 @@ export const messagingCommands: Command[] = [
       const body = await response.text();
       if (response.status !== 200) {
         console.error(`aiq: the webhook answered ${response.status}: ${body}`);
-        if (response.status === 413) console.error(`aiq: the file travels inside the webhook: raise WEBHOOK_BODY_LIMIT_BYTES on the server (now ${config.WEBHOOK_BODY_LIMIT_BYTES}) to send larger ones.`);
+        if (response.status === 413) {
+          console.error(
+            media
+              ? `aiq: the file travels inside the webhook: raise WEBHOOK_BODY_LIMIT_BYTES on the server (now ${config.WEBHOOK_BODY_LIMIT_BYTES}) to send larger ones.`
+              : `aiq: the text is more than the webhook takes (WEBHOOK_BODY_LIMIT_BYTES, now ${config.WEBHOOK_BODY_LIMIT_BYTES} bytes); a WhatsApp message holds at most 4,096 characters.`,
+          );
+        }
         if (response.status === 403) console.error('aiq: the signature was refused: run simulate with the same TWILIO_AUTH_TOKEN (or DATA_DIR) and PUBLIC_URL as the server.');
         return 1;
       }

@@ -9,10 +9,12 @@ function statusOf(value: unknown): JobStatus | undefined {
   return value as JobStatus;
 }
 
-function intOf(name: string, value: unknown): number | undefined {
+/** A whole number option within [min, max] (the columns are PostgreSQL integers), or a UsageError naming it. */
+function intOf(name: string, value: unknown, min = -(2 ** 31), max = 2 ** 31 - 1): number | undefined {
   if (value === undefined) return undefined;
   const number = Number(value);
   if (!Number.isInteger(number)) throw new UsageError(`--${name} must be a whole number, got "${value}"`);
+  if (number < min || number > max) throw new UsageError(`--${name} must be between ${min} and ${max}, got ${value}`);
   return number;
 }
 
@@ -40,14 +42,14 @@ export const queueCommands: Command[] = [
       }
       const runAt = values['run-at'] === undefined ? undefined : new Date(String(values['run-at']));
       if (runAt && Number.isNaN(runAt.getTime())) throw new UsageError(`--run-at is not a date: ${values['run-at']}`);
-      const maxAttempts = intOf('max-attempts', values['max-attempts']);
-      if (maxAttempts !== undefined && maxAttempts < 1) throw new UsageError('--max-attempts must be at least 1');
+      const maxAttempts = intOf('max-attempts', values['max-attempts'], 1);
+      const priority = intOf('priority', values.priority);
       const id = await withRuntime(config, (rt) =>
         jobEnqueue(rt.db, {
           type,
           payload,
           runAt,
-          priority: intOf('priority', values.priority),
+          priority,
           maxAttempts,
           orderingKey: values['ordering-key'] as string | undefined,
         }),
@@ -79,9 +81,10 @@ export const queueCommands: Command[] = [
     },
     example: 'aiq jobs --status failed --type autoreply',
     async run({ values }, config) {
-      const page = await withDatabaseReadOnly(config, (db) =>
-        jobList(db, { status: statusOf(values.status), type: values.type as string | undefined, search: values.search as string | undefined }, { limit: intOf('limit', values.limit) ?? 20 }),
-      );
+      // Checked before the database opens: a bad option changes nothing and waits for nothing.
+      const filter = { status: statusOf(values.status), type: values.type as string | undefined, search: values.search as string | undefined };
+      const limit = intOf('limit', values.limit, 1, 1000) ?? 20;
+      const page = await withDatabaseReadOnly(config, (db) => jobList(db, filter, { limit }));
       printTable(
         page.jobs.map((j) => ({ id: j.id, type: j.type, status: j.status, attempts: `${j.attempts}/${j.maxAttempts}`, created: j.createdAt, next_run: j.nextRunAt, last_error: j.lastError })),
         ['id', 'type', 'status', 'attempts', 'created', 'next_run', 'last_error'],
