@@ -326,6 +326,10 @@ describe('admin API: people, documents and imports', () => {
       assert.equal((await t.app.inject({ method: 'POST', url: '/api/documents', headers: auth, payload: bad })).statusCode, 400, JSON.stringify(bad));
     }
     assert.equal((await t.app.inject({ url: '/api/documents?limit=0', headers: auth })).statusCode, 400);
+    // Not JSON: 415, saying what is wanted, where a text/plain body was a 400 "expected object"
+    // (found by a new-user probe).
+    const text = await t.app.inject({ method: 'POST', url: '/api/documents', headers: { ...auth, 'content-type': 'text/plain' }, payload: 'Opening hours: 9 to 17' });
+    assert.equal(text.statusCode, 415, text.body);
   });
 
   test('two saves of one new title at once: both answered, one document, no 500', async () => {

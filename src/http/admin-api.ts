@@ -42,6 +42,9 @@ export const OPEN_MODE_NEEDS_HEADER =
 
 export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth; limiter: AuthFailureLimiter }> = async (app, { runtime, auth, limiter }) => {
   const { db } = runtime;
+  // JSON only: a text/plain body (fastify parses one by default) reached the routes as a
+  // string and was refused as "expected object", a 400 that hid the real mistake (415).
+  app.removeContentTypeParser('text/plain');
 
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     if (auth.open && !fromThisMachine(request)) return reply.status(403).send({ error: OPEN_ELSEWHERE });
