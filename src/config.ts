@@ -3,6 +3,7 @@
 // the process with a message that names the variable; secrets are never echoed back.
 import { existsSync, readFileSync } from 'node:fs';
 import { isIP, isIPv4 } from 'node:net';
+import { parseEnv } from 'node:util';
 import { parse as parseConnectionString } from 'pg-connection-string';
 import { z } from 'zod';
 import { pricesParse } from './ai/costs.ts';
@@ -353,33 +354,35 @@ export function isLoopback(host: string): boolean {
 /** Reads `.env` from the working directory into process.env (real variables win), if present. */
 export function loadDotEnv(path = '.env'): void {
   if (!existsSync(path)) return;
-  const unreadable = dotEnvUnreadableLine(readFileSync(path, 'utf8'));
+  // A byte-order mark (Notepad's "UTF-8 with BOM") would become part of the first name.
+  const text = readFileSync(path, 'utf8').replace(/^\uFEFF/, '');
+  const unreadable = dotEnvUnreadableLine(text);
   if (unreadable !== null) {
     // Not quoted: the line may hold a secret.
-    throw new ConfigError(`${path} line ${unreadable} is not NAME=value (or a # comment); fix it: Node's reader skips such a line and the setting after it with it, silently`);
+    throw new ConfigError(`${path} line ${unreadable} is not NAME=value (or a # comment); fix it: Node's reader takes such a line as the start of the next setting's name, and that setting is lost`);
   }
-  process.loadEnvFile(path);
+  for (const [name, value] of Object.entries(parseEnv(text))) process.env[name] ??= value;
 }
 
 /**
- * The number of the first line of a .env text that is neither blank, a comment nor
- * `[export ]NAME=value` (a quoted value may run over lines), or null. Node's own reader
- * takes such a line as the start of a setting and swallows the next line with it.
+ * The number of the first line of a .env text that is neither blank, a # comment nor holds
+ * an `=`, or null. Node's reader (parseEnv) takes such a line as the start of the next
+ * line's name: the setting on that line is silently lost. A quoted value whose closing
+ * quote is on a later line runs over to it, as Node reads it.
  */
 export function dotEnvUnreadableLine(text: string): number | null {
   const lines = text.split(/\r?\n/);
-  let quote: string | null = null;
-  for (const [index, line] of lines.entries()) {
-    if (quote !== null) {
-      if (line.includes(quote)) quote = null;
-      continue;
-    }
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!;
     if (line.trim() === '' || line.trim().startsWith('#')) continue;
-    const setting = /^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_.-]*\s*=\s*(.*)$/.exec(line);
-    if (!setting) return index + 1;
-    const value = setting[1]!;
-    const opening = value[0];
-    if ((opening === '"' || opening === "'" || opening === '`') && !value.slice(1).includes(opening)) quote = opening;
+    const equals = line.indexOf('=');
+    if (equals < 0) return i + 1;
+    const value = line.slice(equals + 1).trimStart();
+    const quote = value[0];
+    if ((quote === '"' || quote === "'" || quote === '`') && !value.slice(1).includes(quote)) {
+      const closing = lines.findIndex((later, j) => j > i && later.includes(quote));
+      if (closing > 0) i = closing;
+    }
   }
   return null;
 }

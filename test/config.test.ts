@@ -60,20 +60,30 @@ test('secrets are never echoed in config errors', () => {
   );
 });
 
-// Node's reader took "this is not a valid line" as a setting and swallowed DATA_DIR=… on the
-// next line with it: aiq ran on ./data, silently (found by a new-user probe).
-test('a .env line that is not NAME=value stops every command, naming the line, not quoting it', () => {
-  assert.equal(dotEnvUnreadableLine('# comment\n\nA=1\nexport B = two\nC="multi\nline # not a comment\n"\nD=\'x\'\r\nE.F=1\n'), null);
+// Node's reader took "this is not a valid line" as the start of the next line's name and
+// the DATA_DIR=… written there was lost: aiq ran on ./data, silently (found by a new-user
+// probe). Lines Node reads well are not refused, whatever their names (review finding).
+test('a .env line without = stops every command, naming the line, not quoting it; a byte-order mark is no part of a name', () => {
+  assert.equal(dotEnvUnreadableLine('# comment\n\nA=1\nexport B = two\nC="multi\nline without equals\n"\nD=\'x\'\r\nE.F=1\nMY KEY=1\n1FOO=1\nG=1 # note\n'), null);
   assert.equal(dotEnvUnreadableLine('A=1\nthis is not a valid line\nDATA_DIR=/tmp/x\n'), 2);
   assert.equal(dotEnvUnreadableLine('ADMIN_TOKEN s3cret\n'), 1);
+  // An opening quote never closed is one line to Node: a bad line after it is still found.
+  assert.equal(dotEnvUnreadableLine('A="abc\nB=2\nnot a setting\n'), 3);
   const dir = mkdtempSync(join(tmpdir(), 'aiq-env-'));
+  const aiq = (args: string[]) => spawnSync(process.execPath, [fileURLToPath(new URL('../bin/aiq.js', import.meta.url)), ...args], { cwd: dir, env: { PATH: process.env.PATH! }, encoding: 'utf8' });
   try {
     writeFileSync(join(dir, '.env'), 'LOG_LEVEL=silent\nthis is not a valid line\nADMIN_TOKEN=s3cret-s3cret-s3cret\n');
-    const run = spawnSync(process.execPath, [fileURLToPath(new URL('../bin/aiq.js', import.meta.url)), 'stats'], { cwd: dir, env: { PATH: process.env.PATH! }, encoding: 'utf8' });
+    const run = aiq(['stats']);
     assert.equal(run.status, 1, run.stderr);
     assert.match(run.stderr, /^aiq: \.env line 2 is not NAME=value \(or a # comment\); fix it/);
     assert.doesNotMatch(run.stderr, /s3cret|valid line/);
     assert.ok(!existsSync(join(dir, 'data')), 'nothing opened');
+    // Saved "UTF-8 with BOM" (Notepad): the first setting still counts (its name began
+    // with U+FEFF, so DATA_DIR was not DATA_DIR).
+    writeFileSync(join(dir, '.env'), `\uFEFFDATA_DIR=${join(dir, 'elsewhere')}\nLOG_LEVEL=silent\n`);
+    const marked = aiq(['migrate', '--status']);
+    assert.ok(existsSync(join(dir, 'elsewhere')) || /elsewhere/.test(marked.stdout + marked.stderr), `${marked.stdout}${marked.stderr}`);
+    assert.ok(!existsSync(join(dir, 'data')), 'not ./data');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

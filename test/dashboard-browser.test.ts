@@ -220,6 +220,23 @@ describe('dashboard in a browser', () => {
     assert.equal(await page.locator('.suggestion').count(), 0, 'no pending suggestion left');
     const sent = await t.runtime.db.query(`select status from suggestions where conversation_id = $1`, [conversationId]);
     assert.deepEqual(sent.rows, [{ status: 'sent' }]);
+
+    // A reply refused (the contact opted out meanwhile) comes back with its text in the box,
+    // at the conversation's own address: the live refresh and a reload read the page, not
+    // the POST route (review finding).
+    await t.runtime.db.query(`update contacts set opted_out_at = now(), opted_out_by = 'admin' where id = (select contact_id from conversations where id = $1)`, [conversationId]);
+    try {
+      await page.fill('textarea[name=body][required]', 'Bel me even terug?');
+      await page.getByRole('button', { name: 'Send reply' }).click();
+      await page.locator('.problem', { hasText: 'opted out' }).waitFor();
+      assert.equal(await page.inputValue('textarea[name=body][required]'), 'Bel me even terug?');
+      assert.equal(new URL(page.url()).pathname, `/admin/conversations/${conversationId}`);
+      await page.reload();
+      assert.equal(new URL(page.url()).pathname, `/admin/conversations/${conversationId}`);
+      await page.locator('#pause-switch').waitFor();
+    } finally {
+      await t.runtime.db.query(`update contacts set opted_out_at = null, opted_out_by = null where id = (select contact_id from conversations where id = $1)`, [conversationId]);
+    }
   });
 
   test('forget a person from their conversation: the page asks first, then nothing of them is left', async () => {

@@ -52,7 +52,7 @@ test('import-people reports new, unchanged and rejected rows with their lines', 
   // A folder: said so, as a usage error like a missing file (it was a bare EISDIR, exit 1).
   const folder = await aiq(['import-people', dir]);
   assert.equal(folder.code, 2, folder.out);
-  assert.match(folder.out, /is not a file \(a folder\?\): give the CSV file itself/);
+  assert.match(folder.out, /is a folder: give the CSV file itself/);
   // A NUL in the header (an attribute's name, a JSON key PostgreSQL cannot store) is a file
   // error like any other: said plainly, and the import is recorded as failed, not left running.
   const nul = join(dir, 'nul-header.csv');

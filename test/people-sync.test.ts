@@ -58,6 +58,9 @@ test('a source in Windows-1252 or UTF-16, as HR systems and spreadsheets export:
     { type: 'text/plain; charset=ISO-8859-1', body: windows1252(list('Ana\u00efs')), name: 'Ana\u00efs' },
     { type: 'text/csv', body: Buffer.from(`\ufeff${list('Zo\u00eb')}`, 'utf16le'), name: 'Zo\u00eb' },
     { type: 'text/csv; charset=utf-8', body: Buffer.from(list('S\u00f8ren \u{1F600}'), 'utf8'), name: 'S\u00f8ren \u{1F600}' },
+    // And the other way round (Apache's AddDefaultCharset): UTF-8 bytes win over the label.
+    { type: 'text/csv; charset=ISO-8859-1', body: Buffer.from(list('Jos\u00e9 M\u00fcller'), 'utf8'), name: 'Jos\u00e9 M\u00fcller' },
+    { type: 'text/csv; charset=utf-16le', body: Buffer.from(list('Zo\u00eb'), 'utf16le'), name: 'Zo\u00eb' },
   ];
   for (const source of sources) {
     answer = { status: 200, ...source };

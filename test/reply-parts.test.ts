@@ -54,6 +54,11 @@ test('a runaway reply is at most MAX_PARTS parts, the last saying it was shorten
   assert.ok(parts.every((p) => p.length <= 1600));
   assert.match(parts.at(-1)!, /x… \(reply shortened\) \(10\/10\)$/);
   assert.deepEqual(parts.slice(0, -1).map((p) => p.slice(-7)), ['(1/10)', '(2/10)', '(3/10)', '(4/10)', '(5/10)', '(6/10)', '(7/10)', '(8/10)', '(9/10)'].map((l) => ` ${l}`.slice(-7)));
+  // Cut where ten parts end, the rest can fit in ten (whitespace between parts dropped):
+  // still shortened, at a word's end (review finding: it ended "…wo (10/10)").
+  const paragraphs = replyParts(Array.from({ length: 10 }, () => 'woord '.repeat(250).trim()).join('\n'.repeat(150)), 1600);
+  assert.ok(paragraphs.length <= MAX_PARTS);
+  assert.match(paragraphs.at(-1)!, /woord… \(reply shortened\) \(\d+\/\d+\)$/);
   const sentences = replyParts('Een zin over verlof. '.repeat(2000), 500);
   assert.equal(sentences.length, MAX_PARTS);
   assert.match(sentences.at(-1)!, /verlof\.… \(reply shortened\) \(10\/10\)$/);

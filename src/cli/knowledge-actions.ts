@@ -205,13 +205,14 @@ export async function importPeople({ values, positionals }: CommandInput, config
   const [file] = positionals;
   if (!file) throw new UsageError('import-people needs a CSV file, e.g. aiq import-people people.csv');
   const path = resolve(file);
-  let isFile;
+  let isFolder;
   try {
-    isFile = statSync(path).isFile();
+    isFolder = statSync(path).isDirectory();
   } catch (err) {
     throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
   }
-  if (!isFile) throw new UsageError(`${file} is not a file (a folder?): give the CSV file itself`);
+  // A folder is a mistake; a pipe (/dev/stdin, <(curl …)) is read like a file.
+  if (isFolder) throw new UsageError(`${file} is a folder: give the CSV file itself`);
   const headerMap = headerMapOf(values.map as string[] | undefined);
   const estimate = estimateRows(path);
   return withRuntime(config, async (rt) => {

@@ -6,18 +6,11 @@
 
 export type TextEncoding = 'utf-8' | 'utf-16le' | 'utf-16be' | 'windows-1252';
 
-/** The encoding a byte-order mark at the start names, or null when there is none. */
-function markedEncodingOf(head: Uint8Array): TextEncoding | null {
+/** The encoding of a file from its first bytes (a sample of tens of kilobytes is plenty). */
+export function textEncodingOf(head: Uint8Array): TextEncoding {
   if (head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf) return 'utf-8';
   if (head[0] === 0xff && head[1] === 0xfe) return 'utf-16le';
   if (head[0] === 0xfe && head[1] === 0xff) return 'utf-16be';
-  return null;
-}
-
-/** The encoding of a file from its first bytes (a sample of tens of kilobytes is plenty). */
-export function textEncodingOf(head: Uint8Array): TextEncoding {
-  const marked = markedEncodingOf(head);
-  if (marked) return marked;
   try {
     // `stream`: a character cut at the end of the sample is not an error.
     new TextDecoder('utf-8', { fatal: true }).decode(head, { stream: true });
@@ -28,19 +21,24 @@ export function textEncodingOf(head: Uint8Array): TextEncoding {
 }
 
 /**
- * A whole file's text (a byte-order mark is dropped): decoded as its byte-order mark says,
- * else as `charset` says (what a source declares: HTTP's Content-Type charset) when that is
- * a label TextDecoder knows and the bytes are valid in it, else as textEncodingOf reads the
- * bytes. Servers often declare UTF-8 for any CSV: a Windows-1252 file so declared is read
- * as Windows-1252, not with its accented letters turned into U+FFFD.
+ * A whole file's text (a byte-order mark is dropped): decoded as its byte-order mark says;
+ * else as UTF-8 when the bytes are UTF-8, whatever a source declares (servers label UTF-8
+ * files ISO-8859-1 by default as often as they label Windows-1252 ones UTF-8, and no other
+ * encoding's text is valid UTF-8 by chance); else as `charset` says (what a source declares:
+ * HTTP's Content-Type charset) when TextDecoder knows it and the bytes fit it (and for a
+ * declared UTF-16 without a mark); else as Windows-1252.
  */
 export function textDecode(bytes: Uint8Array, charset?: string): string {
-  if (charset && !markedEncodingOf(bytes)) {
+  const encoding = textEncodingOf(bytes);
+  // UTF-16 without a mark is valid UTF-8 (a NUL beside each ASCII letter): only the
+  // declaration tells.
+  const unmarkedWide = encoding === 'utf-8' && /^\s*utf-?16/i.test(charset ?? '') && !(bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf);
+  if (charset && (encoding === 'windows-1252' || unmarkedWide)) {
     try {
       return new TextDecoder(charset, { fatal: true }).decode(bytes);
     } catch {
       // A label no decoder has, or bytes that are not in it: read by the bytes.
     }
   }
-  return new TextDecoder(textEncodingOf(bytes)).decode(bytes);
+  return new TextDecoder(encoding).decode(bytes);
 }

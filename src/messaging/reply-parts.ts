@@ -73,13 +73,22 @@ export function replyParts(text: string, maxChars: number, policy: OverflowPolic
   // Room for " (NN/NN)"; recount once if the number of parts needs more digits.
   let reserve = ' (9/9)'.length;
   // Text beyond what MAX_PARTS parts can hold is never sent: not packed either (5 MB took
-  // seconds). Cut there, it still makes more than MAX_PARTS pieces, so it is shortened.
-  const sendable = body.slice(0, MAX_PARTS * maxChars);
+  // seconds). Cut there, at a word's end, it is shortened even if what is left fits (the
+  // whitespace dropped between parts can make it fit).
+  const cut = body.length > MAX_PARTS * maxChars;
+  let sendable = body;
+  if (cut) {
+    sendable = body.slice(0, MAX_PARTS * maxChars);
+    // Not in the middle of a word, unless the word is a part long (then it is cut anyway).
+    const wordEnd = sendable.search(/\s+\S*$/);
+    if (wordEnd > sendable.length - maxChars) sendable = sendable.slice(0, wordEnd);
+  }
   for (;;) {
     let pieces = pack(sendable, maxChars - reserve);
-    if (pieces.length > MAX_PARTS) {
-      const last = pack(pieces[MAX_PARTS - 1]!, maxChars - reserve - SHORTENED.length, 1)[0]!;
-      pieces = [...pieces.slice(0, MAX_PARTS - 1), `${last}${SHORTENED}`];
+    if (cut || pieces.length > MAX_PARTS) {
+      const kept = pieces.slice(0, MAX_PARTS);
+      const last = pack(kept.at(-1)!, maxChars - reserve - SHORTENED.length, 1)[0]!;
+      pieces = [...kept.slice(0, -1), `${last}${SHORTENED}`];
     }
     const label = ` (${pieces.length}/${pieces.length})`;
     if (label.length <= reserve) return pieces.map((piece, i) => `${piece} (${i + 1}/${pieces.length})`);

@@ -64,6 +64,13 @@ document.addEventListener('change', async (event) => {
   fill(input.dataset.titleInto, file.name.replace(/\.[^.]+$/, '') || file.name);
 });
 
+// A form refused in place (its text kept) is answered at its POST address: the page's own
+// address goes back in the bar, or the live refresh and a reload would ask the POST route.
+function restoreAddress() {
+  const own = document.querySelector('link[rel="canonical"]');
+  if (own instanceof HTMLLinkElement && own.href !== location.href) history.replaceState(history.state, '', own.href);
+}
+
 // A notice belongs to the action that caused it: drop it from the address once shown, so a
 // reload (or the live refresh) shows the page as it is, not a stale "pending again".
 function forgetNotice() {
@@ -79,6 +86,7 @@ function forgetNotice() {
 }
 
 document.addEventListener('DOMContentLoaded', () => {
+  restoreAddress();
   forgetNotice();
   scheduleRefresh();
 });

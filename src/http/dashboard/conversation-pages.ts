@@ -247,7 +247,7 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const profile = runtime.profiles.of(conversation.businessNumber);
     const media = await mediaOfMessages(db, messages.filter((m) => m.mediaUrls.length > 0).map((m) => m.id));
     const via = `${conversation.businessNumber ?? runtime.profiles.defaultNumber ?? 'the default sender'} (${profile.name})`;
-    const shown = refused ? { ...ctx, problem: refused.problem, notice: undefined } : ctx;
+    const shown = refused ? { ...ctx, problem: refused.problem, notice: undefined, pageUrl: `/admin/conversations/${conversation.id}` } : ctx;
     return sendPage(refused ? reply.status(400) : reply, threadPage(shown, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS, profile.template, via, media, superseded, refused?.draft));
   };
 

@@ -16,6 +16,12 @@ export interface PageContext {
   problem?: string;
   /** A standing problem an operator must fix (an embedding-space mismatch), on every page. */
   alert?: string;
+  /**
+   * The page's own address, when it answers a form at another (a refused reply, at its POST
+   * route): the script puts it back in the address bar, so the live refresh and a reload
+   * read the page.
+   */
+  pageUrl?: string;
 }
 
 const NAV = [
@@ -92,7 +98,7 @@ export function page(ctx: PageContext, section: Section, title: string, content:
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="csrf-token" content="${ctx.csrf}">
-<link rel="icon" href="/favicon.ico" type="image/svg+xml">
+<link rel="icon" href="/favicon.ico" type="image/svg+xml">${ctx.pageUrl ? html`<link rel="canonical" href="${ctx.pageUrl}">` : ''}
 <title>${title} · aiq</title><style>${STYLE}</style><script src="/admin/assets/app.js" defer></script></head>
 <body>
 ${section === 'login' ? '' : nav(ctx, section)}
