@@ -71,8 +71,8 @@ test('a word too many is refused with the usage (exit 2), before anything runs: 
     // one row for --limit 0 (found by a new-user probe).
     [['enqueue', 'foo', '{}', '--priority', '99999999999'], /--priority must be between -2147483648 and 2147483647, got 99999999999/],
     [['enqueue', 'foo', '{}', '--max-attempts', '0'], /--max-attempts must be between 1 and 2147483647, got 0/],
-    [['jobs', '--limit', '0'], /--limit must be between 1 and 1000, got 0/],
-    [['jobs', '--limit=-1'], /--limit must be between 1 and 1000, got -1/],
+    [['jobs', '--limit', '0'], /--limit must be between 1 and 500, got 0/],
+    [['jobs', '--limit=-1'], /--limit must be between 1 and 500, got -1/],
   ] as const) {
     const { code, stderr } = await aiq([...args]);
     assert.equal(code, 2, `${args.join(' ')}: ${stderr}`);

@@ -83,7 +83,7 @@ export const queueCommands: Command[] = [
     async run({ values }, config) {
       // Checked before the database opens: a bad option changes nothing and waits for nothing.
       const filter = { status: statusOf(values.status), type: values.type as string | undefined, search: values.search as string | undefined };
-      const limit = intOf('limit', values.limit, 1, 1000) ?? 20;
+      const limit = intOf('limit', values.limit, 1, 500) ?? 20;
       const page = await withDatabaseReadOnly(config, (db) => jobList(db, filter, { limit }));
       printTable(
         page.jobs.map((j) => ({ id: j.id, type: j.type, status: j.status, attempts: `${j.attempts}/${j.maxAttempts}`, created: j.createdAt, next_run: j.nextRunAt, last_error: j.lastError })),
