@@ -13,6 +13,7 @@ import { cutShortRestore } from '../db/pglite-files.ts';
 import { poolerProbe, type PoolerProbe } from '../db/pooler.ts';
 import type { Database } from '../db/types.ts';
 import { profilePromptLoad } from '../jobs/reply-context.ts';
+import { textSearchConfigKnown } from '../knowledge/search.ts';
 import { synonymsOf } from '../knowledge/synonyms.ts';
 import { describeSpace, vectorSettingsGet } from '../knowledge/vectors.ts';
 import { Profiles } from '../messaging/profiles.ts';
@@ -190,8 +191,7 @@ function checkFiles(config: Env, findings: Finding[]): void {
 
 /** RAG_TEXT_SEARCH_CONFIG names a configuration the database has (start fails on it otherwise). */
 async function checkTextSearch(db: Database, config: Env, findings: Finding[]): Promise<void> {
-  const known = await db.query('select 1 from pg_ts_config where cfgname = $1', [config.RAG_TEXT_SEARCH_CONFIG]);
-  if (known.rowCount === 0) {
+  if (!(await textSearchConfigKnown(db, config.RAG_TEXT_SEARCH_CONFIG))) {
     const names = (await db.query<{ name: string }>('select cfgname as name from pg_ts_config order by cfgname')).rows.map((r) => r.name);
     findings.push({ verdict: 'FAIL', check: 'text search', result: `RAG_TEXT_SEARCH_CONFIG: "${config.RAG_TEXT_SEARCH_CONFIG}" is not a text-search configuration of this database`, hint: `one of: ${names.join(', ')}` });
   } else findings.push({ verdict: 'ok', check: 'text search', result: `full-text search in "${config.RAG_TEXT_SEARCH_CONFIG}"` });

@@ -369,6 +369,9 @@ const REPLY_SUPERSEDED_SQL = `
   update messages set status = coalesce($3, status), error_message = $2, status_updated_at = now()
   where id = $1 and twilio_sid is null`;
 
+/** Words every text refuseIfAnsweredSince records holds: the dashboard then adds nothing. */
+export const ANSWERED_SINCE_TEXT = 'has answered the contact since';
+
 /**
  * Throws AnsweredSinceError when a later reply has answered what `reply` (never sent)
  * answers, having recorded that on the reply.
@@ -376,7 +379,7 @@ const REPLY_SUPERSEDED_SQL = `
 async function refuseIfAnsweredSince(deps: OutboxDeps, reply: Message, twilioHasNoRecord = false): Promise<void> {
   const answeredBy = (await deps.db.query<{ id: string }>(REPLY_ANSWERED_SINCE_SQL, [reply.id])).rows[0]?.id;
   if (!answeredBy) return;
-  const since = `reply ${answeredBy} has answered the contact since`;
+  const since = `reply ${answeredBy} ${ANSWERED_SINCE_TEXT}`;
   const flaggedUnknown = reply.status === 'flagged' && !twilioHasNoRecord;
   // A flagged reply Twilio cannot account for may have reached them: that stays unknown.
   const text = flaggedUnknown

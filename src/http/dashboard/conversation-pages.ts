@@ -9,6 +9,7 @@ import { templateFill, windowOpen, windowOpenUntil, type ReplyTemplate } from '.
 import type { Profiles } from '../../messaging/profiles.ts';
 import { mediaFile, mediaOfMessages, type MediaInfo } from '../../messaging/media-store.ts';
 import { conversationAiPausedSet, conversationGet, messageListRecent, repliesSuperseded, type Citations, type Conversation, type Message } from '../../messaging/conversations.ts';
+import { ANSWERED_SINCE_TEXT } from '../../messaging/outbox.ts';
 import { documentsNamingText } from '../../privacy/documents-about.ts';
 import { personErase } from '../../privacy/erasure.ts';
 import type { Runtime } from '../../runtime.ts';
@@ -91,7 +92,7 @@ function mediaBlock(media: MediaInfo): Html {
 function messageBubble(m: Message, media: MediaInfo[] = [], superseded = false): Html {
   const who = m.source === 'inbound' ? 'contact' : m.source === 'ai' ? 'AI' : 'admin';
   return html`<div class="msg ${m.source}" data-message-id="${m.id}" data-source="${m.source}"><span class="body">${m.body}</span>${media.length ? media.map(mediaBlock) : m.mediaUrls.length ? html`<span class="meta">${m.mediaUrls.length} attachment(s)</span>` : ''}
-<span class="meta">${who} · ${when(m.createdAt)}${m.source === 'inbound' ? '' : html` · ${badge(m.status)}`}${m.templateSid ? html` · sent as template <span class="mono">${m.templateSid}</span>` : ''}${m.errorMessage ? html` · ${m.errorMessage}` : ''}${superseded && !m.errorMessage?.includes('answered the contact since') ? html` · <span class="superseded">a later reply has answered for it: nothing left to do</span>` : ''}</span>${m.citations ? citationsNote(m.citations) : ''}</div>`;
+<span class="meta">${who} · ${when(m.createdAt)}${m.source === 'inbound' ? '' : html` · ${badge(m.status)}`}${m.templateSid ? html` · sent as template <span class="mono">${m.templateSid}</span>` : ''}${m.errorMessage ? html` · ${m.errorMessage}` : ''}${superseded && !m.errorMessage?.includes(ANSWERED_SINCE_TEXT) ? html` · <span class="superseded">a later reply has answered for it: nothing left to do</span>` : ''}</span>${m.citations ? citationsNote(m.citations) : ''}</div>`;
 }
 
 /** Where a reply's answer came from, linked to the sections; or why it said it does not know. */
