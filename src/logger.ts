@@ -20,9 +20,11 @@ export function logFormatOf(setting: 'auto' | LogFormat = 'auto', stream: { isTT
 }
 
 // A number in international form inside a text: + and 7 to 15 digits (E.164, as Twilio
-// and WhatsApp write them), not inside a word or a base64 run (an SM… id) nor a decimal.
-// After a line break or tab as JSON writes them (\n, \t) it counts: the n is no word.
-const PHONE_IN_TEXT = /(?<=^|[^\w+/]|\\[nrtbf])\+\d{7,15}(?![\d.])/g;
+// and WhatsApp write them), also as people write it, a space, no-break space or hyphen
+// between digits ("+31 6 1234 5678", what an admin typed and an error quotes back); not
+// inside a word or a base64 run (an SM… id), nor a decimal, though a sentence's full stop
+// may follow. After a line break or tab as JSON writes them (\n, \t) it counts: the n is no word.
+const PHONE_IN_TEXT = /(?<=^|[^\w+/]|\\[nrtbf])\+\d(?:[ \u00a0\u202f-]?\d){6,14}(?!\d|[.,]\d)/g;
 
 /** `text` with every phone number in international form masked (maskPhone). */
 export function phonesMasked(text: string): string {

@@ -20,10 +20,15 @@ for (const format of ['json', 'pretty'] as const) {
     logger.error({ jobId, attempt: 3, error: "Twilio error 21211: The 'To' number whatsapp:+31687654322 is not a valid WhatsApp user", at: '2026-12-06T20:13:24.002Z' }, 'job failed permanently');
     logger.warn({ err: new Error('sending to +447700900123 failed'), nested: { detail: 'from +12025550143' } }, 'reply to %s not sent', '+4915112345678');
     logger.info('contact +33612345678 opted out');
+    // As people write them (an admin's typing quoted back), and at a sentence's end: both
+    // reached the log whole.
+    logger.warn({ error: 'phone: "+31 6 1234 5678" is opted out; so is +1-202-555-0199' }, 'reply not sent to +447700900124.');
     const out = lines.join('\n');
-    for (const number of ['+31687654322', '+447700900123', '+12025550143', '+4915112345678', '+33612345678']) {
+    for (const number of ['+31687654322', '+447700900123', '+12025550143', '+4915112345678', '+33612345678', '+31 6 1234 5678', '1234 5678', '+1-202-555-0199', '555-0199', '+447700900124']) {
       assert.ok(!out.includes(number), `${number} is not in the log:\n${out}`);
     }
+    assert.match(out, /\+31•+78\\?" is opted out/);
+    assert.match(out, /not sent to \+44•+24\./);
     assert.match(out, /whatsapp:\+31•+22 is not a valid WhatsApp user/);
     assert.match(out, /\+44•+23/);
     // What only looks like digits stays: ids, times, codes.
