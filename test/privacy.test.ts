@@ -137,6 +137,9 @@ test("erasure and export go by whole cells and words, read uploads in any encodi
   const utf16 = await insertUpload(unicodeText);
   const misread = await insertUpload(Buffer.from(unicodeText.toString('utf8'), 'utf8'));
   const cp1252 = await insertUpload(Buffer.concat([Buffer.from('Name,Phone\nJos'), Buffer.from([0xe9]), Buffer.from(',+31611111111\nRen'), Buffer.from([0xe9]), Buffer.from(',+31633333333\n')]));
+  // Word's no-break spaces between the digits: the SQL pre-test read their escapes' digits
+  // (\302\240) as the number's and passed the line by.
+  const noBreak = await insertUpload(Buffer.from('Name,Phone\nJo Bakker,+31\u00a06\u00a01111\u00a01111\nRen\u00e9,+31633333333\n'));
 
   const exported = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(JO)}`, headers: BEARER });
   assert.equal(exported.statusCode, 200, exported.body);
@@ -145,6 +148,7 @@ test("erasure and export go by whole cells and words, read uploads in any encodi
   assert.deepEqual(lines[cp1252], ['Jos\ufffd,+31611111111']);
   assert.deepEqual(lines[utf16], [`Jo Bakker\t${JO}`]);
   assert.deepEqual(lines[misread], [`Jo Bakker\t${JO}`], "without NULs, nor the line break's \\r");
+  assert.deepEqual(lines[noBreak], ['Jo Bakker,+31\u00a06\u00a01111\u00a01111']);
 
   // An import reading the file that names Jo: refused, nothing erased.
   await t.db.query(`update imports set status = 'running', finished_at = null where id = $1`, [team]);
@@ -165,7 +169,8 @@ test("erasure and export go by whole cells and words, read uploads in any encodi
   const unicodeKept = Buffer.from(`\ufeffName\tPhone\r\nSomeone\t+31699999999\r\n`, 'utf16le');
   assert.deepEqual((await content(utf16)).c, unicodeKept);
   assert.deepEqual((await content(misread)).c, Buffer.from(unicodeKept.toString('utf8'), 'utf8'));
-  await t.db.query('delete from imports where id = any($1::uuid[])', [[team, utf16, misread, cp1252]]);
+  assert.equal((await content(noBreak)).c.toString(), 'Name,Phone\nRen\u00e9,+31633333333\n');
+  await t.db.query('delete from imports where id = any($1::uuid[])', [[team, utf16, misread, cp1252, noBreak]]);
 });
 
 test('a number held only in a stored upload (its row refused, so no person record): export hands the line over, erasure removes it', async () => {
@@ -185,6 +190,40 @@ test('a number held only in a stored upload (its row refused, so no person recor
   assert.equal(again.statusCode, 404, 'nothing left to erase');
   await t.db.query('delete from imports where id = $1', [upload.importId]);
   await t.db.query(`delete from people where phone = '+31622224444'`);
+});
+
+test("a number named only in other jobs' errors and an import's error: export hands over those texts, not the jobs, and erasure scrubs them", async () => {
+  // Export listed only the jobs about the person, so these texts, which erasure scrubs, were
+  // not handed over, and a number held nowhere else was answered 404.
+  const CARL = '+31655556666';
+  const twilioSaid = "Twilio 21211: The 'To' number whatsapp:+31655556666 is not a valid phone number";
+  const job = (await t.db.query<{ id: string }>(
+    `insert into ai_jobs (type, payload, status, attempts, last_error, errors, finished_at)
+     values ('autoreply', $1, 'failed', 1, $2, $3, now()) returning id`,
+    [{ conversationId: '0190a0a0-0000-7000-8000-000000000001' }, twilioSaid, JSON.stringify([{ attempt: 1, error: twilioSaid }, { attempt: 2, error: 'fetch failed' }])],
+  )).rows[0]!.id;
+  const other = (await t.db.query<{ id: string }>(
+    `insert into ai_jobs (type, payload, status, attempts, last_error, finished_at) values ('autoreply', '{"conversationId": "0190a0a0-0000-7000-8000-000000000002"}', 'failed', 1, 'Twilio 21211', now()) returning id`,
+  )).rows[0]!.id;
+  const failedImport = (await t.db.query<{ id: string }>(
+    `insert into imports (filename, path, status, finished_at, error) values ('x.csv', '/nowhere/x.csv', 'failed', now(), 'line 2: 06 5555 6666 is written twice') returning id`,
+  )).rows[0]!.id;
+
+  const exported = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(CARL)}`, headers: BEARER });
+  assert.equal(exported.statusCode, 200, exported.body);
+  const document = exported.json();
+  assert.deepEqual(document.jobs, []);
+  assert.deepEqual(document.mentions.map((x: { jobId: string; texts: string[] }) => [x.jobId, x.texts]), [[job, [twilioSaid]]], "the texts that name him, not the job's other fields");
+  assert.deepEqual(document.imports.map((i: { id: string; error: string | null }) => [i.id, i.error]), [[failedImport, 'line 2: 06 5555 6666 is written twice']]);
+
+  const erased = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: CARL } });
+  assert.equal(erased.statusCode, 200, erased.body);
+  assert.equal(erased.json().counts.textsScrubbed, 2);
+  for (const needle of ['655556666', '5555 6666']) assert.deepEqual(await whereFound(t.db, needle), [], needle);
+  const gone = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(CARL)}`, headers: BEARER });
+  assert.equal(gone.statusCode, 404, 'nothing is held any more');
+  await t.db.query('delete from ai_jobs where id = any($1::uuid[])', [[job, other]]);
+  await t.db.query('delete from imports where id = $1', [failedImport]);
 });
 
 test('knowledge documents that name a person: export hands over their lines, erasure names the documents and leaves them as written', async () => {

@@ -66,19 +66,21 @@ const JOBS_DELETE_SQL = `delete from ai_jobs where ${JOBS_ABOUT_PERSON} returnin
 // row error), and an import's row error or error that quotes their email ($2; a pattern
 // that matches nothing when there is none): its national part (nationalPartOf) gives way to a marker, written as
 // people write numbers (spelledNumberPattern), which covers "+31612345678", "0612345678"
-// and "06 1234 5678" alike.
+// and "06 1234 5678" alike. Export hands over what these conditions find.
+export const JOB_TEXTS_NAMING_NUMBER = 'last_error ~ $1 or errors::text ~ $1 or result::text ~ $1 or payload::text ~ $1';
+export const IMPORT_TEXTS_NAMING_PERSON = 'row_errors::text ~ $1 or error ~ $1 or row_errors::text ~* $2 or error ~* $2';
 const TEXTS_SCRUB_SQL = `
   with jobs as (
     update ai_jobs set last_error = regexp_replace(last_error, $1, '[erased]', 'g'),
                        errors = regexp_replace(errors::text, $1, '[erased]', 'g')::jsonb,
                        result = regexp_replace(result::text, $1, '[erased]', 'g')::jsonb,
                        payload = regexp_replace(payload::text, $1, '[erased]', 'g')::jsonb
-    where last_error ~ $1 or errors::text ~ $1 or result::text ~ $1 or payload::text ~ $1
+    where ${JOB_TEXTS_NAMING_NUMBER}
     returning 1
   ), imports as (
     update imports set row_errors = regexp_replace(regexp_replace(row_errors::text, $1, '[erased]', 'g'), $2, '[erased]', 'gi')::jsonb,
                        error = regexp_replace(regexp_replace(error, $1, '[erased]', 'g'), $2, '[erased]', 'gi')
-    where row_errors::text ~ $1 or error ~ $1 or row_errors::text ~* $2 or error ~* $2
+    where ${IMPORT_TEXTS_NAMING_PERSON}
     returning 1
   )
   select (select count(*) from jobs)::int + (select count(*) from imports)::int as n`;
@@ -109,10 +111,13 @@ export const uploadLineText = (line: string): string => Buffer.from(line, 'latin
  * `lock` takes the rows (erasure).
  */
 export async function uploadsAboutPerson(db: Queryable, phone: string, email: string | null, lock = false): Promise<Array<{ id: string; status: string; lines: string[]; about: number[] }>> {
-  // An escaped backslash (\\) is dropped whole, so that it cannot pass for a NUL (\000).
+  // Of the digits test: encode's octal escapes (\ooo: a NUL, any byte of a non-ASCII
+  // character, such as the no-break space Word puts in "06 1234 5678") are dropped whole, so
+  // their digits cannot split the number's; an escaped backslash (\\) is dropped whole first,
+  // so that it cannot pass for the start of one.
   const { rows } = await db.query<{ id: string; status: string; content: Uint8Array }>(
     `select id, status, content from imports where content is not null
-       and (regexp_replace(encode(content, 'escape'), '\\\\\\\\|\\\\000|[^0-9\n]', '', 'g') like '%' || $1 || '%'
+       and (regexp_replace(encode(content, 'escape'), '\\\\\\\\|\\\\[0-7]{3}|[^0-9\n]', '', 'g') like '%' || $1 || '%'
             or ($2::text is not null and position(lower(encode(convert_to($2, 'UTF8'), 'escape'))
                                                   in lower(regexp_replace(encode(content, 'escape'), '\\\\000', '', 'g'))) > 0))
      ${lock ? 'for update' : ''}`,

@@ -1,10 +1,11 @@
 // Everything aiq holds about one person (GDPR art. 15, 20), as one JSON document: their
 // WhatsApp contact, their person record (without the embedding, which is derived data),
 // every conversation with its messages and suggestions, the jobs about them, their lines
-// and row errors in stored CSV uploads (what erasure removes, the export hands over first),
-// and the lines of knowledge documents that name them.
+// and row errors in stored CSV uploads, the texts of other jobs that name their number (what
+// erasure removes or scrubs, the export hands over first), and the lines of knowledge
+// documents that name them.
 import type { Queryable } from '../db/types.ts';
-import { erasurePhone, JOBS_ABOUT_PERSON, uploadLineText, uploadsAboutPerson } from './erasure.ts';
+import { erasurePhone, IMPORT_TEXTS_NAMING_PERSON, JOB_TEXTS_NAMING_NUMBER, JOBS_ABOUT_PERSON, uploadLineText, uploadsAboutPerson } from './erasure.ts';
 import { emailPattern, nationalPartOf, spelledNumberPattern } from './written-forms.ts';
 import { documentsAboutPerson, type DocumentAboutPerson } from './documents-about.ts';
 
@@ -37,8 +38,16 @@ export interface PersonExport {
     suggestions: Array<{ id: string; at: Date; body: string; status: string }>;
   }>;
   jobs: Array<{ id: string; type: string; status: string; createdAt: Date; finishedAt: Date | null; lastError: string | null; errors: unknown; result: unknown }>;
-  /** Stored CSV uploads (people imports and syncs) with lines or row errors about them. */
-  imports: Array<{ id: string; filename: string; createdAt: Date; lines: string[]; rowErrors: Array<{ line: number; reason: string }> }>;
+  /**
+   * Texts of other jobs that name their number (a Twilio error quoting it in another
+   * conversation's reply, say): only those texts, not the rest of a job about someone else.
+   */
+  mentions: Array<{ jobId: string; type: string; createdAt: Date; texts: string[] }>;
+  /**
+   * Stored CSV uploads (people imports and syncs) with lines, row errors or an error about
+   * them; `error` is the import's own error where it names them.
+   */
+  imports: Array<{ id: string; filename: string; createdAt: Date; lines: string[]; rowErrors: Array<{ line: number; reason: string }>; error: string | null }>;
   /** Knowledge documents with lines that name them by number or email, with those lines. */
   documents: DocumentAboutPerson[];
 }
@@ -57,7 +66,8 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
   const documents = await documentsAboutPerson(db, phone, person?.email ?? null);
   // Without a contact or a person record, a stored upload can still hold their line.
   const imports = await importsAboutPerson(db, phone, person?.email ?? null);
-  if (!contact && !person && documents.length === 0 && imports.length === 0) return null;
+  const naming = await jobsNamingNumber(db, phone);
+  if (!contact && !person && documents.length === 0 && imports.length === 0 && naming.length === 0) return null;
 
   const conversations = contact
     ? (await db.query<{ id: string; business_number: string | null; created_at: Date; last_message_at: Date; ai_paused: boolean }>(
@@ -118,6 +128,7 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
       suggestions: suggestions.filter((s) => s.conversation_id === c.id).map((s) => ({ id: s.id, at: s.created_at, body: s.body, status: s.status })),
     })),
     jobs: jobs.map((j) => ({ id: j.id, type: j.type, status: j.status, createdAt: j.created_at, finishedAt: j.finished_at, lastError: j.last_error, errors: j.errors, result: j.result })),
+    mentions: naming.filter((j) => !jobs.some((about) => about.id === j.jobId)),
     imports,
     documents,
   };
@@ -131,11 +142,11 @@ async function importsAboutPerson(db: Queryable, phone: string, email: string | 
   const spelled = spelledNumberPattern(nationalPartOf(phone));
   // The uploads' bytes are read and matched once, by uploadsAboutPerson; here only the rest of the row.
   const uploads = new Map((await uploadsAboutPerson(db, phone, email)).map((u) => [u.id, u]));
-  const { rows } = await db.query<{ id: string; filename: string; created_at: Date; row_errors: Array<{ line: number; reason: string }> }>(
-    `select id, filename, created_at, row_errors from imports
-     where id = any($1::uuid[]) or row_errors::text ~ $2 or row_errors::text ~* $3
+  const { rows } = await db.query<{ id: string; filename: string; created_at: Date; row_errors: Array<{ line: number; reason: string }>; error: string | null }>(
+    `select id, filename, created_at, row_errors, error from imports
+     where id = any($3::uuid[]) or ${IMPORT_TEXTS_NAMING_PERSON}
      order by created_at`,
-    [[...uploads.keys()], spelled, emailPattern(email)],
+    [spelled, emailPattern(email), [...uploads.keys()]],
   );
   const quotes = new RegExp(spelled);
   const quotesEmail = new RegExp(emailPattern(email), 'i');
@@ -148,6 +159,31 @@ async function importsAboutPerson(db: Queryable, phone: string, email: string | 
       createdAt: row.created_at,
       lines: [...about].map((n) => uploadLineText(upload!.lines[n - 1]!)),
       rowErrors: row.row_errors.filter((e) => about.has(e.line) || quotes.test(e.reason) || quotesEmail.test(e.reason)),
+      error: row.error !== null && (quotes.test(row.error) || quotesEmail.test(row.error)) ? row.error : null,
     };
   });
+}
+
+/** Jobs whose texts name the number (as erasure finds them to scrub), with those texts. */
+async function jobsNamingNumber(db: Queryable, phone: string): Promise<PersonExport['mentions']> {
+  const spelled = spelledNumberPattern(nationalPartOf(phone));
+  const { rows } = await db.query<{ id: string; type: string; created_at: Date; last_error: string | null; errors: unknown; result: unknown; payload: unknown }>(
+    `select id, type, created_at, last_error, errors, result, payload from ai_jobs where ${JOB_TEXTS_NAMING_NUMBER} order by created_at`,
+    [spelled],
+  );
+  const quotes = new RegExp(spelled);
+  return rows.map((row) => ({
+    jobId: row.id,
+    type: row.type,
+    createdAt: row.created_at,
+    texts: [...new Set([row.last_error, row.errors, row.result, row.payload].flatMap(stringsIn))].filter((text) => quotes.test(text)),
+  }));
+}
+
+/** The strings in a JSON value, however deep (its numbers written out). */
+function stringsIn(value: unknown): string[] {
+  if (typeof value === 'string') return [value];
+  if (typeof value === 'number') return [String(value)];
+  if (value === null || typeof value !== 'object') return [];
+  return Object.values(value).flatMap(stringsIn);
 }
