@@ -234,6 +234,26 @@ describe('admin API: conversations, messages and suggestions', () => {
     assert.equal((await t.app.inject({ url: '/api/conversations?limit=1000', headers: auth })).statusCode, 400);
   });
 
+  test('GET /api/conversations pages through conversations active in the same millisecond without skipping one', async () => {
+    // The cursor carried the time to the millisecond, PostgreSQL keeps microseconds: the
+    // second of two conversations in one millisecond fell between two pages.
+    const ids = [];
+    for (const [from, at] of [['+31600000011', '2030-01-01T00:00:00.123400Z'], ['+31600000012', '2030-01-01T00:00:00.123300Z'], ['+31600000013', '2030-01-01T00:00:00.100000Z']] as const) {
+      const { conversationId } = await simulate('same millisecond', from);
+      await t.runtime.db.query('update conversations set last_message_at = $2 where id = $1', [conversationId, at]);
+      ids.push(conversationId);
+    }
+    const seen = [];
+    let after = '';
+    for (let page = 0; page < 3; page++) {
+      const response = await t.app.inject({ url: `/api/conversations?limit=1${after ? `&after=${after}` : ''}`, headers: auth });
+      assert.equal(response.statusCode, 200, response.body);
+      seen.push(...response.json().conversations.map((c: { id: string }) => c.id));
+      after = response.json().nextCursor;
+    }
+    assert.deepEqual(seen, ids);
+  });
+
   test('GET /api/conversations/:id: 400 for a bad id, 404 for an unknown one', async () => {
     assert.equal((await t.app.inject({ url: '/api/conversations/nope', headers: auth })).statusCode, 400);
     assert.equal((await t.app.inject({ url: `/api/conversations/${NIL}`, headers: auth })).statusCode, 404);
@@ -330,6 +350,40 @@ describe('admin API: people, documents and imports', () => {
     // (found by a new-user probe).
     const text = await t.app.inject({ method: 'POST', url: '/api/documents', headers: { ...auth, 'content-type': 'text/plain' }, payload: 'Opening hours: 9 to 17' });
     assert.equal(text.statusCode, 415, text.body);
+  });
+
+  test('GET /api/documents searches title, source and tag and pages past the first page', async () => {
+    // The list was the newest 500 at most, without search or pages: a larger knowledge base
+    // had documents no list showed.
+    const ids = [];
+    for (const [title, tags, at] of [['Parking rules', ['facilities'], '2030-01-01T00:00:00.123400Z'], ['Leave policy', ['hr'], '2030-01-01T00:00:00.123300Z'], ['Expenses', ['hr', 'finance'], '2030-01-01T00:00:00.100000Z']] as const) {
+      const saved = await t.app.inject({ method: 'POST', url: '/api/documents', headers: auth, payload: { title, body: `All about ${title.toLowerCase()}.`, tags: tags.join(','), source: `${title}.md` } });
+      assert.ok(saved.statusCode < 300, saved.body);
+      await t.runtime.db.query('update documents set updated_at = $2 where id = $1', [saved.json().id, at]);
+      ids.push(saved.json().id);
+    }
+    const seen = [];
+    let after = '';
+    for (let page = 0; page < 3; page++) {
+      const response = await t.app.inject({ url: `/api/documents?limit=1${after ? `&after=${after}` : ''}`, headers: auth });
+      assert.equal(response.statusCode, 200, response.body);
+      seen.push(...response.json().documents.map((d: { id: string }) => d.id));
+      after = response.json().nextCursor;
+    }
+    assert.deepEqual(seen, ids, 'newest first, one per page, none skipped in a shared millisecond');
+    const titles = async (q: string) => (await t.app.inject({ url: `/api/documents?q=${encodeURIComponent(q)}`, headers: auth })).json().documents.map((d: { title: string }) => d.title);
+    assert.deepEqual(await titles('HR'), ['Leave policy', 'Expenses'], 'by tag');
+    assert.deepEqual(await titles('rules.md'), ['Parking rules'], 'by source');
+    assert.deepEqual(await titles('100%'), [], 'a % is a character, not a wildcard');
+    const bad = await t.app.inject({ url: '/api/documents?after=zzz', headers: auth });
+    assert.equal(bad.statusCode, 400);
+    assert.match(bad.json().error, /^after: invalid page cursor/);
+    const login = await t.app.inject({ method: 'POST', url: '/admin/login', payload: { token: TEST_ADMIN_TOKEN, next: '/admin/documents' } });
+    const cookie = String(login.headers['set-cookie']).split(';')[0]!;
+    const page = await t.app.inject({ url: '/admin/documents?q=hr', headers: { cookie } });
+    assert.equal(page.statusCode, 200);
+    assert.ok(page.body.includes('Leave policy') && page.body.includes('Expenses') && !page.body.includes('Parking rules'), 'the dashboard searches too');
+    assert.equal((await t.app.inject({ url: '/admin/documents?after=zzz', headers: { cookie } })).statusCode, 400);
   });
 
   test('two saves of one new title at once: both answered, one document, no 500', async () => {

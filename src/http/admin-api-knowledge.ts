@@ -1,4 +1,4 @@
-// Admin API for the knowledge base: people (search, detail), documents (list, add) and
+// Admin API for the knowledge base: people (search, detail), documents (search, add, remove) and
 // CSV imports (upload as text, progress and row errors). Registered inside adminApi.
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
@@ -17,6 +17,7 @@ const PeopleQuery = z.object({
   limit: z.coerce.number().int().min(1).max(500).default(100),
 });
 const LimitQuery = z.object({ limit: z.coerce.number().int().min(1).max(500).default(50) });
+const DocumentsQuery = LimitQuery.extend({ q: z.string().trim().min(1).max(100).optional(), after: z.string().max(400).optional() });
 
 export const knowledgeApi: FastifyPluginAsync<{ runtime: Runtime }> = async (app, { runtime }) => {
   const { db } = runtime;
@@ -42,9 +43,14 @@ export const knowledgeApi: FastifyPluginAsync<{ runtime: Runtime }> = async (app
   });
 
   app.get('/api/documents', async (request, reply) => {
-    const query = parseOr400(LimitQuery, request.query, reply);
+    const query = parseOr400(DocumentsQuery, request.query, reply);
     if (!query) return reply;
-    return { documents: await documentList(db, query.limit) };
+    try {
+      return await documentList(db, { search: query.q, after: query.after, limit: query.limit });
+    } catch (err) {
+      if (err instanceof RangeError) return reply.status(400).send({ error: `after: ${err.message}` });
+      throw err;
+    }
   });
 
   app.post('/api/documents', uploadRoute('body'), async (request, reply) => {

@@ -55,8 +55,14 @@ const listBranch = (status: JobStatus) => `
    where status = '${status}' and ($1::text is null or $1 = '${status}') and ${PAGE_WHERE}
    order by created_at desc, id desc limit $8)`;
 
+/**
+ * A timestamptz column as a page cursor carries it: ISO in UTC to the microsecond, as
+ * PostgreSQL keeps it (a JavaScript date keeps milliseconds).
+ */
+export const cursorTimeSql = (column: string): string => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+
 const LIST_SQL = `
-  select j.*, to_char(page.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as cursor_created_at
+  select j.*, ${cursorTimeSql('page.created_at')} as cursor_created_at
   from (
     select created_at, id from (${JOB_STATUSES.map(listBranch).join(' union all ')}) keys
     order by created_at desc, id desc
@@ -68,20 +74,21 @@ const LIST_SQL = `
 /** Newest first, keyset-paged: page 1,000 costs what page 1 does. */
 export async function jobList(db: Queryable, filter: JobFilter, options: { limit?: number; after?: string } = {}): Promise<JobPage> {
   const limit = Math.min(Math.max(options.limit ?? 50, 1), 500);
-  const cursor = decodeCursor(options.after);
+  const cursor = timeCursorDecode(options.after);
   const result = await db.query<Record<string, unknown> & { id: string; cursor_created_at: string }>(LIST_SQL, [
     ...filterValues(filter),
-    cursor?.createdAt ?? null,
+    cursor?.time ?? null,
     cursor?.id ?? null,
     limit + 1,
   ]);
   const jobs = result.rows.slice(0, limit).map((row) => jobFromRow(row as never));
   const last = result.rows[limit - 1];
-  return { jobs, nextCursor: result.rows.length > limit && last ? encodeCursor(last.cursor_created_at, last.id) : null };
+  return { jobs, nextCursor: result.rows.length > limit && last ? timeCursorEncode(last.cursor_created_at, last.id) : null };
 }
 
-function encodeCursor(createdAt: string, id: string): string {
-  return Buffer.from(`${createdAt}|${id}`).toString('base64url');
+/** A keyset page cursor for lists ordered by (a time, id) descending: `time` as cursorTimeSql writes it. */
+export function timeCursorEncode(time: string, id: string): string {
+  return Buffer.from(`${time}|${id}`).toString('base64url');
 }
 
 // The timestamp goes to Postgres as text, microseconds intact; checked here only for shape.
@@ -98,13 +105,14 @@ export function isIsoTime(text: string): boolean {
   return CURSOR_TIME.test(text) && realTime(text);
 }
 
-function decodeCursor(cursor: string | undefined): { createdAt: string; id: string } | null {
+/** timeCursorEncode's (time, id); null without a cursor; a RangeError for one it did not write. */
+export function timeCursorDecode(cursor: string | undefined): { time: string; id: string } | null {
   if (!cursor) return null;
-  const [createdAt, id] = Buffer.from(cursor, 'base64url').toString().split('|');
-  if (!createdAt || !isIsoTime(createdAt) || !id || !isUuid(id)) {
+  const [time, id] = Buffer.from(cursor, 'base64url').toString().split('|');
+  if (!time || !isIsoTime(time) || !id || !isUuid(id)) {
     throw new RangeError('invalid page cursor');
   }
-  return { createdAt, id };
+  return { time, id };
 }
 
 // With a status, only that status's part of the listing index is read (index-only when the

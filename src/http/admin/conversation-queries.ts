@@ -1,9 +1,10 @@
 // The inbox query the conversation list needs and messaging/ does not have: conversations
 // newest first with their last message and markers (outbound problems, pending
-// suggestions, waiting for a reply). Keyset-paged on (last_message_at, id).
+// suggestions, waiting for a reply). Keyset-paged on (last_message_at, id), the time to the
+// microsecond (a cursor cut to the millisecond skipped conversations active in the same one).
 import type { Queryable } from '../../db/types.ts';
 import { answeredSinceSql, UNDELIVERED_REPLY_STATUSES_SQL } from '../../messaging/conversations.ts';
-import { isUuid } from '../../queue/index.ts';
+import { cursorTimeSql, timeCursorDecode, timeCursorEncode } from '../../queue/index.ts';
 
 export interface ConversationSummary {
   id: string;
@@ -34,7 +35,7 @@ export interface ConversationSummary {
 // nothing to do.
 const LIST_SQL = `
   select c.id, k.whatsapp_number, k.profile_name, c.business_number, c.ai_paused, k.opted_out_at is not null as opted_out, c.last_message_at,
-         last.body as last_body, last.source as last_source,
+         ${cursorTimeSql('c.last_message_at')} as cursor_at, last.body as last_body, last.source as last_source,
          (select count(*) from messages m
           where m.conversation_id = c.id and m.source <> 'inbound'
             and m.status in ${UNDELIVERED_REPLY_STATUSES_SQL}
@@ -62,7 +63,7 @@ export interface ConversationPage {
  */
 export async function conversationList(db: Queryable, options: { search?: string; after?: string; limit?: number; number?: string } = {}): Promise<ConversationPage> {
   const limit = Math.min(Math.max(options.limit ?? 50, 1), 100);
-  const cursor = decodeCursor(options.after);
+  const cursor = timeCursorDecode(options.after);
   const search = options.search ? options.search.replace(/[\\%_]/g, (c) => `\\${c}`) : null;
   const result = await db.query<{
     id: string;
@@ -72,11 +73,12 @@ export async function conversationList(db: Queryable, options: { search?: string
     ai_paused: boolean;
     opted_out: boolean;
     last_message_at: Date;
+    cursor_at: string;
     last_body: string | null;
     last_source: ConversationSummary['lastSource'];
     problems: number;
     pending_suggestions: number;
-  }>(LIST_SQL, [cursor?.at ?? null, cursor?.id ?? null, search, limit + 1, options.number ?? null]);
+  }>(LIST_SQL, [cursor?.time ?? null, cursor?.id ?? null, search, limit + 1, options.number ?? null]);
   const conversations = result.rows.slice(0, limit).map((r) => ({
     id: r.id,
     whatsappNumber: r.whatsapp_number,
@@ -91,16 +93,7 @@ export async function conversationList(db: Queryable, options: { search?: string
     problems: r.problems,
     pendingSuggestions: r.pending_suggestions,
   }));
-  const last = conversations[conversations.length - 1];
-  const nextCursor = result.rows.length > limit && last ? Buffer.from(`${last.lastMessageAt.toISOString()}|${last.id}`).toString('base64url') : null;
+  const last = result.rows[limit - 1];
+  const nextCursor = result.rows.length > limit && last ? timeCursorEncode(last.cursor_at, last.id) : null;
   return { conversations, nextCursor };
-}
-
-function decodeCursor(cursor: string | undefined): { at: Date; id: string } | null {
-  if (!cursor) return null;
-  const [iso, id] = Buffer.from(cursor, 'base64url').toString().split('|');
-  const at = new Date(iso ?? '');
-  // A time PostgreSQL takes (a year it has; JavaScript's dates reach further back).
-  if (Number.isNaN(at.getTime()) || at.getUTCFullYear() < 1 || !id || !isUuid(id)) throw new RangeError('invalid page cursor');
-  return { at, id };
 }

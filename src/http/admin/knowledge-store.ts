@@ -1,6 +1,6 @@
 // The knowledge reads and writes the admin side needs beyond knowledge/ and jobs/: people
-// search, document and import lists (with embedding state and progress), and the two
-// writes, "add a document" and "import a CSV", each one transaction with its job, so the
+// search, the document list (searched, paged, with embedding state), the import list (with
+// progress), and the two writes, "add a document" and "import a CSV", each one transaction with its job, so the
 // job exists exactly when the data does.
 import { escapeLike } from '../../db/like.ts';
 import type { Queryable } from '../../db/types.ts';
@@ -9,6 +9,7 @@ import { importPeopleEnqueue } from '../../jobs/import-people.ts';
 import { chunkSettingsOf } from '../../knowledge/chunking.ts';
 import type { DocumentSaveOutcome } from '../../knowledge/documents.ts';
 import type { Runtime } from '../../runtime.ts';
+import { cursorTimeSql, timeCursorDecode, timeCursorEncode } from '../../queue/index.ts';
 
 export interface PersonSummary {
   id: string;
@@ -53,19 +54,42 @@ export interface DocumentSummary {
   updatedAt: Date;
 }
 
+export interface DocumentPage {
+  documents: DocumentSummary[];
+  /** Pass as `after` for the next page; null on the last page. */
+  nextCursor: string | null;
+}
+
+// Most recently changed first, keyset-paged on (updated_at, id), the time to the microsecond
+// (timeCursorEncode); the search ($1, a LIKE pattern's inside) looks in title, source and tags.
 const DOCUMENTS_SQL = `
   select d.id, d.title, d.source, length(d.body) as characters, d.tags,
          (select count(*) from document_chunks c where c.document_id = d.id)::int as chunks,
          d.embedded_hash is not distinct from d.content_hash as embedded,
-         d.embedded_at as "embeddedAt", d.updated_at as "updatedAt"
+         d.embedded_at as "embeddedAt", d.updated_at as "updatedAt", ${cursorTimeSql('d.updated_at')} as cursor_at
   from documents d
+  where ($1::text is null or d.title ilike '%' || $1 || '%' or d.source ilike '%' || $1 || '%'
+         or exists (select from unnest(d.tags) tag where tag ilike '%' || $1 || '%'))
+    and ($2::timestamptz is null or (d.updated_at, d.id) < ($2, $3::uuid))
   order by d.updated_at desc, d.id desc
-  limit $1`;
+  limit $4`;
 
-/** The most recently changed documents with their embedding state. */
-export async function documentList(db: Queryable, limit = 200): Promise<DocumentSummary[]> {
-  const result = await db.query<DocumentSummary>(DOCUMENTS_SQL, [limit]);
-  return result.rows;
+/**
+ * A page of documents, most recently changed first, with their embedding state. `after`:
+ * a nextCursor this gave (a RangeError for anything else).
+ */
+export async function documentList(db: Queryable, options: { search?: string; after?: string; limit?: number } = {}): Promise<DocumentPage> {
+  const limit = Math.min(Math.max(options.limit ?? 100, 1), 500);
+  const cursor = timeCursorDecode(options.after);
+  const { rows } = await db.query<DocumentSummary & { cursor_at: string }>(DOCUMENTS_SQL, [
+    options.search ? escapeLike(options.search) : null,
+    cursor?.time ?? null,
+    cursor?.id ?? null,
+    limit + 1,
+  ]);
+  const documents = rows.slice(0, limit).map(({ cursor_at: _, ...document }) => document);
+  const last = rows[limit - 1];
+  return { documents, nextCursor: rows.length > limit && last ? timeCursorEncode(last.cursor_at, last.id) : null };
 }
 
 export interface DocumentChunks {

@@ -12,16 +12,17 @@ import type { Runtime } from '../../runtime.ts';
 import { actionQuery, pageContext, queryString } from './access.ts';
 import { html, type Html } from './html.ts';
 import { actionButton, badge, csrfField, page, when, type PageContext, sendPage } from './layout.ts';
-import { documentAddConfigured, documentList, documentWithChunks, type DocumentChunks, importList, importUpload, personSearch, type DocumentSummary, type ImportSummary, type PersonSummary } from '../admin/knowledge-store.ts';
+import { documentAddConfigured, documentList, documentWithChunks, type DocumentChunks, type DocumentPage, importList, importUpload, personSearch, type ImportSummary, type PersonSummary } from '../admin/knowledge-store.ts';
 import { DocumentBody, IdParams as Id, ImportBody, uploadRoute, peopleCursorDecode, peopleCursorEncode } from '../admin/inputs.ts';
 
-const PeopleQuery = z.object({ q: z.string().trim().max(100).optional(), after: z.string().max(400).optional() });
+// The people and document lists: a search and a page cursor.
+const SearchQuery = z.object({ q: z.string().trim().max(100).optional(), after: z.string().max(400).optional() });
 
 function embeddedBadge(embedded: boolean): Html {
   return embedded ? html`<span class="badge b-embedded">embedded</span>` : html`<span class="badge b-pending">waiting for embedding</span>`;
 }
 
-function peoplePage(ctx: PageContext, query: z.infer<typeof PeopleQuery>, people: PersonSummary[], next: string | null): Html {
+function peoplePage(ctx: PageContext, query: z.infer<typeof SearchQuery>, people: PersonSummary[], next: string | null): Html {
   return page(
     ctx,
     'people',
@@ -55,7 +56,7 @@ ${Object.entries(person.attributes).map(([key, value]) => html`<dt>${key}</dt><d
 }
 
 /** `typed`: what a refused form held, put back in it. */
-function documentsPage(ctx: PageContext, documents: DocumentSummary[], typed: { title?: string; tags?: string; body?: string; source?: string } = {}): Html {
+function documentsPage(ctx: PageContext, query: z.infer<typeof SearchQuery>, { documents, nextCursor }: DocumentPage, typed: { title?: string; tags?: string; body?: string; source?: string } = {}): Html {
   const waiting = documents.some((d) => !d.embedded);
   return page(
     ctx,
@@ -70,14 +71,16 @@ function documentsPage(ctx: PageContext, documents: DocumentSummary[], typed: { 
 <label>Tags (comma-separated; an assistant profile with documentTags uses only documents with one of them; blank keeps a replaced document's tags)<input name="tags" maxlength="1000" placeholder="e.g. hr" value="${typed.tags ?? ''}"></label>
 <label>Text (or paste it here)<textarea name="body" rows="8">${typed.body ?? ''}</textarea></label>
 <p><button class="primary" type="submit">Save document</button> <span class="muted">Saving a title that exists replaces that document.</span></p></form></div>
+<form class="filters" method="get" action="/admin/documents"><label>Search title, source or tag<input name="q" value="${query.q ?? ''}"></label><button>Search</button></form>
 <div id="live" data-refresh-ms="${waiting ? 3000 : 0}">
 ${
   documents.length === 0
-    ? html`<div class="card muted">No documents yet.</div>`
+    ? html`<div class="card muted">No documents${query.q ? ' match this search' : ' yet'}.</div>`
     : html`<table><thead><tr><th>title</th><th>tags</th><th>source</th><th class="num">characters</th><th class="num">chunks</th><th>embedding</th><th>updated</th></tr></thead><tbody>
 ${documents.map((d) => html`<tr data-document-id="${d.id}"><td><a href="/admin/documents/${d.id}">${d.title}</a></td><td>${d.tags.join(', ')}</td><td>${d.source ?? ''}</td><td class="num">${d.characters}</td><td class="num">${d.chunks}</td><td>${embeddedBadge(d.embedded)}</td><td>${when(d.updatedAt)}</td></tr>`)}
 </tbody></table>`
-}</div>`,
+}
+<div class="pager">${query.after ? html`<a href="/admin/documents${queryString({ q: query.q })}">« first</a>` : ''}${nextCursor ? html`<a href="/admin/documents${queryString({ q: query.q, after: nextCursor })}">older »</a>` : ''}</div></div>`,
   );
 }
 
@@ -147,7 +150,7 @@ export const knowledgePages: FastifyPluginAsync<{ runtime: Runtime }> = async (a
 
   app.get('/admin/people', async (request, reply) => {
     const ctx = pageContext(request);
-    const query = PeopleQuery.safeParse(request.query);
+    const query = SearchQuery.safeParse(request.query);
     let after;
     try {
       after = query.success ? peopleCursorDecode(query.data.after) : undefined;
@@ -170,7 +173,18 @@ export const knowledgePages: FastifyPluginAsync<{ runtime: Runtime }> = async (a
     return sendPage(reply, personPage(ctx, person));
   });
 
-  app.get('/admin/documents', async (request, reply) => sendPage(reply, documentsPage(pageContext(request), await documentList(db))));
+  app.get('/admin/documents', async (request, reply) => {
+    const ctx = pageContext(request);
+    const query = SearchQuery.safeParse(request.query);
+    const bad = () => sendPage(reply.status(400), page({ ...ctx, problem: 'Bad search or page link.' }, 'documents', 'Documents', html`<p><a href="/admin/documents">« documents</a></p>`));
+    if (!query.success) return bad();
+    try {
+      return sendPage(reply, documentsPage(ctx, query.data, await documentList(db, { search: query.data.q || undefined, after: query.data.after })));
+    } catch (err) {
+      if (err instanceof RangeError) return bad();
+      throw err;
+    }
+  });
 
   app.get('/admin/documents/:id', async (request, reply) => {
     const ctx = pageContext(request);
@@ -189,7 +203,7 @@ export const knowledgePages: FastifyPluginAsync<{ runtime: Runtime }> = async (a
       const typed = Object.fromEntries(['title', 'tags', 'body', 'source'].map((field) => [field, typeof sent[field] === 'string' ? sent[field] : undefined]));
       // A binary file or a huge one is chosen again, not sent back into the page.
       if (typed.body && (typed.body.includes('\u0000') || typed.body.length > 1_000_000)) typed.body = undefined;
-      return sendPage(reply.status(400), documentsPage({ ...pageContext(request), problem }, await documentList(db), typed));
+      return sendPage(reply.status(400), documentsPage({ ...pageContext(request), problem }, {}, await documentList(db), typed));
     };
     if (!input.success) return refused(input.error.issues[0]?.message);
     let outcome;
