@@ -156,9 +156,13 @@ test('too large, another host, a redirect elsewhere, a lying type, an empty file
     { url: otherScheme(twilioApi.mediaUrl(big)), type: 'audio/ogg' },
     { url: twilioApi.mediaUrl(downgraded), type: 'audio/ogg' },
     { url: twilioApi.mediaUrl(big).replace('http://', 'http://someone:secret@'), type: 'audio/ogg' },
+    // The API host, but not a media file of the account: its message log, other contacts'
+    // numbers and texts, was fetched with the credentials and stored as the "file".
+    { url: `${twilioApi.url}/2010-04-01/Accounts/${twilioApi.accountSid}/Messages.json?PageSize=50`, type: 'text/plain' },
+    { url: twilioApi.mediaUrl(big).replace(twilioApi.accountSid, `AC${'f'.repeat(32)}`), type: 'audio/ogg' },
   ]);
   assert.deepEqual(elsewhereHits, [], 'no request ever left for another host');
-  assert.deepEqual(media.map((r) => r.status), ['too_large', 'refused', 'refused', 'refused', 'failed', 'refused', 'refused', 'refused']);
+  assert.deepEqual(media.map((r) => r.status), ['too_large', 'refused', 'refused', 'refused', 'failed', 'refused', 'refused', 'refused', 'refused', 'refused']);
   assert.match(media[0]!.note!, /52428804 bytes is over MEDIA_MAX_BYTES \(16777216 bytes\): not fetched/);
   assert.match(media[1]!.note!, /http:\/\/127\.0\.0\.1:\d+ is not the Twilio API \(http:\/\/127\.0\.0\.1:\d+\): never requested/);
   assert.match(media[2]!.note!, /redirected to 127\.0\.0\.1:\d+, which is not a Twilio media host/);
@@ -167,11 +171,13 @@ test('too large, another host, a redirect elsewhere, a lying type, an empty file
   assert.match(media[5]!.note!, /https:\/\/127\.0\.0\.1:\d+ is not the Twilio API \(http:/, 'the API host under another scheme is another origin');
   assert.match(media[6]!.note!, /redirected to https:\/\/ instead of http:\/\/: never requested/);
   assert.match(media[7]!.note!, /the URL carries a user name or password: never requested/);
+  for (const refused of [media[8]!, media[9]!]) assert.match(refused.note!, /^not the address of a media file of this Twilio account: never requested$/);
   assert.ok(media.every((r) => r.size === null), 'nothing kept');
   assert.equal(llm.requests.filter((r) => r.endpoint === 'transcription').length, transcriptionsBefore, 'nothing transcribed');
+  // The model reads what became of each file, never why: it would repeat our checks' and
+  // Twilio's words (an internal address, a status code) to the contact.
   const question = prompt.at(-1)!.content;
-  assert.ok(question.startsWith('Kijk even naar deze bestanden\n[an attachment that could not be fetched: '), question);
-  assert.equal(question.split('\n').length, 9);
+  assert.deepEqual(question.split('\n'), ['Kijk even naar deze bestanden', '[an attachment too large to open]', ...Array<string>(9).fill('[an attachment that could not be opened]')]);
 });
 
 test('a webhook with a media count but no URL is refused (400) and stores nothing', async () => {

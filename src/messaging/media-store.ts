@@ -81,11 +81,16 @@ export async function mediaFile(db: Queryable, id: string): Promise<{ contentTyp
   return row?.bytes ? { contentType: row.content_type, bytes: Buffer.from(row.bytes) } : null;
 }
 
-/** How a message's media reads in the conversation the model sees (`vision`: photos are attached). */
+/**
+ * How a message's media reads in the conversation the model sees (`vision`: photos are
+ * attached). Why a file could not be read (our checks, Twilio's or the transcriber's
+ * answer) is for the dashboard, not the prompt: the model would repeat it to the contact.
+ */
 export function mediaText(media: MediaInfo, vision = false): string {
   if (media.status === 'pending') return '[an attachment that is still being processed]';
-  if (media.status !== 'stored') return `[an attachment that could not be fetched: ${media.note ?? media.status}]`;
-  if (media.kind === 'audio') return media.transcript ? `[voice note] ${media.transcript}` : `[a voice note the assistant could not hear: ${media.note ?? 'no transcript'}]`;
+  if (media.status === 'too_large') return '[an attachment too large to open]';
+  if (media.status !== 'stored') return '[an attachment that could not be opened]';
+  if (media.kind === 'audio') return media.transcript ? `[voice note] ${media.transcript}` : '[a voice note the assistant could not hear]';
   if (media.kind === 'image') return vision ? '[a photo, attached]' : '[an image the assistant cannot see]';
   return `[an attachment (${media.contentType || 'unknown type'}) the assistant cannot read]`;
 }

@@ -1,8 +1,8 @@
 // Fetching the media of an inbound WhatsApp message, as an attacker would want it not to
-// work: a signed webhook still must not make us request any address it names. Only URLs on
-// the Twilio API host are requested, with the account's credentials; Twilio's redirect to
-// its media store is followed only to the configured media hosts, without credentials;
-// nothing over the size limit is read; an empty file, or bytes that are not what the
+// work: a signed webhook still must not make us request any address it names. Only the
+// account's media URLs on the Twilio API host are requested, with its credentials;
+// Twilio's redirect to its media store is followed only to the configured media hosts,
+// without credentials; nothing over the size limit is read; an empty file, or bytes that are not what the
 // declared content type says, are refused. Knows nothing of the database or jobs.
 
 /** Where and how media may be fetched. */
@@ -53,6 +53,12 @@ export async function mediaFetch(url: string, contentType: string, settings: Med
     return { status: 'refused', note: 'not a URL' };
   }
   if (target.origin !== api.origin) return { status: 'refused', note: `${target.origin} is not the Twilio API (${api.origin}): never requested` };
+  // The credentials open every resource of the account, so the path must be one of its
+  // media: otherwise a signed webhook's "file" could be the account's message log (other
+  // contacts' numbers and texts), stored and offered for download in the dashboard.
+  if (!isAccountMediaPath(target, api, settings.accountSid)) {
+    return { status: 'refused', note: 'not the address of a media file of this Twilio account: never requested' };
+  }
   // Credentials are ours to add; a URL carrying its own is not one Twilio sends (and fetch
   // refuses it, which would otherwise be retried as a passing failure).
   if (target.username || target.password) return { status: 'refused', note: 'the URL carries a user name or password: never requested' };
@@ -93,6 +99,14 @@ export async function mediaFetch(url: string, contentType: string, settings: Med
     }
     return readLimited(response, contentType, settings.maxBytes);
   }
+}
+
+/** `/2010-04-01/Accounts/<our AC…>/Messages/<MM…>/Media/<ME…>` under the API's base path, without a query. */
+function isAccountMediaPath(target: URL, api: URL, accountSid: string): boolean {
+  const base = api.pathname.replace(/\/+$/, '');
+  if (target.search || !target.pathname.startsWith(`${base}/`)) return false;
+  const match = /^\/2010-04-01\/Accounts\/([^/]+)\/Messages\/[A-Z]{2}[0-9a-fA-F]{32}\/Media\/ME[0-9a-fA-F]{32}$/.exec(target.pathname.slice(base.length));
+  return match?.[1] === accountSid;
 }
 
 // Without Twilio settings (a development install) a simulated file still has a limit.
