@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { SendError, TwilioTransport } from '../src/messaging/transport.ts';
+import { twilioErrorText } from '../src/messaging/twilio.ts';
 import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 
 const TO = 'whatsapp:+31612345678';
@@ -103,4 +104,14 @@ describe('Twilio transport', () => {
     assert.equal(error.kind, 'uncertain');
     assert.equal(fake.messages.length, 1);
   });
+});
+
+test("a status callback's error code alone reads as a reason an admin can act on", () => {
+  // Callbacks carry ErrorCode without a message: WhatsApp's usual codes read
+  // "Twilio error 63024: unknown error" (found by a WhatsApp probe).
+  assert.equal(twilioErrorText(63024, undefined), 'Twilio error 63024: WhatsApp says this recipient cannot receive the message (an invalid recipient)');
+  assert.match(twilioErrorText(63049, undefined), /Meta chose not to deliver/);
+  assert.equal(twilioErrorText(63999, undefined), 'Twilio error 63999: see https://www.twilio.com/docs/api/errors/63999', 'a code without a text of ours: where Twilio explains it');
+  assert.equal(twilioErrorText(63999, 'Something Twilio said'), 'Twilio error 63999: Something Twilio said');
+  assert.equal(twilioErrorText(undefined, undefined), 'Twilio: unknown error');
 });

@@ -92,13 +92,22 @@ const ERROR_TEXTS = new Map<number, string>([
   [21614, "'To' is not a valid mobile number"],
   [63003, 'the WhatsApp channel could not find the recipient'],
   [63007, "the 'From' WhatsApp sender is not set up on this Twilio account"],
+  [63014, 'the contact blocked this sender on WhatsApp or withdrew consent'],
+  [63015, "the Twilio Sandbox sends only to numbers that joined it (the contact sends 'join <your sandbox word>' to it first)"],
   [63018, 'WhatsApp rate limit for this sender was exceeded'],
+  [63021, 'WhatsApp refused the content (an unsupported file, or a template with its variables over 1,024 characters)'],
+  [63024, 'WhatsApp says this recipient cannot receive the message (an invalid recipient)'],
+  [63032, 'WhatsApp did not deliver it: a WhatsApp limitation for this user'],
+  [63049, 'Meta chose not to deliver this WhatsApp marketing message'],
   [20003, 'Twilio refused the credentials (TWILIO_ACCOUNT_SID / TWILIO_AUTH_TOKEN)'],
 ]);
 
-/** A Twilio error code and message as one line an admin can act on. */
+/**
+ * A Twilio error code and message as one line an admin can act on. A status callback
+ * carries the code without a message: for a code not above, Twilio's page on it.
+ */
 export function twilioErrorText(code: number | undefined, message: string | undefined): string {
   const known = code === undefined ? undefined : ERROR_TEXTS.get(code);
-  const text = known ?? message ?? 'unknown error';
+  const text = known ?? message ?? (code === undefined ? 'unknown error' : `see https://www.twilio.com/docs/api/errors/${code}`);
   return code === undefined ? `Twilio: ${text}` : `Twilio error ${code}: ${text}`;
 }
