@@ -141,6 +141,8 @@ describe('without a template', () => {
     assert.equal(outcome, 'held');
     assert.equal(message.status, 'held');
     assert.match(message.errorMessage, /held, not sent: outside WhatsApp's 24-hour window \(the contact last wrote .*\); no approved template is configured/);
+    // An admin's reply has no job to restart (found by a WhatsApp probe): it is sent again.
+    assert.match(message.errorMessage, /answer when the contact writes again \(then send the reply again\)/);
     assert.equal(s!.twilioApi.messages.length, 0, 'nothing reached Twilio');
     const after = await s!.m.app.inject({ method: 'GET', url: `/admin/conversations/${conversationId}` });
     assert.match(after.body, /badge b-held">held</);
@@ -150,6 +152,7 @@ describe('without a template', () => {
     const { conversationId, inboundId, job } = await lateReplyJob(s!, '+31612340002', 'Hoeveel vakantiedagen heb ik?');
     assert.equal(job.status, 'failed');
     assert.match(job.lastError ?? '', /held, not sent: outside WhatsApp's 24-hour window/);
+    assert.match(job.lastError ?? '', /\(then restart the job\)/);
     const reply = await s!.t.db.query<{ status: string }>(`select status from messages where source = 'ai' and reply_to_message_id = $1`, [inboundId]);
     assert.deepEqual(reply.rows, [{ status: 'held' }]);
     assert.equal(s!.twilioApi.messages.length, 0);

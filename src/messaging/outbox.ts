@@ -751,9 +751,10 @@ async function sendForm(deps: OutboxDeps, reply: Message, context?: SendContextR
     await templateRecord(deps, reply, null);
     return { from };
   }
-  if (!template) return { held: heldReason(lastInboundAt, 'no approved template is configured to stand in for replies', false) };
+  const writtenBy = reply.source === 'ai' ? 'ai' : 'admin';
+  if (!template) return { held: heldReason(lastInboundAt, 'no approved template is configured to stand in for replies', false, writtenBy) };
   const filled = templateFill(template, { name: row?.profile_name ?? null, reply: reply.body });
-  if ('missing' in filled) return { held: heldReason(lastInboundAt, filled.missing, true) };
+  if ('missing' in filled) return { held: heldReason(lastInboundAt, filled.missing, true, writtenBy) };
   await templateRecord(deps, reply, template.contentSid);
   return { from, template: { contentSid: template.contentSid, variables: filled.variables } };
 }

@@ -66,10 +66,12 @@ export function templateFill(template: ReplyTemplate, values: { name: string | n
 
 /**
  * Why a reply outside the window was held, for the message and the job, with what a human
- * can do: configuring a template is advice only where none is configured.
+ * can do: configuring a template is advice only where none is configured, and restarting
+ * the job only for the AI's reply (an admin's reply has no job: it is sent again).
  */
-export function heldReason(lastInboundAt: Date | null, why: string, templateConfigured: boolean): string {
+export function heldReason(lastInboundAt: Date | null, why: string, templateConfigured: boolean, writtenBy: 'ai' | 'admin'): string {
   const since = lastInboundAt ? `the contact last wrote ${lastInboundAt.toISOString()}` : 'the contact never wrote';
   const remedy = templateConfigured ? 'or use a template whose variables this contact can fill' : 'or configure an approved template (WHATSAPP_TEMPLATE_SID)';
-  return `held, not sent: outside WhatsApp's 24-hour window (${since}); ${why}. A human must decide: answer when the contact writes again (then restart the job), ${remedy}`;
+  const again = writtenBy === 'ai' ? 'then restart the job' : 'then send the reply again';
+  return `held, not sent: outside WhatsApp's 24-hour window (${since}); ${why}. A human must decide: answer when the contact writes again (${again}), ${remedy}`;
 }
