@@ -135,6 +135,13 @@ test('each number answers from itself, with its own prompt and only its own docu
   const api = await m.app.inject({ method: 'GET', url: `/api/conversations?number=${encodeURIComponent(IT)}` });
   assert.deepEqual(JSON.parse(api.body).conversations.map((c: { id: string }) => c.id), [it.conversationId]);
   assert.equal((await m.app.inject({ method: 'GET', url: '/api/conversations?number=12345' })).statusCode, 400);
+  // Typed as README writes it, the + not encoded (a query string reads it as a space), or left out: a 400 before.
+  for (const written of [IT, IT.slice(1)]) {
+    const typed = await m.app.inject({ method: 'GET', url: `/api/conversations?number=${written}` });
+    assert.equal(typed.statusCode, 200, `${written}: ${typed.body}`);
+    assert.deepEqual(JSON.parse(typed.body).conversations.map((c: { id: string }) => c.id), [it.conversationId]);
+    assert.ok((await m.app.inject({ method: 'GET', url: `/admin/conversations?number=${written}` })).body.includes(`/admin/conversations/${it.conversationId}`));
+  }
 });
 
 test('a wrong profiles file stops the start with a reason that names PROFILES_FILE', () => {

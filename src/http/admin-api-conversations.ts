@@ -9,12 +9,12 @@ import type { Runtime } from '../runtime.ts';
 import { parseOr400 } from './api-input.ts';
 import { ActionError, adminReplySend, inboundSimulate, optOutRecord, suggestionRequest, suggestionSend } from './admin/conversation-actions.ts';
 import { conversationList } from './admin/conversation-queries.ts';
-import { IdParams, ReplyBody, SimulateBody } from './admin/inputs.ts';
+import { IdParams, plusRestored, ReplyBody, SimulateBody } from './admin/inputs.ts';
 
 const ListQuery = z.object({
   q: z.string().trim().min(1).max(100).optional(),
   after: z.string().max(200).optional(),
-  number: z.string().regex(/^(default|\+[1-9][0-9]{5,14})$/, 'must be a business number (+…) or default').optional(),
+  number: z.preprocess(plusRestored, z.string().regex(/^(default|\+[1-9][0-9]{5,14})$/, 'must be a business number (+…) or default').optional()),
   limit: z.coerce.number().int().min(1).max(100).default(50),
 });
 const ThreadQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(200) });

@@ -8,6 +8,12 @@ import type { PersonSummary } from './knowledge-store.ts';
 /** A route's `:id`, which is always a uuid. */
 export const IdParams = z.object({ id: z.uuid('must be a uuid') });
 
+/**
+ * A business number filter (`?number=`) with its + put back: written as README shows it
+ * (`?number=+3197…`, not `%2B`), the query string's + arrives as a space; some leave it out.
+ */
+export const plusRestored = (value: unknown): unknown => (typeof value === 'string' && /^ ?[1-9][0-9]{5,14}$/.test(value) ? `+${value.trimStart()}` : value);
+
 // Empty form fields mean "not set", as a query string without them would.
 const blank = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? undefined : v);
 export const optional = <T extends z.ZodType>(schema: T) => z.preprocess(blank, schema.optional());

@@ -15,7 +15,7 @@ import { personErase } from '../../privacy/erasure.ts';
 import type { Runtime } from '../../runtime.ts';
 import { actionQuery, pageContext, queryString } from './access.ts';
 import { ActionError, adminReplySend, inboundSimulate, optOutRecord, outcomeText, suggestionRequest, suggestionSend } from '../admin/conversation-actions.ts';
-import { IdParams as Id, ReplyBody, SimulateBody } from '../admin/inputs.ts';
+import { IdParams as Id, plusRestored, ReplyBody, SimulateBody } from '../admin/inputs.ts';
 import { conversationList, type ConversationSummary } from '../admin/conversation-queries.ts';
 import { html, type Html } from './html.ts';
 import { actionButton, badge, csrfField, page, when, type PageContext, sendPage } from './layout.ts';
@@ -28,9 +28,7 @@ const ListQuery = z.object({
   q: z.string().trim().max(100).optional(),
   after: z.string().max(200).optional(),
   number: z
-    .string()
-    .regex(/^(|default|\+[1-9][0-9]{5,14})$/, 'choose a business number from the list')
-    .optional()
+    .preprocess(plusRestored, z.string().regex(/^(|default|\+[1-9][0-9]{5,14})$/, 'choose a business number from the list').optional())
     .transform((v) => v || undefined),
 });
 
