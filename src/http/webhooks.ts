@@ -29,6 +29,32 @@ const inboundSchema = z.object({
   ProfileName: text.optional(),
 });
 
+// A shared location comes with an empty Body and its place in Latitude and Longitude (and
+// Address and Label for a named place). It is stored as its text, so the thread shows
+// where, and the reply can use it ("Where do I park?" answered by a pin). A contact card
+// or a reaction stays empty: nothing to answer.
+const coordinate = (limit: number) =>
+  z
+    .string()
+    .regex(/^\s*-?\d+(\.\d+)?\s*$/)
+    .transform(Number)
+    .pipe(z.number().min(-limit).max(limit));
+const locationSchema = z.object({
+  Latitude: coordinate(90),
+  Longitude: coordinate(180),
+  Address: text.max(500).optional(),
+  Label: text.max(500).optional(),
+});
+
+/** `[location] Kantoor, Dam 1, Amsterdam (52.3676, 4.9041)`, or undefined when the webhook carries no place. */
+function locationText(params: Record<string, unknown>): string | undefined {
+  const place = locationSchema.safeParse(params);
+  if (!place.success) return undefined;
+  const { Latitude, Longitude, Address, Label } = place.data;
+  const named = [Label, Address].map((part) => part?.replace(/\s+/g, ' ').trim()).filter(Boolean).join(', ');
+  return `[location] ${named ? `${named} ` : ''}(${Latitude}, ${Longitude})`;
+}
+
 const statusSchema = z.object({
   MessageSid: sid('[A-Z]{2}'),
   MessageStatus: text.min(1),
@@ -100,7 +126,7 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
     const stored = await inbound.store({
       whatsappNumber: input.From.slice('whatsapp:'.length),
       profileName: input.ProfileName,
-      body: input.Body,
+      body: input.Body.trim() === '' && input.NumMedia === 0 ? (locationText(params) ?? input.Body) : input.Body,
       mediaUrls,
       mediaContentTypes,
       twilioSid: input.MessageSid,

@@ -247,10 +247,11 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
         if (conversation.aiPaused) return { skipped: 'ai_paused' };
         // The seed's done-is-noop guard: a reply already covered this message.
         if (state.answeredBy) return { skipped: 'already_answered', by: state.answeredBy };
-        // A location pin, a contact card or a reaction comes with no text and no media: the
-        // model would see nothing new and answer the question before it again.
+        // A contact card or a reaction comes with no text and no media (a location is stored
+        // as its text: webhooks.ts): the model would see nothing new and answer the question
+        // before it again.
         if (state.thread.unanswered.length > 0 && state.thread.unanswered.every((m) => !m.body.trim() && m.mediaUrls.length === 0)) {
-          return { skipped: 'nothing_to_answer', reason: 'no text and no media (a location, a contact card or a reaction?)' };
+          return { skipped: 'nothing_to_answer', reason: 'no text and no media (a contact card or a reaction?)' };
         }
         // Voice notes and photos first: the reply reads their transcripts (media-process.ts).
         const thread = await mediaProcessForReply(media, state, { finalAttempt: job.attempts >= job.maxAttempts, purpose: 'autoreply', signal });
