@@ -164,6 +164,9 @@ const schema = z.object({
     .transform((v) => v.split(',').map((f) => f.trim()).filter(Boolean))
     .pipe(z.array(z.enum(['name', 'phone', 'email', 'department', 'role', 'attributes']))),
   HISTORY_MESSAGES: int(1, 200, 20),
+  // Seconds of quiet before a reply reads the conversation, so that one reply answers a
+  // contact's burst of messages (autoreply.ts); 0: reply at once.
+  REPLY_WAIT_SECONDS: num(0, 10, 0),
 
   // Retention: days each kind of data is kept (0 keeps it forever; done and cancelled jobs
   // follow JOB_RETENTION_DAYS), purged by the recurring

@@ -1,9 +1,10 @@
 // The `autoreply` job: answer one inbound WhatsApp message, through the outbox, at most
 // once. Joins the queue to messaging: outbox outcomes become job results or job errors
 // (retry, retry later, fail at once). What the reply says is composeReply's business.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import type { Queryable } from '../db/types.ts';
-import { inboundReplyState, type InboundMessageInput } from '../messaging/conversations.ts';
+import { inboundQuietMs, inboundReplyState, type InboundMessageInput } from '../messaging/conversations.ts';
 import { ReplyWithheldError, replyFlag, replyPartsForInbound, replyPartsResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
 import { replyParts } from '../messaging/reply-parts.ts';
 import { statusCallbackUrl } from '../messaging/twilio.ts';
@@ -189,6 +190,26 @@ export function outboxDepsOf(runtime: Runtime): OutboxDeps {
 // instead of waiting once more.
 const WAIT_SLACK_MS = 1000;
 
+// REPLY_WAIT_SECONDS: people write in bursts ("Hoi" / "ik heb een vraag" / "hoeveel
+// vakantiedagen heb ik?"), and a reply that starts at the first message answers only that
+// one, then another follows for the rest. Waiting until the conversation has been quiet
+// that long lets the first job's reply answer them all (the later jobs find their messages
+// answered). A contact who keeps writing is answered after at most four times the wait.
+// The job holds its worker slot meanwhile, not a database connection.
+const REPLY_WAIT_LONGEST = 4;
+
+/** Waits until the contact's newest message is `waitMs` old (at most REPLY_WAIT_LONGEST × `waitMs`); true when it waited. */
+async function quietWait(db: Queryable, conversationId: string, waitMs: number, signal: AbortSignal): Promise<boolean> {
+  const until = Date.now() + REPLY_WAIT_LONGEST * waitMs;
+  let waited = false;
+  for (;;) {
+    const left = Math.min(waitMs - (await inboundQuietMs(db, conversationId)), until - Date.now());
+    if (left <= 0) return waited;
+    await sleep(left, undefined, { signal });
+    waited = true;
+  }
+}
+
 /**
  * The handler: done-is-noop guard, human takeover, then the reply through the outbox.
  * Outcomes map to job errors in `resultOf`.
@@ -198,19 +219,29 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
   const optKeywords = optKeywordsOf(runtime.config);
   const media = mediaDepsOf(runtime);
   const confirmation = { out: runtime.config.OPT_OUT_REPLY.trim(), in: runtime.config.OPT_IN_REPLY.trim() };
+  const replyWaitMs = runtime.config.REPLY_WAIT_SECONDS * 1000;
 
   return {
     type: AUTOREPLY,
     schema: payloadSchema,
     async run({ job, payload, signal, logger }) {
       // The message, its conversation and what the guards below need, in one read.
-      const state = await inboundReplyState(runtime.db, payload.messageId, runtime.config.HISTORY_MESSAGES);
-      if (!state || state.inbound.source !== 'inbound' || state.inbound.conversationId !== payload.conversationId) {
-        throw new PermanentJobError(`no inbound message ${payload.messageId} in conversation ${payload.conversationId}`);
+      const readState = async () => {
+        const read = await inboundReplyState(runtime.db, payload.messageId, runtime.config.HISTORY_MESSAGES);
+        if (!read || read.inbound.source !== 'inbound' || read.inbound.conversationId !== payload.conversationId) {
+          throw new PermanentJobError(`no inbound message ${payload.messageId} in conversation ${payload.conversationId}`);
+        }
+        return read;
+      };
+      let state = await readState();
+      const keyword = optChangeOf(state.inbound.body, optKeywords);
+      // A new reply (not a retry's, not a confirmation) reads the thread once the contact
+      // has stopped typing, so that one reply answers their burst.
+      if (replyWaitMs > 0 && !state.replyWritten && !keyword && (await quietWait(runtime.db, payload.conversationId, replyWaitMs, signal))) {
+        state = await readState();
       }
       const { inbound, conversation } = state;
       const to = `whatsapp:${conversation.whatsappNumber}`;
-      const keyword = optChangeOf(inbound.body, optKeywords);
       // "Start" from a contact who was not opted out changed nothing: answered as any message.
       const optChange = keyword === 'in' && payload.optIn === false ? null : keyword;
 

@@ -321,6 +321,19 @@ const INBOUND_REPLY_STATE_SQL = `
   join contacts k on k.id = c.contact_id
   where m.id = $1`;
 
+// The newest inbound message's age by the database's clock (the one that stamped it), through
+// messages_inbound_seq_idx.
+const INBOUND_QUIET_SQL = `
+  select (extract(epoch from now() - created_at) * 1000)::float8 as quiet_ms
+  from messages where conversation_id = $1 and source = 'inbound'
+  order by seq desc limit 1`;
+
+/** Milliseconds since the contact's newest message in this conversation (Infinity: none). */
+export async function inboundQuietMs(db: Queryable, conversationId: string): Promise<number> {
+  const { rows } = await db.query<{ quiet_ms: number }>(INBOUND_QUIET_SQL, [conversationId]);
+  return rows[0] ? Number(rows[0].quiet_ms) : Infinity;
+}
+
 /**
  * The state a reply to `messageId` starts from, with the thread it would read (up to
  * `threadLimit` messages each side, as conversationThread), or null when there is no such message.
