@@ -16,7 +16,7 @@ let m: MessagingApp;
 
 before(async () => {
   [t, twilioApi] = await Promise.all([freshServerDatabase(), startFakeTwilio()]);
-  m = await startMessagingApp(messagingEnv(t.url, twilioApi.url, { REPLY_WAIT_SECONDS: '3' }));
+  m = await startMessagingApp(messagingEnv(t.url, twilioApi.url, { REPLY_WAIT_SECONDS: '5' }));
   await m.startWorker();
 });
 after(async () => {
@@ -48,12 +48,36 @@ test('a burst of three messages gets one reply, once the contact has been quiet 
   );
   assert.equal(reply.rows.length, 1);
   assert.equal(reply.rows[0]!.answers, 'hoeveel vakantiedagen heb ik nog?', 'the reply read the whole burst');
-  assert.ok(Number(reply.rows[0]!.waited_ms) >= 3000, `written after three seconds of quiet, not before: ${reply.rows[0]!.waited_ms} ms`);
-  const jobs = await t.db.query<{ result: { skipped?: string } }>(
-    `select j.result from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = any($1::text[]) order by m.seq`,
+  assert.ok(Number(reply.rows[0]!.waited_ms) >= 5000, `written after five seconds of quiet, not before: ${reply.rows[0]!.waited_ms} ms`);
+  // The later jobs find their messages answered and end at once: they do not wait as well
+  // (they did, holding their worker slots and delaying the conversation's next messages).
+  const jobs = await t.db.query<{ result: { skipped?: string }; ran_ms: number }>(
+    `select j.result, extract(epoch from j.finished_at - j.attempted_at) * 1000 as ran_ms
+     from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = any($1::text[]) order by m.seq`,
     [burst.map((p) => p.MessageSid)],
   );
   assert.deepEqual(jobs.rows.slice(1).map((j) => j.result.skipped), ['already_answered', 'already_answered']);
+  for (const job of jobs.rows.slice(1)) assert.ok(Number(job.ran_ms) < 5000, `an answered message's job did not wait: ${job.ran_ms} ms`);
+});
+
+test('a STOP in the middle of a burst ends the wait: confirmed at once, the question not answered', async () => {
+  const from = '+31612340103';
+  const question = inboundParams('Wanneer is de personeelsdag?', from);
+  const stop = inboundParams('STOP', from);
+  assert.equal((await injectSigned(m.app, '/webhooks/twilio/whatsapp', question)).statusCode, 200);
+  await new Promise((resolve) => setTimeout(resolve, 400));
+  assert.equal((await injectSigned(m.app, '/webhooks/twilio/whatsapp', stop)).statusCode, 200);
+  await settled();
+  const sent = twilioApi.messages.filter((x) => x.to === `whatsapp:${from}`);
+  assert.equal(sent.length, 1, `only the confirmation: ${JSON.stringify(sent.map((x) => x.body))}`);
+  const confirmation = await t.db.query<{ waited_ms: number }>(
+    `select extract(epoch from r.created_at - q.created_at) * 1000 as waited_ms from messages r join messages q on q.id = r.reply_to_message_id where q.twilio_sid = $1`,
+    [stop.MessageSid],
+  );
+  // The question's job looks every half second: well before its five seconds of quiet.
+  assert.ok(Number(confirmation.rows[0]!.waited_ms) < 4000, `the STOP ended the question's wait: ${confirmation.rows[0]!.waited_ms} ms`);
+  const job = await t.db.query<{ result: { skipped?: string } }>(`select j.result from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1`, [question.MessageSid]);
+  assert.equal(job.rows[0]!.result.skipped, 'opted_out');
 });
 
 test('a STOP is confirmed at once, without the wait', async () => {
@@ -65,5 +89,5 @@ test('a STOP is confirmed at once, without the wait', async () => {
     `select extract(epoch from r.created_at - q.created_at) * 1000 as waited_ms from messages r join messages q on q.id = r.reply_to_message_id where q.twilio_sid = $1`,
     [stop.MessageSid],
   );
-  assert.ok(Number(confirmation.rows[0]!.waited_ms) < 3000, `not held back by the wait: ${confirmation.rows[0]!.waited_ms} ms`);
+  assert.ok(Number(confirmation.rows[0]!.waited_ms) < 5000, `not held back by the wait: ${confirmation.rows[0]!.waited_ms} ms`);
 });

@@ -4,7 +4,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import type { Queryable } from '../db/types.ts';
-import { inboundQuietMs, inboundReplyState, type InboundMessageInput } from '../messaging/conversations.ts';
+import { inboundQuiet, inboundReplyState, type InboundMessageInput, type InboundReplyState } from '../messaging/conversations.ts';
 import { ReplyWithheldError, replyFlag, replyPartsForInbound, replyPartsResume, replySend, type OutboxDeps, type ReplyOutcome } from '../messaging/outbox.ts';
 import { replyParts } from '../messaging/reply-parts.ts';
 import { statusCallbackUrl } from '../messaging/twilio.ts';
@@ -190,22 +190,42 @@ export function outboxDepsOf(runtime: Runtime): OutboxDeps {
 // instead of waiting once more.
 const WAIT_SLACK_MS = 1000;
 
+/** Why a new reply is not written for this state, or null: the guards read with the conversation just now (checked again right before sending). */
+function newReplySkipped(state: InboundReplyState): Record<string, unknown> | null {
+  if (state.conversation.optedOutAt) return { skipped: 'opted_out' };
+  // Human takeover: an admin answers; the AI neither sends nor resends anything here.
+  if (state.conversation.aiPaused) return { skipped: 'ai_paused' };
+  // The seed's done-is-noop guard: a reply already covered this message.
+  if (state.answeredBy) return { skipped: 'already_answered', by: state.answeredBy };
+  // A contact card or a reaction comes with no text and no media (a location is stored as
+  // its text: webhooks.ts): the model would see nothing new and answer the question before it again.
+  if (state.thread.unanswered.length > 0 && state.thread.unanswered.every((m) => !m.body.trim() && m.mediaUrls.length === 0)) {
+    return { skipped: 'nothing_to_answer', reason: 'no text and no media (a contact card or a reaction?)' };
+  }
+  return null;
+}
+
 // REPLY_WAIT_SECONDS: people write in bursts ("Hoi" / "ik heb een vraag" / "hoeveel
 // vakantiedagen heb ik?"), and a reply that starts at the first message answers only that
 // one, then another follows for the rest. Waiting until the conversation has been quiet
 // that long lets the first job's reply answer them all (the later jobs find their messages
-// answered). A contact who keeps writing is answered after at most four times the wait.
-// The job holds its worker slot meanwhile, not a database connection.
+// answered and end at once). A contact who keeps writing is answered after at most four
+// times the wait, and never later than half the job's timeout; a STOP or a human taking
+// over ends the wait at once. The job holds its worker slot meanwhile, not a database
+// connection. Only a first attempt waits: a retry answers what is there.
 const REPLY_WAIT_LONGEST = 4;
+// How often a waiting reply looks again (one indexed read): how late a STOP ends its wait.
+const REPLY_WAIT_LOOK_MS = 500;
 
-/** Waits until the contact's newest message is `waitMs` old (at most REPLY_WAIT_LONGEST × `waitMs`); true when it waited. */
-async function quietWait(db: Queryable, conversationId: string, waitMs: number, signal: AbortSignal): Promise<boolean> {
-  const until = Date.now() + REPLY_WAIT_LONGEST * waitMs;
+/** Waits until the contact's newest message is `waitMs` old, at most `longestMs` in all; true when it waited. */
+async function quietWait(db: Queryable, conversationId: string, waitMs: number, longestMs: number, signal: AbortSignal): Promise<boolean> {
+  const until = Date.now() + longestMs;
   let waited = false;
   for (;;) {
-    const left = Math.min(waitMs - (await inboundQuietMs(db, conversationId)), until - Date.now());
-    if (left <= 0) return waited;
-    await sleep(left, undefined, { signal });
+    const { quietMs, interrupted } = await inboundQuiet(db, conversationId);
+    const left = Math.min(waitMs - quietMs, until - Date.now());
+    if (interrupted || left <= 0) return waited;
+    await sleep(Math.min(left, REPLY_WAIT_LOOK_MS), undefined, { signal });
     waited = true;
   }
 }
@@ -220,6 +240,7 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
   const media = mediaDepsOf(runtime);
   const confirmation = { out: runtime.config.OPT_OUT_REPLY.trim(), in: runtime.config.OPT_IN_REPLY.trim() };
   const replyWaitMs = runtime.config.REPLY_WAIT_SECONDS * 1000;
+  const replyWaitLongestMs = Math.min(REPLY_WAIT_LONGEST * replyWaitMs, runtime.config.JOB_TIMEOUT_MS / 2);
 
   return {
     type: AUTOREPLY,
@@ -234,14 +255,9 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
         return read;
       };
       let state = await readState();
-      const keyword = optChangeOf(state.inbound.body, optKeywords);
-      // A new reply (not a retry's, not a confirmation) reads the thread once the contact
-      // has stopped typing, so that one reply answers their burst.
-      if (replyWaitMs > 0 && !state.replyWritten && !keyword && (await quietWait(runtime.db, payload.conversationId, replyWaitMs, signal))) {
-        state = await readState();
-      }
-      const { inbound, conversation } = state;
-      const to = `whatsapp:${conversation.whatsappNumber}`;
+      const { inbound } = state;
+      const to = `whatsapp:${state.conversation.whatsappNumber}`;
+      const keyword = optChangeOf(inbound.body, optKeywords);
       // "Start" from a contact who was not opted out changed nothing: answered as any message.
       const optChange = keyword === 'in' && payload.optIn === false ? null : keyword;
 
@@ -261,29 +277,27 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
       } else if (optChange) {
         // A stop or start keyword (recorded on the contact by the webhook): one confirmation,
         // unless switched off, or the contact changed their mind again since.
-        if ((conversation.optedOutAt !== null) !== (optChange === 'out')) return { optChange, skipped: 'changed again since' };
+        if ((state.conversation.optedOutAt !== null) !== (optChange === 'out')) return { optChange, skipped: 'changed again since' };
         if (!confirmation[optChange]) return { optChange, confirmation: 'off' };
         meta = { optChange };
         try {
-          outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts: [confirmation[optChange]], contextUntilSeq: inbound.seq, confirms: optChange }, to);
+          outcome = await replySend(deps, { conversationId: state.conversation.id, replyToMessageId: inbound.id, parts: [confirmation[optChange]], contextUntilSeq: inbound.seq, confirms: optChange }, to);
         } catch (err) {
           // Changed again between the read above and the write: nothing to confirm.
           if (err instanceof ReplyWithheldError) return { optChange, skipped: err.reason };
           throw err;
         }
       } else {
-        // Read with the conversation just now; checked again right before sending.
-        if (conversation.optedOutAt) return { skipped: 'opted_out' };
-        // Human takeover: an admin answers; the AI neither sends nor resends anything here.
-        if (conversation.aiPaused) return { skipped: 'ai_paused' };
-        // The seed's done-is-noop guard: a reply already covered this message.
-        if (state.answeredBy) return { skipped: 'already_answered', by: state.answeredBy };
-        // A contact card or a reaction comes with no text and no media (a location is stored
-        // as its text: webhooks.ts): the model would see nothing new and answer the question
-        // before it again.
-        if (state.thread.unanswered.length > 0 && state.thread.unanswered.every((m) => !m.body.trim() && m.mediaUrls.length === 0)) {
-          return { skipped: 'nothing_to_answer', reason: 'no text and no media (a contact card or a reaction?)' };
+        const skipped = newReplySkipped(state);
+        if (skipped) return skipped;
+        // A first attempt reads the thread once the contact has stopped typing, so that one
+        // reply answers their burst; what it waited for is checked again.
+        if (replyWaitMs > 0 && job.attempts <= 1 && (await quietWait(runtime.db, state.conversation.id, replyWaitMs, replyWaitLongestMs, signal))) {
+          state = await readState();
+          const skippedSince = newReplySkipped(state);
+          if (skippedSince) return skippedSince;
         }
+        const { conversation } = state;
         // Voice notes and photos first: the reply reads their transcripts (media-process.ts).
         const thread = await mediaProcessForReply(media, state, { finalAttempt: job.attempts >= job.maxAttempts, purpose: 'autoreply', signal });
         const composed = await composeReply(depsFor, conversation, inbound, signal, thread);

@@ -321,17 +321,22 @@ const INBOUND_REPLY_STATE_SQL = `
   join contacts k on k.id = c.contact_id
   where m.id = $1`;
 
-// The newest inbound message's age by the database's clock (the one that stamped it), through
-// messages_inbound_seq_idx.
+// The newest inbound message's age by the database's clock (the one that stamped it),
+// through messages_inbound_seq_idx, and whether the contact opted out or a human took over
+// since (what a reply waiting for quiet stops waiting for).
 const INBOUND_QUIET_SQL = `
-  select (extract(epoch from now() - created_at) * 1000)::float8 as quiet_ms
-  from messages where conversation_id = $1 and source = 'inbound'
-  order by seq desc limit 1`;
+  select (extract(epoch from now() - m.created_at) * 1000)::float8 as quiet_ms,
+         k.opted_out_at is not null or c.ai_paused as interrupted
+  from messages m
+  join conversations c on c.id = m.conversation_id
+  join contacts k on k.id = c.contact_id
+  where m.conversation_id = $1 and m.source = 'inbound'
+  order by m.seq desc limit 1`;
 
-/** Milliseconds since the contact's newest message in this conversation (Infinity: none). */
-export async function inboundQuietMs(db: Queryable, conversationId: string): Promise<number> {
-  const { rows } = await db.query<{ quiet_ms: number }>(INBOUND_QUIET_SQL, [conversationId]);
-  return rows[0] ? Number(rows[0].quiet_ms) : Infinity;
+/** Milliseconds since the contact's newest message in this conversation (Infinity: none), and whether a reply would now be skipped (opted out, paused). */
+export async function inboundQuiet(db: Queryable, conversationId: string): Promise<{ quietMs: number; interrupted: boolean }> {
+  const { rows } = await db.query<{ quiet_ms: number; interrupted: boolean }>(INBOUND_QUIET_SQL, [conversationId]);
+  return rows[0] ? { quietMs: Number(rows[0].quiet_ms), interrupted: rows[0].interrupted } : { quietMs: Infinity, interrupted: false };
 }
 
 /**
