@@ -205,6 +205,10 @@ test("a number named only in other jobs' errors and an import's error: export ha
   const other = (await t.db.query<{ id: string }>(
     `insert into ai_jobs (type, payload, status, attempts, last_error, finished_at) values ('autoreply', '{"conversationId": "0190a0a0-0000-7000-8000-000000000002"}', 'failed', 1, 'Twilio 21211', now()) returning id`,
   )).rows[0]!.id;
+  // A French number that holds his national digits is someone else: not his to be handed.
+  const french = (await t.db.query<{ id: string }>(
+    `insert into ai_jobs (type, payload, status, attempts, last_error, finished_at) values ('autoreply', '{"conversationId": "0190a0a0-0000-7000-8000-000000000003"}', 'failed', 1, 'Twilio 21211: whatsapp:+33655556666 is not a WhatsApp user', now()) returning id`,
+  )).rows[0]!.id;
   const failedImport = (await t.db.query<{ id: string }>(
     `insert into imports (filename, path, status, finished_at, error) values ('x.csv', '/nowhere/x.csv', 'failed', now(), 'line 2: 06 5555 6666 is written twice') returning id`,
   )).rows[0]!.id;
@@ -218,11 +222,12 @@ test("a number named only in other jobs' errors and an import's error: export ha
 
   const erased = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: CARL } });
   assert.equal(erased.statusCode, 200, erased.body);
-  assert.equal(erased.json().counts.textsScrubbed, 2);
+  // Erasure scrubs the French number's digits too: it goes by the digits, the cautious way round.
+  assert.equal(erased.json().counts.textsScrubbed, 3);
   for (const needle of ['655556666', '5555 6666']) assert.deepEqual(await whereFound(t.db, needle), [], needle);
   const gone = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(CARL)}`, headers: BEARER });
   assert.equal(gone.statusCode, 404, 'nothing is held any more');
-  await t.db.query('delete from ai_jobs where id = any($1::uuid[])', [[job, other]]);
+  await t.db.query('delete from ai_jobs where id = any($1::uuid[])', [[job, other, french]]);
   await t.db.query('delete from imports where id = $1', [failedImport]);
 });
 

@@ -6,7 +6,7 @@
 // documents that name them.
 import type { Queryable } from '../db/types.ts';
 import { erasurePhone, IMPORT_TEXTS_NAMING_PERSON, JOB_TEXTS_NAMING_NUMBER, JOBS_ABOUT_PERSON, uploadLineText, uploadsAboutPerson } from './erasure.ts';
-import { emailPattern, nationalPartOf, spelledNumberPattern } from './written-forms.ts';
+import { emailPattern, nationalPartOf, personMatcher, spelledNumberPattern } from './written-forms.ts';
 import { documentsAboutPerson, type DocumentAboutPerson } from './documents-about.ts';
 
 export interface PersonExport {
@@ -148,8 +148,9 @@ async function importsAboutPerson(db: Queryable, phone: string, email: string | 
      order by created_at`,
     [spelled, emailPattern(email), [...uploads.keys()]],
   );
-  const quotes = new RegExp(spelled);
-  const quotesEmail = new RegExp(emailPattern(email), 'i');
+  // The SQL finds their national digits anywhere (a superset); what is handed over must name
+  // them: +33612345678 holds the digits of +31612345678 and is someone else.
+  const names = personMatcher(phone, email);
   return rows.map((row) => {
     const upload = uploads.get(row.id);
     const about = new Set(upload?.about ?? []);
@@ -158,10 +159,10 @@ async function importsAboutPerson(db: Queryable, phone: string, email: string | 
       filename: row.filename,
       createdAt: row.created_at,
       lines: [...about].map((n) => uploadLineText(upload!.lines[n - 1]!)),
-      rowErrors: row.row_errors.filter((e) => about.has(e.line) || quotes.test(e.reason) || quotesEmail.test(e.reason)),
-      error: row.error !== null && (quotes.test(row.error) || quotesEmail.test(row.error)) ? row.error : null,
+      rowErrors: row.row_errors.filter((e) => about.has(e.line) || names.prose(e.reason)),
+      error: row.error !== null && names.prose(row.error) ? row.error : null,
     };
-  });
+  }).filter((entry) => entry.lines.length + entry.rowErrors.length > 0 || entry.error !== null);
 }
 
 /** Jobs whose texts name the number (as erasure finds them to scrub), with those texts. */
@@ -171,13 +172,16 @@ async function jobsNamingNumber(db: Queryable, phone: string): Promise<PersonExp
     `select id, type, created_at, last_error, errors, result, payload from ai_jobs where ${JOB_TEXTS_NAMING_NUMBER} order by created_at`,
     [spelled],
   );
-  const quotes = new RegExp(spelled);
-  return rows.map((row) => ({
-    jobId: row.id,
-    type: row.type,
-    createdAt: row.created_at,
-    texts: [...new Set([row.last_error, row.errors, row.result, row.payload].flatMap(stringsIn))].filter((text) => quotes.test(text)),
-  }));
+  // As for imports: the digits anywhere in SQL, then only texts that name them.
+  const names = personMatcher(phone, null);
+  return rows
+    .map((row) => ({
+      jobId: row.id,
+      type: row.type,
+      createdAt: row.created_at,
+      texts: [...new Set([row.last_error, row.errors, row.result, row.payload].flatMap(stringsIn))].filter((text) => names.prose(text)),
+    }))
+    .filter((job) => job.texts.length > 0);
 }
 
 /** The strings in a JSON value, however deep (its numbers written out). */
