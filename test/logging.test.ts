@@ -23,12 +23,15 @@ for (const format of ['json', 'pretty'] as const) {
     // As people write them (an admin's typing quoted back), and at a sentence's end: both
     // reached the log whole.
     logger.warn({ error: 'phone: "+31 6 1234 5678" is opted out; so is +1-202-555-0199' }, 'reply not sent to +447700900124.');
+    logger.warn({ typed: '+31 (0)6 8765 4321 or +31 6  2468 1357' }, 'sent to +31699887766 12 times, at +0000 2026');
     const out = lines.join('\n');
-    for (const number of ['+31687654322', '+447700900123', '+12025550143', '+4915112345678', '+33612345678', '+31 6 1234 5678', '1234 5678', '+1-202-555-0199', '555-0199', '+447700900124']) {
+    for (const number of ['+31687654322', '+447700900123', '+12025550143', '+4915112345678', '+33612345678', '+31 6 1234 5678', '1234 5678', '+1-202-555-0199', '555-0199', '+447700900124', '8765 4321', '2468 1357', '+31699887766']) {
       assert.ok(!out.includes(number), `${number} is not in the log:\n${out}`);
     }
     assert.match(out, /\+31•+78\\?" is opted out/);
     assert.match(out, /not sent to \+44•+24\./);
+    // The figure after a whole number stays, and so does what only starts with + and 0 (a time zone).
+    assert.match(out, /sent to \+31•+66 12 times, at \+0000 2026/);
     assert.match(out, /whatsapp:\+31•+22 is not a valid WhatsApp user/);
     assert.match(out, /\+44•+23/);
     // What only looks like digits stays: ids, times, codes.
