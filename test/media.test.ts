@@ -146,6 +146,9 @@ test('too large, another host, a redirect elsewhere, a lying type, an empty file
   // fake's http; in production https) for one the credentials must not travel over.
   const otherScheme = (url: string) => url.replace(/^http:/, 'https:');
   twilioApi.media.set(downgraded, { bytes: OGG, contentType: 'audio/ogg', redirectTo: otherScheme(`${twilioApi.url}/_cdn/${downgraded}`) });
+  // A redirect back to the API: the credentials went along again, to any of its resources.
+  const backToApi = mediaSid();
+  twilioApi.media.set(backToApi, { bytes: OGG, contentType: 'text/plain', redirectTo: `${twilioApi.url}/2010-04-01/Accounts/${twilioApi.accountSid}/Messages.json` });
   const transcriptionsBefore = llm.requests.filter((r) => r.endpoint === 'transcription').length;
   const { prompt, media } = await receive('Kijk even naar deze bestanden', [
     { url: twilioApi.mediaUrl(big), type: 'audio/ogg' },
@@ -178,6 +181,9 @@ test('too large, another host, a redirect elsewhere, a lying type, an empty file
   // Twilio's words (an internal address, a status code) to the contact.
   const question = prompt.at(-1)!.content;
   assert.deepEqual(question.split('\n'), ['Kijk even naar deze bestanden', '[an attachment too large to open]', ...Array<string>(9).fill('[an attachment that could not be opened]')]);
+  const back = await receive('En deze?', [{ url: twilioApi.mediaUrl(backToApi), type: 'text/plain' }]);
+  assert.deepEqual(back.media.map((r) => r.status), ['failed']);
+  assert.match(back.media[0]!.note!, /^Twilio answered 401 for the media/, 'the redirect was followed without the credentials');
 });
 
 test('a webhook with a media count but no URL is refused (400) and stores nothing', async () => {

@@ -2,8 +2,9 @@
 // work: a signed webhook still must not make us request any address it names. Only the
 // account's media URLs on the Twilio API host are requested, with its credentials;
 // Twilio's redirect to its media store is followed only to the configured media hosts,
-// without credentials; nothing over the size limit is read; an empty file, or bytes that are not what the
-// declared content type says, are refused. Knows nothing of the database or jobs.
+// without credentials; nothing over the size limit is read; an empty file, or bytes that
+// are not what the declared content type says, are refused. Knows nothing of the database
+// or jobs.
 
 /** Where and how media may be fetched. */
 export interface MediaFetchSettings {
@@ -64,7 +65,9 @@ export async function mediaFetch(url: string, contentType: string, settings: Med
   if (target.username || target.password) return { status: 'refused', note: 'the URL carries a user name or password: never requested' };
   const auth = `Basic ${Buffer.from(`${settings.accountSid}:${settings.authToken}`).toString('base64')}`;
   for (let hop = 0; ; hop++) {
-    const credentials = target.origin === api.origin;
+    // Only the media URL itself gets the credentials: Twilio's redirect leads to a signed
+    // address that needs none, and one back to the API could be any of its resources.
+    const credentials = hop === 0;
     let response: Response;
     try {
       response = await fetch(target, {
