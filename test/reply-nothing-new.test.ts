@@ -34,6 +34,11 @@ test('a location pin is stored as its place and answered like a message; a pin w
   assert.equal(reply.rows[0]!.reply_to, pin.MessageSid, 'the reply answers the pin, not an earlier question again');
   assert.equal(suite.twilioApi.messages.length, before + 1);
 
+  // A label too long is cut, not a reason to lose the place.
+  const long = inboundParams('', ANNA, { MessageType: 'location', Latitude: '-33.8568', Longitude: '151.2153', Label: 'x'.repeat(5000) });
+  assert.ok((await receive(long)).replyId);
+  assert.equal(await bodyOf(long.MessageSid!), `[location] ${'x'.repeat(200)} (-33.8568, 151.2153)`);
+
   const nowhere = inboundParams('', ANNA, { MessageType: 'location', Latitude: '91', Longitude: '' });
   assert.equal((await receive(nowhere)).skipped, 'nothing_to_answer');
   assert.equal(await bodyOf(nowhere.MessageSid!), '');

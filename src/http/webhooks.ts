@@ -42,16 +42,21 @@ const coordinate = (limit: number) =>
 const locationSchema = z.object({
   Latitude: coordinate(90),
   Longitude: coordinate(180),
-  Address: text.max(500).optional(),
-  Label: text.max(500).optional(),
+  Address: text.optional(),
+  Label: text.optional(),
 });
+// A label or an address longer than this is cut, not a reason to lose the place.
+const PLACE_NAME_MAX_CHARS = 200;
 
 /** `[location] Kantoor, Dam 1, Amsterdam (52.3676, 4.9041)`, or undefined when the webhook carries no place. */
 function locationText(params: Record<string, unknown>): string | undefined {
   const place = locationSchema.safeParse(params);
   if (!place.success) return undefined;
   const { Latitude, Longitude, Address, Label } = place.data;
-  const named = [Label, Address].map((part) => part?.replace(/\s+/g, ' ').trim()).filter(Boolean).join(', ');
+  const named = [Label, Address]
+    .map((part) => part?.replace(/\s+/g, ' ').trim().slice(0, PLACE_NAME_MAX_CHARS))
+    .filter(Boolean)
+    .join(', ');
   return `[location] ${named ? `${named} ` : ''}(${Latitude}, ${Longitude})`;
 }
 
