@@ -2,6 +2,7 @@
 // newest first with their last message and markers (outbound problems, pending
 // suggestions, waiting for a reply). Keyset-paged on (last_message_at, id), the time to the
 // microsecond (a cursor cut to the millisecond skipped conversations active in the same one).
+import { escapeLike } from '../../db/like.ts';
 import type { Queryable } from '../../db/types.ts';
 import { answeredSinceSql, UNDELIVERED_REPLY_STATUSES_SQL } from '../../messaging/conversations.ts';
 import { cursorTimeSql, timeCursorDecode, timeCursorEncode } from '../../queue/index.ts';
@@ -64,7 +65,7 @@ export interface ConversationPage {
 export async function conversationList(db: Queryable, options: { search?: string; after?: string; limit?: number; number?: string } = {}): Promise<ConversationPage> {
   const limit = Math.min(Math.max(options.limit ?? 50, 1), 100);
   const cursor = timeCursorDecode(options.after);
-  const search = options.search ? options.search.replace(/[\\%_]/g, (c) => `\\${c}`) : null;
+  const search = options.search ? escapeLike(options.search) : null;
   const result = await db.query<{
     id: string;
     whatsapp_number: string;
