@@ -9,6 +9,19 @@ import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-
 const auth = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
 const NIL = '00000000-0000-4000-8000-000000000000';
 
+/** The ids a list route gives one per page (limit=1) over `pages` pages, following nextCursor. */
+async function idsPageByPage(t: AdminApp, path: string, key: 'conversations' | 'documents', pages: number): Promise<string[]> {
+  const seen: string[] = [];
+  let after = '';
+  for (let page = 0; page < pages; page++) {
+    const response = await t.app.inject({ url: `${path}?limit=1${after ? `&after=${after}` : ''}`, headers: auth });
+    assert.equal(response.statusCode, 200, response.body);
+    seen.push(...response.json()[key].map((row: { id: string }) => row.id));
+    after = response.json().nextCursor;
+  }
+  return seen;
+}
+
 async function failedJob(t: AdminApp, type = 'autoreply', error = 'LLM unreachable: connect ECONNREFUSED'): Promise<string> {
   const id = await jobEnqueue(t.runtime.db, { type, payload: { messageId: 'm1' } });
   await t.runtime.db.query(
@@ -243,15 +256,7 @@ describe('admin API: conversations, messages and suggestions', () => {
       await t.runtime.db.query('update conversations set last_message_at = $2 where id = $1', [conversationId, at]);
       ids.push(conversationId);
     }
-    const seen = [];
-    let after = '';
-    for (let page = 0; page < 3; page++) {
-      const response = await t.app.inject({ url: `/api/conversations?limit=1${after ? `&after=${after}` : ''}`, headers: auth });
-      assert.equal(response.statusCode, 200, response.body);
-      seen.push(...response.json().conversations.map((c: { id: string }) => c.id));
-      after = response.json().nextCursor;
-    }
-    assert.deepEqual(seen, ids);
+    assert.deepEqual(await idsPageByPage(t, '/api/conversations', 'conversations', 3), ids);
   });
 
   test('GET /api/conversations/:id: 400 for a bad id, 404 for an unknown one', async () => {
@@ -362,15 +367,7 @@ describe('admin API: people, documents and imports', () => {
       await t.runtime.db.query('update documents set updated_at = $2 where id = $1', [saved.json().id, at]);
       ids.push(saved.json().id);
     }
-    const seen = [];
-    let after = '';
-    for (let page = 0; page < 3; page++) {
-      const response = await t.app.inject({ url: `/api/documents?limit=1${after ? `&after=${after}` : ''}`, headers: auth });
-      assert.equal(response.statusCode, 200, response.body);
-      seen.push(...response.json().documents.map((d: { id: string }) => d.id));
-      after = response.json().nextCursor;
-    }
-    assert.deepEqual(seen, ids, 'newest first, one per page, none skipped in a shared millisecond');
+    assert.deepEqual(await idsPageByPage(t, '/api/documents', 'documents', 3), ids, 'newest first, one per page, none skipped in a shared millisecond');
     const titles = async (q: string) => (await t.app.inject({ url: `/api/documents?q=${encodeURIComponent(q)}`, headers: auth })).json().documents.map((d: { title: string }) => d.title);
     assert.deepEqual(await titles('HR'), ['Leave policy', 'Expenses'], 'by tag');
     assert.deepEqual(await titles('rules.md'), ['Parking rules'], 'by source');
