@@ -39,7 +39,7 @@ test('import-people reports new, unchanged and rejected rows with their lines', 
   assert.equal(first.code, 0, first.out);
   assert.match(first.out, /imported 3 rows from people.csv: 1 new, 0 updated, 0 unchanged, 2 rejected/);
   assert.match(first.out, /line 3: phone "0612" is not an international number/);
-  assert.match(first.out, /line 4: email "nope" is not a valid address/);
+  assert.match(first.out, /line 4: email is not a valid address \(it has no @\)/);
   const again = await aiq(['import-people', csv]);
   assert.match(again.out, /0 new, 0 updated, 1 unchanged, 2 rejected/);
   const mapped = join(dir, 'mapped.csv');

@@ -42,6 +42,22 @@ const optionalText = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? null : v.trim()));
 
+/**
+ * What is wrong with an address, without quoting it: a row error is kept with the import
+ * (the file's line says whose it is), and an erasure cannot find an address that was never
+ * stored as anyone's, so the row error does not hold it.
+ */
+function emailFault(address: string): string {
+  const at = address.split('@').length - 1;
+  if (at === 0) return ' (it has no @)';
+  if (at > 1) return ' (it has more than one @)';
+  if (/\s/.test(address)) return ' (it holds a space)';
+  const [local, domain] = address.split('@') as [string, string];
+  if (!local) return ' (nothing before the @)';
+  if (!domain.includes('.') || domain.endsWith('.')) return ' (the part after the @ is not a domain)';
+  return '';
+}
+
 const rowSchema = z.object({
   name: z.string().trim().min(1, 'name is empty'),
   phone: z.string().transform((value, ctx) => {
@@ -53,7 +69,7 @@ const rowSchema = z.object({
     return e164;
   }),
   // Lower-cased: mail systems treat addresses case-insensitively, and equal rows must hash equal.
-  email: optionalText.transform((v) => v?.toLowerCase() ?? null).pipe(z.email({ error: (issue) => `email "${String(issue.input)}" is not a valid address` }).nullable()),
+  email: optionalText.transform((v) => v?.toLowerCase() ?? null).pipe(z.email({ error: (issue) => `email is not a valid address${emailFault(String(issue.input))}` }).nullable()),
   department: optionalText,
   role: optionalText,
 });
