@@ -33,6 +33,10 @@ test('keywords: the whole message, any case, punctuation around it; never a sent
   for (const body of ['STOP', 'stop', ' Stop. ', 'stoppen!', 'Afmelden', 'unsubscribe 🙏']) assert.equal(optChangeOf(body, keywords), 'out', body);
   for (const body of ['START', 'start!']) assert.equal(optChangeOf(body, keywords), 'in', body);
   for (const body of ['stop met het beleid?', 'kan ik stoppen met werken', 'starten', '', '   ']) assert.equal(optChangeOf(body, keywords), null, body);
+  // Said twice, or politely: still only the keyword (these got AI replies, found by a WhatsApp probe).
+  for (const body of ['STOP STOP', 'Stop please', 'please stop!', 'stop aub', 'Afmelden graag, bedankt', 'STOP please STOP', 'unsubscribe now 🙏']) assert.equal(optChangeOf(body, keywords), 'out', body);
+  assert.equal(optChangeOf('start please', keywords), 'in');
+  for (const body of ['please', 'stop the music please', 'stop start', 'please stop sending me the schedule']) assert.equal(optChangeOf(body, keywords), null, body);
   // Keywords in scripts with combining marks: a vowel sign belongs to its word; Arabic
   // vowel points, mostly left out in writing, do not make another word.
   const world = optKeywordsOf({ OPT_OUT_KEYWORDS: 'रोको,توقف', OPT_IN_KEYWORDS: 'शुरू' });

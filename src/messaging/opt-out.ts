@@ -31,12 +31,26 @@ function normalise(text: string): string {
     .toUpperCase();
 }
 
-/** The change a message asks for: only a message that is a keyword and nothing else. */
+// Words people put around a keyword without changing what it asks ("stop please", "STOP
+// STOP", "stop aub"): please, now and thanks in English, Dutch, German, French and Spanish.
+// Anything else makes it a sentence, answered as any message.
+const COURTESIES = new Set(
+  'PLEASE PLS PLZ NOW THANKS THANK YOU THX AUB ALSJEBLIEFT ALSTUBLIEFT GRAAG NU BEDANKT DANK DANKJEWEL BITTE JETZT DANKE SVP MERCI POR FAVOR YA GRACIAS'.split(' '),
+);
+
+/**
+ * The change a message asks for: only a message that is a keyword and nothing else, said
+ * once or more, perhaps with courtesies around it (COURTESIES).
+ */
 export function optChangeOf(body: string, keywords: OptKeywords): OptChange | null {
-  const word = normalise(body);
-  if (!word) return null;
-  if (keywords.out.has(word)) return 'out';
-  if (keywords.in.has(word)) return 'in';
+  const text = normalise(body);
+  if (!text) return null;
+  const words = text.split(' ').filter((word) => !COURTESIES.has(word));
+  const bare = words.filter((word, i) => word !== words[i - 1]).join(' ');
+  for (const candidate of [text, bare]) {
+    if (keywords.out.has(candidate)) return 'out';
+    if (keywords.in.has(candidate)) return 'in';
+  }
   return null;
 }
 
