@@ -2,11 +2,11 @@
 // A backup is PGlite's data folder as a gzipped tar, taken after a checkpoint in one turn of
 // the session: consistent, like a snapshot. While `aiq start` holds the folder, the running
 // process takes it (GET /api/backup); otherwise this process opens the folder itself.
-import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Env } from '../config.ts';
 import { DataDirLockedError } from '../db/errors.ts';
-import { BackupUnusableError, openPglite, pgliteRestore } from '../db/pglite.ts';
+import { BackupUnusableError, openPglite, pgliteRestore, RestoreNoRoomError } from '../db/pglite.ts';
 import { localServerUrl } from './local-server.ts';
 import { refuseMissingEmbedded, UsageError, type CommandInput } from './command.ts';
 
@@ -51,9 +51,15 @@ export async function backup({ positionals, values }: CommandInput, config: Env)
   // Written whole or not at all, and readable by this user only: it holds personal data.
   const target = resolve(file);
   const partial = `${target}.partial`;
-  writeFileSync(partial, Buffer.from(await blob.arrayBuffer()), { mode: 0o600 });
-  chmodSync(partial, 0o600);
-  renameSync(partial, target);
+  try {
+    writeFileSync(partial, Buffer.from(await blob.arrayBuffer()), { mode: 0o600 });
+    chmodSync(partial, 0o600);
+    renameSync(partial, target);
+  } catch (err) {
+    // A disk that filled up keeps nothing of it: the part written would keep it full.
+    rmSync(partial, { force: true });
+    throw new Error(`nothing backed up to ${file}: ${(err as Error).message}`);
+  }
   console.log(`backed up the embedded database in ${config.DATA_DIR} (through ${via}) to ${file}: ${(blob.size / 1e6).toFixed(1)} MB`);
   return 0;
 }
@@ -70,12 +76,14 @@ export async function restore({ positionals }: CommandInput, config: Env): Promi
   }
   // gzip's magic number: anything else is not a backup of ours.
   if (bytes[0] !== 0x1f || bytes[1] !== 0x8b) throw new UsageError(`${file} is not an aiq backup (a gzipped tar from \`aiq backup\`)`);
-  const { movedAside } = await pgliteRestore(config.DATA_DIR, new Blob([new Uint8Array(bytes)])).catch((err: unknown) => {
+  const { movedAside, removed } = await pgliteRestore(config.DATA_DIR, new Blob([new Uint8Array(bytes)])).catch((err: unknown) => {
     if (err instanceof BackupUnusableError) throw new UsageError(`${file}: ${err.message}`);
+    if (err instanceof RestoreNoRoomError) throw new UsageError(`nothing restored: ${err.message}`);
     // A restore replaces the database a running aiq has open: it cannot go through that aiq.
     if (err instanceof DataDirLockedError) throw new UsageError(`nothing restored: stop the aiq that holds ${config.DATA_DIR} first (a restore replaces its database), then run this again. ${err.message}`);
     throw err;
   });
+  if (removed.length > 0) console.log(`removed what a restore cut short left: ${removed.join(', ')}`);
   console.log(`restored ${file} into ${config.DATA_DIR}${movedAside ? `; the database that was there is kept in ${movedAside}` : ''}`);
   return 0;
 }

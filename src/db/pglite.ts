@@ -1,7 +1,8 @@
 // Embedded PGlite (Postgres in WebAssembly, with pgvector) behind the Database interface.
 // PGlite has no locking between processes, so the owner takes a lock file in the data
 // folder; a second process is refused instead of silently losing writes.
-import { chmodSync, existsSync, mkdirSync, renameSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statfsSync } from 'node:fs';
+import { createGunzip } from 'node:zlib';
 import { join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
@@ -111,14 +112,29 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
  * may hold. A database already there is moved aside, never deleted: the returned path says
  * where. The backup is loaded into a folder of its own and opened once to prove it loads;
  * only then do two renames swap it in. When it does not load (not a database, or not aiq's)
- * it goes aside and nothing else changes; a restore cut short between the renames leaves
+ * it is removed and nothing else changes, and without room on the disk for it unpacked
+ * nothing is tried; a restore cut short between the renames leaves
  * pgdata missing beside pgdata.before-restore-*, which `openPglite` refuses to start on.
  */
-export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ movedAside?: string }> {
+export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ movedAside?: string; removed: string[] }> {
   const dir = resolve(dataDir);
   const releaseLock = await lockDataDir(dir);
   try {
     const pgdata = join(dir, 'pgdata');
+    const untouched = () => (existsSync(pgdata) ? `the database in ${dir} is as it was` : 'nothing was restored');
+    // What an earlier restore cut short (killed) left: part of a backup being unpacked, never
+    // a database in use (a restore holds the folder's lock), each up to the backup's size.
+    const removed = readdirSync(dir).filter((name) => name.startsWith('pgdata.restoring-'));
+    for (const name of removed) rmSync(join(dir, name), { recursive: true, force: true });
+    // Unpacked, the backup takes several times its size: on a disk without that room the load
+    // fails half-way and leaves the disk full, the database in place then unable to start.
+    const needed = await unpackedSize(backup).catch((err: unknown) => {
+      throw new BackupUnusableError(`the backup cannot be unpacked (${errorText(err)}); ${untouched()}`);
+    });
+    const free = freeBytes(dir);
+    if (free < needed + RESTORE_SPARE_BYTES) {
+      throw new RestoreNoRoomError(`the backup unpacks to ${megabytes(needed)} and the disk of ${dir} has ${megabytes(free)} free; ${untouched()}: make room, then restore again`);
+    }
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');
     const restoring = join(dir, `pgdata.restoring-${stamp}`);
     try {
@@ -129,8 +145,9 @@ export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ mo
         await db.close();
       }
     } catch (err) {
-      if (existsSync(restoring)) renameSync(restoring, join(dir, `pgdata.failed-restore-${stamp}`));
-      throw new BackupUnusableError(`the backup does not load as an aiq database (${(err as Error).message}); ${existsSync(pgdata) ? `the database in ${dir} is as it was` : 'nothing was restored'}`);
+      // The half-loaded copy holds nothing the backup file does not: it goes, with its space.
+      rmSync(restoring, { recursive: true, force: true });
+      throw new BackupUnusableError(`the backup does not load as an aiq database (${errorText(err)}); ${untouched()}`);
     }
     let movedAside: string | undefined;
     if (existsSync(pgdata)) {
@@ -138,7 +155,7 @@ export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ mo
       renameSync(pgdata, movedAside);
     }
     renameSync(restoring, pgdata);
-    return { movedAside };
+    return { movedAside, removed };
   } finally {
     releaseLock();
   }
@@ -152,6 +169,40 @@ function refuseAfterCutShortRestore(dir: string): void {
 /** A backup file that is not (or no longer) an aiq database. */
 export class BackupUnusableError extends Error {
   override name = 'BackupUnusableError';
+}
+
+/** The disk of the data folder has no room for the backup unpacked: nothing was changed. */
+export class RestoreNoRoomError extends Error {
+  override name = 'RestoreNoRoomError';
+}
+
+// Room beyond the unpacked backup: PGlite's start writes a little, and the disk is shared.
+const RESTORE_SPARE_BYTES = 16 * 1024 * 1024;
+
+/** Bytes this user may still write on the disk that holds `dir`. */
+function freeBytes(dir: string): number {
+  const stats = statfsSync(dir);
+  return stats.bavail * stats.bsize;
+}
+
+/** The bytes a gzipped backup unpacks to, counted as they stream by (never all held at once). */
+async function unpackedSize(backup: Blob): Promise<number> {
+  const gunzip = createGunzip();
+  const counted = (async () => {
+    let size = 0;
+    for await (const chunk of gunzip) size += (chunk as Buffer).length;
+    return size;
+  })();
+  gunzip.end(Buffer.from(await backup.arrayBuffer()));
+  return counted;
+}
+
+const megabytes = (bytes: number): string => `${(bytes / 1e6).toFixed(1)} MB`;
+
+/** An error as a reason: PGlite's file errors carry a code and no message. */
+function errorText(err: unknown): string {
+  const e = err as { message?: string; code?: string; errno?: number };
+  return e?.message || e?.code || (e?.errno !== undefined ? `file system error ${e.errno}` : String(err));
 }
 
 /** Creates the folder of an embedded database and takes its lock (see data-dir-lock.ts). */
