@@ -5,7 +5,7 @@
 // over by a new, empty database.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -157,50 +157,72 @@ test('aiq backup of a DATA_DIR that holds no database (a typo) is refused and cr
   }
 });
 
-test('a full disk: a backup leaves no part behind, a restore is refused before it fills the disk, and what a killed restore left is cleared', async () => {
-  // Found by an operations probe: each ENOSPC left its part (a backup's .partial, a restore's
-  // half-loaded folder) and kept the disk full; the database in place then failed to start.
-  const root = mkdtempSync(join(tmpdir(), 'aiq-backup-full-'));
+test('what a killed restore left is cleared by the next restore, which says so', async () => {
+  // Found by an operations probe: a restore killed while unpacking left its folder (up to
+  // the backup's size unpacked) for good.
+  const root = mkdtempSync(join(tmpdir(), 'aiq-restore-left-'));
   const dataDir = join(root, 'data');
-  const small = join(root, 'small');
-  let mounted = false;
   try {
     assert.equal((await aiq(['migrate'], { DATA_DIR: dataDir })).code, 0);
     const file = join(root, 'aiq.tar.gz');
     assert.equal((await aiq(['backup', file], { DATA_DIR: dataDir })).code, 0);
-
-    // A disk that fills up while the backup is written (its part is /dev/full): nothing kept.
-    const full = join(root, 'full.tar.gz');
-    symlinkSync('/dev/full', `${full}.partial`);
-    const failed = await aiq(['backup', full], { DATA_DIR: dataDir });
-    assert.equal(failed.code, 1, failed.out);
-    assert.match(failed.out, /nothing backed up to .*full\.tar\.gz: ENOSPC/);
-    assert.equal(existsSync(`${full}.partial`), false, 'the part is gone');
-    assert.equal(existsSync(full), false);
-
-    // A killed restore's half-unpacked folder is cleared by the next restore, which says so.
     mkdirSync(join(dataDir, 'pgdata.restoring-2026-01-01T00-00-00-000Z'));
     writeFileSync(join(dataDir, 'pgdata.restoring-2026-01-01T00-00-00-000Z', 'base'), Buffer.alloc(1024));
     const restored = await aiq(['restore', file], { DATA_DIR: dataDir });
     assert.equal(restored.code, 0, restored.out);
     assert.match(restored.out, /removed what a restore cut short left: pgdata\.restoring-2026-01-01T00-00-00-000Z/);
     assert.deepEqual(readdirSync(dataDir).filter((name) => name.startsWith('pgdata.restoring-')), []);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
 
-    // Too little room for the backup unpacked (a small file system of its own): refused before
-    // anything is written, the database in place untouched.
-    mkdirSync(small);
-    mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64m', 'tmpfs', small]).status === 0;
-    if (!mounted) return; // not root, or no mounts here: the checks above still ran
-    const cramped = join(small, 'data');
-    assert.equal((await aiq(['migrate'], { DATA_DIR: cramped })).code, 0);
-    const before = readdirSync(cramped).sort();
-    const refused = await aiq(['restore', file], { DATA_DIR: cramped });
+test('a full disk: a backup leaves no part behind, and a restore is refused before it fills the disk', async (t) => {
+  // Found by an operations probe: each ENOSPC left its part (a backup's .partial, a
+  // restore's half-loaded folder) and kept the disk full; the database in place then failed
+  // to start. Small file systems of their own (tmpfs) are full disks here.
+  const root = mkdtempSync(join(tmpdir(), 'aiq-backup-full-'));
+  const mounts: string[] = [];
+  const mountSmall = (name: string, options: string) => {
+    const at = join(root, name);
+    mkdirSync(at);
+    if (spawnSync('mount', ['-t', 'tmpfs', '-o', options, 'tmpfs', at]).status !== 0) return null;
+    mounts.push(at);
+    return at;
+  };
+  try {
+    const backupDisk = mountSmall('backups', 'size=1m');
+    const dataDisk = mountSmall('disk', 'size=64m');
+    // Room enough, but too few files (inodes): the disk fills up while the backup is unpacked.
+    const fewFiles = mountSmall('inodes', 'size=200m,nr_inodes=700');
+    if (!backupDisk || !dataDisk || !fewFiles) return t.skip('mounting a small file system needs root (CI runs as root)');
+    const dataDir = join(dataDisk, 'data');
+    assert.equal((await aiq(['migrate'], { DATA_DIR: dataDir })).code, 0);
+
+    // The backup (about 5 MB) does not fit on a 1 MB disk: nothing of it is kept.
+    const full = join(backupDisk, 'aiq.tar.gz');
+    const failed = await aiq(['backup', full], { DATA_DIR: dataDir });
+    assert.equal(failed.code, 1, failed.out);
+    assert.match(failed.out, /nothing backed up to .*aiq\.tar\.gz: ENOSPC/);
+    assert.deepEqual(readdirSync(backupDisk), [], 'no part left to keep the disk full');
+
+    // It unpacks to about 40 MB, next to a database of as much on a 64 MB disk: refused
+    // before anything is written, the database in place untouched.
+    const file = join(root, 'aiq.tar.gz');
+    assert.equal((await aiq(['backup', file], { DATA_DIR: dataDir })).code, 0);
+    const before = readdirSync(dataDir).sort();
+    const refused = await aiq(['restore', file], { DATA_DIR: dataDir });
     assert.equal(refused.code, 2, refused.out);
     assert.match(refused.out, /nothing restored: the backup unpacks to [\d.]+ MB and the disk of .* has [\d.]+ MB free; the database in .* is as it was/);
-    assert.deepEqual(readdirSync(cramped).sort(), before, 'nothing left beside it');
-    assert.equal((await aiq(['stats'], { DATA_DIR: cramped })).code, 0, 'the database in place still opens');
+    assert.deepEqual(readdirSync(dataDir).sort(), before, 'nothing left beside it');
+    assert.equal((await aiq(['stats'], { DATA_DIR: dataDir })).code, 0, 'the database in place still opens');
+
+    const filled = await aiq(['restore', file], { DATA_DIR: join(fewFiles, 'data') });
+    assert.equal(filled.code, 2, filled.out);
+    assert.match(filled.out, /nothing restored: the disk of .* filled up while the backup was unpacked \(no space left on the disk\); there is still no database in/);
+    assert.deepEqual(readdirSync(join(fewFiles, 'data')).filter((name) => name.startsWith('pgdata')), [], 'the half-loaded copy is gone');
   } finally {
-    if (mounted) spawnSync('umount', [small]);
+    for (const at of mounts) spawnSync('umount', [at]);
     rmSync(root, { recursive: true, force: true });
   }
 });

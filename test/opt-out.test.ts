@@ -34,9 +34,16 @@ test('keywords: the whole message, any case, punctuation around it; never a sent
   for (const body of ['START', 'start!']) assert.equal(optChangeOf(body, keywords), 'in', body);
   for (const body of ['stop met het beleid?', 'kan ik stoppen met werken', 'starten', '', '   ']) assert.equal(optChangeOf(body, keywords), null, body);
   // Said twice, or politely: still only the keyword (these got AI replies, found by a WhatsApp probe).
-  for (const body of ['STOP STOP', 'Stop please', 'please stop!', 'stop aub', 'Afmelden graag, bedankt', 'STOP please STOP', 'unsubscribe now 🙏']) assert.equal(optChangeOf(body, keywords), 'out', body);
+  for (const body of ['STOP STOP', 'Stop please', 'please stop!', 'stop aub', 'stop a.u.b.', 'Afmelden graag, bedankt', 'Afmelden, dank je wel!', 'STOP please STOP', 'unsubscribe now 🙏', "stop s'il vous plaît", 'stop muchas gracias', 'stop thank you very much']) {
+    assert.equal(optChangeOf(body, keywords), 'out', body);
+  }
   assert.equal(optChangeOf('start please', keywords), 'in');
-  for (const body of ['please', 'stop the music please', 'stop start', 'please stop sending me the schedule']) assert.equal(optChangeOf(body, keywords), null, body);
+  for (const body of ['please', 'Thank you', 'stop the music please', 'stop start', 'please stop sending me the schedule', 'you stop', 'nu stop met dat', 'ya']) assert.equal(optChangeOf(body, keywords), null, body);
+  // Keywords of several words, or holding a courtesy themselves, count as written and repeated.
+  const phrases = optKeywordsOf({ OPT_OUT_KEYWORDS: 'STOP NOW,OPT OUT', OPT_IN_KEYWORDS: 'THANK YOU' });
+  for (const body of ['stop now', 'stop please now', 'opt out opt out', 'Opt out, please']) assert.equal(optChangeOf(body, phrases), 'out', body);
+  assert.equal(optChangeOf('thank you', phrases), 'in');
+  assert.equal(optChangeOf('opt out of what?', phrases), null);
   // Keywords in scripts with combining marks: a vowel sign belongs to its word; Arabic
   // vowel points, mostly left out in writing, do not make another word.
   const world = optKeywordsOf({ OPT_OUT_KEYWORDS: 'रोको,توقف', OPT_IN_KEYWORDS: 'शुरू' });

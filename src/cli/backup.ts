@@ -3,6 +3,7 @@
 // the session: consistent, like a snapshot. While `aiq start` holds the folder, the running
 // process takes it (GET /api/backup); otherwise this process opens the folder itself.
 import { chmodSync, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import type { Env } from '../config.ts';
 import { DataDirLockedError } from '../db/errors.ts';
@@ -49,15 +50,18 @@ export async function backup({ positionals, values }: CommandInput, config: Env)
     via = 'the running aiq';
   }
   // Written whole or not at all, and readable by this user only: it holds personal data.
+  // The part is a file of its own, created here (never one that was there), so that a
+  // failed write removes only what it wrote: a disk that filled up keeps nothing of it.
   const target = resolve(file);
-  const partial = `${target}.partial`;
+  const partial = `${target}.${randomBytes(4).toString('hex')}.partial`;
+  const bytes = Buffer.from(await blob.arrayBuffer());
   try {
-    writeFileSync(partial, Buffer.from(await blob.arrayBuffer()), { mode: 0o600 });
+    writeFileSync(partial, bytes, { mode: 0o600, flag: 'wx' });
     chmodSync(partial, 0o600);
     renameSync(partial, target);
   } catch (err) {
-    // A disk that filled up keeps nothing of it: the part written would keep it full.
-    rmSync(partial, { force: true });
+    // EEXIST: the name was taken, so nothing of ours is there to remove.
+    if ((err as { code?: string }).code !== 'EEXIST') rmSync(partial, { force: true });
     throw new Error(`nothing backed up to ${file}: ${(err as Error).message}`);
   }
   console.log(`backed up the embedded database in ${config.DATA_DIR} (through ${via}) to ${file}: ${(blob.size / 1e6).toFixed(1)} MB`);

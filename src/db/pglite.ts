@@ -121,7 +121,7 @@ export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ mo
   const releaseLock = await lockDataDir(dir);
   try {
     const pgdata = join(dir, 'pgdata');
-    const untouched = () => (existsSync(pgdata) ? `the database in ${dir} is as it was` : 'nothing was restored');
+    const untouched = () => (existsSync(pgdata) ? `the database in ${dir} is as it was` : `there is still no database in ${dir}`);
     // What an earlier restore cut short (killed) left: part of a backup being unpacked, never
     // a database in use (a restore holds the folder's lock), each up to the backup's size.
     const removed = readdirSync(dir).filter((name) => name.startsWith('pgdata.restoring-'));
@@ -147,6 +147,8 @@ export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ mo
     } catch (err) {
       // The half-loaded copy holds nothing the backup file does not: it goes, with its space.
       rmSync(restoring, { recursive: true, force: true });
+      // The disk can still fill up (another writer, or no inodes left for the files).
+      if (noSpace(err)) throw new RestoreNoRoomError(`the disk of ${dir} filled up while the backup was unpacked (${errorText(err)}); ${untouched()}: make room, then restore again`);
       throw new BackupUnusableError(`the backup does not load as an aiq database (${errorText(err)}); ${untouched()}`);
     }
     let movedAside: string | undefined;
@@ -199,9 +201,19 @@ async function unpackedSize(backup: Blob): Promise<number> {
 
 const megabytes = (bytes: number): string => `${(bytes / 1e6).toFixed(1)} MB`;
 
-/** An error as a reason: PGlite's file errors carry a code and no message. */
+// PGlite's file system errors carry Emscripten's errno and no message: 51 is ENOSPC.
+const EMSCRIPTEN_NO_SPACE = 51;
+
+/** A disk that is full, as Node or PGlite's file system says it. */
+function noSpace(err: unknown): boolean {
+  const e = err as { code?: string; errno?: number };
+  return e?.code === 'ENOSPC' || e?.errno === EMSCRIPTEN_NO_SPACE;
+}
+
+/** An error as a reason. */
 function errorText(err: unknown): string {
   const e = err as { message?: string; code?: string; errno?: number };
+  if (noSpace(err)) return 'no space left on the disk';
   return e?.message || e?.code || (e?.errno !== undefined ? `file system error ${e.errno}` : String(err));
 }
 

@@ -31,25 +31,43 @@ function normalise(text: string): string {
     .toUpperCase();
 }
 
-// Words people put around a keyword without changing what it asks ("stop please", "STOP
-// STOP", "stop aub"): please, now and thanks in English, Dutch, German, French and Spanish.
-// Anything else makes it a sentence, answered as any message.
-const COURTESIES = new Set(
-  'PLEASE PLS PLZ NOW THANKS THANK YOU THX AUB ALSJEBLIEFT ALSTUBLIEFT GRAAG NU BEDANKT DANK DANKJEWEL BITTE JETZT DANKE SVP MERCI POR FAVOR YA GRACIAS'.split(' '),
-);
+// What people put around a keyword without changing what it asks ("stop please", "STOP
+// STOP", "stop a.u.b.", "afmelden, dank je wel"): please, now and thanks in English, Dutch,
+// German, French and Spanish, as normalise leaves them. Anything else makes it a sentence,
+// answered as any message.
+const COURTESIES = [
+  'THANK YOU VERY MUCH', 'THANK YOU', 'THANK U', 'THANKS', 'THX', 'TY', 'PLEASE', 'PLS', 'PLZ', 'NOW',
+  'DANK JE WEL', 'DANK U WEL', 'DANKJEWEL', 'DANK JE', 'DANK U', 'BEDANKT', 'A U B', 'AUB', 'ALSJEBLIEFT', 'ALSTUBLIEFT', 'GRAAG', 'NU',
+  'VIELEN DANK', 'DANKE', 'BITTE', 'JETZT',
+  'S IL VOUS PLAÎT', 'S IL VOUS PLAIT', 'S IL TE PLAÎT', 'S IL TE PLAIT', 'SVP', 'MERCI', 'MAINTENANT',
+  'MUCHAS GRACIAS', 'GRACIAS', 'POR FAVOR', 'YA',
+];
+const COURTESY = new RegExp(`(?<=^| )(?:${COURTESIES.join('|')})(?= |$)`, 'g');
+const withoutCourtesies = (text: string): string => text.replace(COURTESY, ' ').replace(/\s+/g, ' ').trim();
+
+/** `text` is `keyword`, said once or more ("STOP STOP", "OPT OUT OPT OUT"). */
+function saysOnly(text: string, keyword: string): boolean {
+  if (!keyword || !text) return false;
+  const words = text.split(' ');
+  const size = keyword.split(' ').length;
+  if (words.length % size !== 0) return false;
+  for (let at = 0; at < words.length; at += size) if (words.slice(at, at + size).join(' ') !== keyword) return false;
+  return true;
+}
 
 /**
  * The change a message asks for: only a message that is a keyword and nothing else, said
- * once or more, perhaps with courtesies around it (COURTESIES).
+ * once or more, perhaps with courtesies around it (COURTESIES; a keyword that holds one
+ * itself, "STOP NOW", still counts as written).
  */
 export function optChangeOf(body: string, keywords: OptKeywords): OptChange | null {
   const text = normalise(body);
   if (!text) return null;
-  const words = text.split(' ').filter((word) => !COURTESIES.has(word));
-  const bare = words.filter((word, i) => word !== words[i - 1]).join(' ');
-  for (const candidate of [text, bare]) {
-    if (keywords.out.has(candidate)) return 'out';
-    if (keywords.in.has(candidate)) return 'in';
+  const bare = withoutCourtesies(text);
+  for (const change of ['out', 'in'] as const) {
+    for (const keyword of keywords[change]) {
+      if (saysOnly(text, keyword) || saysOnly(bare, keyword) || saysOnly(bare, withoutCourtesies(keyword))) return change;
+    }
   }
   return null;
 }
