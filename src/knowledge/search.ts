@@ -238,18 +238,18 @@ export class TextSearchConfigError extends Error {
 // Any constant will do; this one is ours alone ('aiq:text search').
 const TEXT_SEARCH_LOCK_KEY = 727_004;
 
-/**
- * Makes `config` (a PostgreSQL text-search configuration: dutch, simple, english …) the one
- * full-text entries are built and searched with. When it differs from the current one, the
- * function aiq_text_search_config() is replaced and every chunk's entry rebuilt, in one
- * transaction (derived data: nothing is lost). Returns whether it changed anything.
- */
 /** Whether the database has the text-search configuration `config` (start and doctor ask). */
 export async function textSearchConfigKnown(db: Queryable, config: string): Promise<boolean> {
   const known = await db.query('select 1 from pg_ts_config where cfgname = $1', [config]);
   return known.rowCount > 0;
 }
 
+/**
+ * Makes `config` (a PostgreSQL text-search configuration: dutch, simple, english …) the one
+ * full-text entries are built and searched with. When it differs from the current one, the
+ * function aiq_text_search_config() is replaced and every chunk's entry rebuilt, in one
+ * transaction (derived data: nothing is lost). Returns whether it changed anything.
+ */
 export async function textSearchConfigSet(db: Database, config: string): Promise<boolean> {
   if (!(await textSearchConfigKnown(db, config))) throw new TextSearchConfigError(`text-search configuration "${config}" does not exist in this database (try dutch, english or simple)`);
   const current = await db.query<{ name: string }>('select aiq_text_search_config()::text as name');

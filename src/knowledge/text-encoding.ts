@@ -6,9 +6,11 @@
 
 export type TextEncoding = 'utf-8' | 'utf-16le' | 'utf-16be' | 'windows-1252';
 
+const startsWithUtf8Mark = (bytes: Uint8Array): boolean => bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
+
 /** The encoding of a file from its first bytes (a sample of tens of kilobytes is plenty). */
 export function textEncodingOf(head: Uint8Array): TextEncoding {
-  if (head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf) return 'utf-8';
+  if (startsWithUtf8Mark(head)) return 'utf-8';
   if (head[0] === 0xff && head[1] === 0xfe) return 'utf-16le';
   if (head[0] === 0xfe && head[1] === 0xff) return 'utf-16be';
   try {
@@ -32,7 +34,7 @@ export function textDecode(bytes: Uint8Array, charset?: string): string {
   const encoding = textEncodingOf(bytes);
   // UTF-16 without a mark is valid UTF-8 (a NUL beside each ASCII letter): only the
   // declaration tells.
-  const unmarkedWide = encoding === 'utf-8' && /^\s*utf-?16/i.test(charset ?? '') && !(bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf);
+  const unmarkedWide = encoding === 'utf-8' && /^\s*utf-?16/i.test(charset ?? '') && !startsWithUtf8Mark(bytes);
   if (charset && (encoding === 'windows-1252' || unmarkedWide)) {
     try {
       return new TextDecoder(charset, { fatal: true }).decode(bytes);

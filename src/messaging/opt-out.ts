@@ -12,9 +12,13 @@ export interface OptKeywords {
   in: ReadonlySet<string>;
 }
 
-/** Keywords as configured: comma-separated, compared without case or surrounding punctuation. */
+/**
+ * Keywords as configured: comma-separated, compared without case or surrounding punctuation;
+ * each also without the courtesies it holds ("STOP NOW" as STOP), worked out once here, not
+ * for every message.
+ */
 export function optKeywordsOf(config: { OPT_OUT_KEYWORDS: string; OPT_IN_KEYWORDS: string }): OptKeywords {
-  const set = (list: string) => new Set(list.split(',').map(normalise).filter(Boolean));
+  const set = (list: string) => new Set(list.split(',').map(normalise).flatMap((keyword) => [keyword, withoutCourtesies(keyword)]).filter(Boolean));
   return { out: set(config.OPT_OUT_KEYWORDS), in: set(config.OPT_IN_KEYWORDS) };
 }
 
@@ -65,9 +69,7 @@ export function optChangeOf(body: string, keywords: OptKeywords): OptChange | nu
   if (!text) return null;
   const bare = withoutCourtesies(text);
   for (const change of ['out', 'in'] as const) {
-    for (const keyword of keywords[change]) {
-      if (saysOnly(text, keyword) || saysOnly(bare, keyword) || saysOnly(bare, withoutCourtesies(keyword))) return change;
-    }
+    for (const keyword of keywords[change]) if (saysOnly(text, keyword) || saysOnly(bare, keyword)) return change;
   }
   return null;
 }

@@ -94,6 +94,7 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
     [ids, messages.map((m) => m.id), person?.id ?? null],
   )).rows;
 
+  const jobIds = new Set(jobs.map((j) => j.id));
   return {
     exportedAt: new Date().toISOString(),
     phone,
@@ -128,7 +129,7 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
       suggestions: suggestions.filter((s) => s.conversation_id === c.id).map((s) => ({ id: s.id, at: s.created_at, body: s.body, status: s.status })),
     })),
     jobs: jobs.map((j) => ({ id: j.id, type: j.type, status: j.status, createdAt: j.created_at, finishedAt: j.finished_at, lastError: j.last_error, errors: j.errors, result: j.result })),
-    mentions: naming.filter((j) => !jobs.some((about) => about.id === j.jobId)),
+    mentions: naming.filter((j) => !jobIds.has(j.jobId)),
     imports,
     documents,
   };

@@ -1,7 +1,7 @@
 // The knowledge reads and writes the admin side needs beyond knowledge/ and jobs/: people
 // search, the document list (searched, paged, with embedding state), the import list (with
-// progress), and the two writes, "add a document" and "import a CSV", each one transaction with its job, so the
-// job exists exactly when the data does.
+// progress), and the two writes, "add a document" and "import a CSV", each one transaction
+// with its job, so the job exists exactly when the data does.
 import { escapeLike } from '../../db/like.ts';
 import type { Queryable } from '../../db/types.ts';
 import { documentAdd } from '../../jobs/embed-record.ts';

@@ -13,12 +13,12 @@ import { ANSWERED_SINCE_TEXT } from '../../messaging/outbox.ts';
 import { documentsNamingText } from '../../privacy/documents-about.ts';
 import { personErase } from '../../privacy/erasure.ts';
 import type { Runtime } from '../../runtime.ts';
-import { actionQuery, pageContext, queryString } from './access.ts';
+import { actionQuery, pageContext } from './access.ts';
 import { ActionError, adminReplySend, inboundSimulate, optOutRecord, outcomeText, suggestionRequest, suggestionSend } from '../admin/conversation-actions.ts';
 import { IdParams as Id, plusRestored, ReplyBody, SimulateBody } from '../admin/inputs.ts';
 import { conversationList, type ConversationSummary } from '../admin/conversation-queries.ts';
 import { html, type Html } from './html.ts';
-import { actionButton, badge, csrfField, page, when, type PageContext, sendPage } from './layout.ts';
+import { actionButton, badge, csrfField, page, pager, when, type PageContext, sendPage } from './layout.ts';
 
 
 /** How many messages a thread shows (the newest). */
@@ -71,7 +71,7 @@ ${rows.map(
 <td>${c.awaitingReply ? html`<span class="badge b-pending">awaiting reply</span> ` : ''}${c.problems ? html`<span class="badge b-failed">${c.problems} not delivered</span> ` : ''}${c.pendingSuggestions ? html`<span class="badge b-processing">${c.pendingSuggestions} suggestion${c.pendingSuggestions === 1 ? '' : 's'}</span> ` : ''}${c.aiPaused ? html`<span class="badge">AI paused</span> ` : ''}${c.optedOut ? html`<span class="badge b-failed">opted out</span>` : ''}</td></tr>`,
 )}</tbody></table>`
 }</div>
-<div class="pager">${query.after ? html`<a href="/admin/conversations${queryString({ q: query.q, number: query.number })}">« newest</a>` : ''}${nextCursor ? html`<a href="/admin/conversations${queryString({ q: query.q, number: query.number, after: nextCursor })}">older »</a>` : ''}</div>`,
+${pager('/admin/conversations', { q: query.q, number: query.number }, query.after, nextCursor, { first: '« newest', next: 'older »' })}`,
   );
 }
 

@@ -9,9 +9,9 @@ import { personGet, type Person } from '../../knowledge/people.ts';
 import { chunkLocation } from '../../knowledge/chunking.ts';
 import { documentRemove } from '../../knowledge/documents.ts';
 import type { Runtime } from '../../runtime.ts';
-import { actionQuery, pageContext, queryString } from './access.ts';
+import { actionQuery, pageContext } from './access.ts';
 import { html, type Html } from './html.ts';
-import { actionButton, badge, csrfField, page, when, type PageContext, sendPage } from './layout.ts';
+import { actionButton, badge, csrfField, page, pager, when, type PageContext, sendPage } from './layout.ts';
 import { documentAddConfigured, documentList, documentWithChunks, type DocumentChunks, type DocumentPage, importList, importUpload, personSearch, type ImportSummary, type PersonSummary } from '../admin/knowledge-store.ts';
 import { DocumentBody, IdParams as Id, ImportBody, uploadRoute, peopleCursorDecode, peopleCursorEncode } from '../admin/inputs.ts';
 
@@ -37,7 +37,7 @@ ${
 ${people.map((p) => html`<tr><td><a href="/admin/people/${p.id}">${p.name}</a></td><td class="mono">${p.phone}</td><td>${p.email ?? ''}</td><td>${p.department ?? ''}</td><td>${p.role ?? ''}</td></tr>`)}
 </tbody></table>`
 }
-<div class="pager">${query.after ? html`<a href="/admin/people${queryString({ q: query.q })}">« first</a>` : ''}${next ? html`<a href="/admin/people${queryString({ q: query.q, after: next })}">next »</a>` : ''}</div>`,
+${pager('/admin/people', { q: query.q }, query.after, next, { first: '« first', next: 'next »' })}`,
   );
 }
 
@@ -80,7 +80,7 @@ ${
 ${documents.map((d) => html`<tr data-document-id="${d.id}"><td><a href="/admin/documents/${d.id}">${d.title}</a></td><td>${d.tags.join(', ')}</td><td>${d.source ?? ''}</td><td class="num">${d.characters}</td><td class="num">${d.chunks}</td><td>${embeddedBadge(d.embedded)}</td><td>${when(d.updatedAt)}</td></tr>`)}
 </tbody></table>`
 }
-<div class="pager">${query.after ? html`<a href="/admin/documents${queryString({ q: query.q })}">« first</a>` : ''}${nextCursor ? html`<a href="/admin/documents${queryString({ q: query.q, after: nextCursor })}">older »</a>` : ''}</div></div>`,
+${pager('/admin/documents', { q: query.q }, query.after, nextCursor, { first: '« first', next: 'older »' })}</div>`,
   );
 }
 

@@ -1,6 +1,7 @@
 // The page frame every dashboard page shares: head, navigation, access banner, notices,
 // and the small shared pieces (status badges, times, CSRF-carrying forms). Markup only.
 import type { FastifyReply } from 'fastify';
+import { queryString } from './access.ts';
 import { html, raw, type Html } from './html.ts';
 
 /** What every page needs to know about the request it renders for. */
@@ -155,4 +156,12 @@ export function duration(seconds: number): string {
   if (seconds < 120) return `${Math.round(seconds)} s`;
   if (seconds < 7200) return `${Math.round(seconds / 60)} min`;
   return `${(seconds / 3600).toFixed(1)} h`;
+}
+
+/**
+ * The links of a keyset-paged list: back to its first page (when `after` says this is a
+ * later one) and on to the next (when there is one), keeping the list's filter.
+ */
+export function pager(path: string, filter: Record<string, string | undefined>, after: string | undefined, next: string | null, labels: { first: string; next: string }): Html {
+  return html`<div class="pager">${after ? html`<a href="${path}${queryString(filter)}">${labels.first}</a>` : ''}${next ? html`<a href="${path}${queryString({ ...filter, after: next })}">${labels.next}</a>` : ''}</div>`;
 }

@@ -9,7 +9,7 @@ import type { Runtime } from '../../runtime.ts';
 import { actionQuery, actionRetried, pageContext, queryString } from './access.ts';
 import { barChart, lineChart } from './charts.ts';
 import { html, type Html } from './html.ts';
-import { actionButton, badge, csrfField, duration, page, when, type PageContext, sendPage } from './layout.ts';
+import { actionButton, badge, csrfField, duration, page, pager, when, type PageContext, sendPage } from './layout.ts';
 import { IdParams, JobFilterQuery, optional, RetryFailedForm, toJobFilter } from '../admin/inputs.ts';
 import { jobMinuteStats, jobSlowList } from '../admin/queue-queries.ts';
 
@@ -115,10 +115,7 @@ ${
     : html`<table><thead><tr><th>job</th><th>type</th><th>status</th><th class="num">attempts</th><th>created</th><th>when</th><th>last error</th><th></th></tr></thead>
 <tbody>${jobs.map((job) => jobRow(ctx, job))}</tbody></table>`
 }</div>
-<div class="pager">
-${query.after ? html`<a href="/admin/jobs${queryString(filter)}">« newest</a>` : ''}
-${nextCursor ? html`<a href="/admin/jobs${queryString({ ...filter, after: nextCursor })}">older »</a>` : ''}
-</div>`,
+${pager('/admin/jobs', filter, query.after, nextCursor, { first: '« newest', next: 'older »' })}`,
   );
 }
 
