@@ -27,6 +27,9 @@ const inboundSchema = z.object({
   Body: text.default(''),
   NumMedia: z.coerce.number().int().min(0).max(10).default(0),
   ProfileName: text.optional(),
+  // The message this one quotes (a swipe-to-reply). Context only: one that is not a SID
+  // is dropped rather than the message refused, which Twilio would not send again.
+  OriginalRepliedMessageSid: sid('[A-Z]{2}').optional().catch(undefined),
 });
 
 // A shared location comes with an empty Body and its place in Latitude and Longitude (and
@@ -137,6 +140,7 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
       twilioSid: input.MessageSid,
       optChange,
       businessNumber,
+      repliedToSid: input.OriginalRepliedMessageSid,
     });
     if (stored && runtime.profiles.unnamed(businessNumber) && !unnamedWarned.has(businessNumber!)) {
       unnamedWarned.add(businessNumber!);

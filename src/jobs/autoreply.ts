@@ -67,11 +67,12 @@ const WAKE_WORKERS = (channel: string) => `pg_notify(${channel}, '') as wake_wor
 // left untouched too. The conversation upsert takes the next inbound position under the
 // conversation row's lock, held until commit: positions become visible in order
 // (0006_inbound_sequence.sql). A function, because PL/pgSQL keeps its plan for the session:
-// planning the five-part statement cost as much as running it.
+// planning the five-part statement cost as much as running it. The version called here
+// (0026_quoted_replies.sql) also notes the message a contact quoted, if any.
 const INBOUND_STORE_AND_ENQUEUE_SQL = `
   select stored_message_id as message_id, stored_conversation_id as conversation_id
-  from aiq_inbound_store($1, $2, $3, $4::text[], $5, $6, $7, $8, $9, $10::text[]),
-       ${WAKE_WORKERS('$11')}`;
+  from aiq_inbound_store($1, $2, $3, $4::text[], $5, $6, $7, $8, $9, $10::text[], $11),
+       ${WAKE_WORKERS('$12')}`;
 
 /** MediaContentTypeN for each MediaUrlN, '' where Twilio sent none. */
 const mediaTypesOf = (input: InboundMessageInput) => input.mediaUrls.map((_, i) => input.mediaContentTypes?.[i] ?? '');
@@ -92,6 +93,7 @@ export async function inboundStoreAndEnqueue(db: Queryable, input: InboundMessag
     input.optChange ?? null,
     input.businessNumber ?? null,
     mediaTypesOf(input),
+    input.repliedToSid ?? null,
     NOTIFY_CHANNEL,
   ]);
   const row = result.rows[0];
@@ -103,8 +105,8 @@ export async function inboundStoreAndEnqueue(db: Queryable, input: InboundMessag
 // each part of the store once for all of them (0020_inbound_store_set.sql).
 const INBOUND_STORE_MANY_SQL = `
   select item, stored_message_id as message_id, stored_conversation_id as conversation_id
-  from aiq_inbound_store_batch($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[], $10, $11),
-       ${WAKE_WORKERS('$12')}`;
+  from aiq_inbound_store_batch($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[], $9::text[], $10, $11, $12::text[]),
+       ${WAKE_WORKERS('$13')}`;
 
 /**
  * Stores inbound messages of different contacts, each as inboundStoreAndEnqueue would, all
@@ -129,6 +131,8 @@ export async function inboundStoreManyAndEnqueue(db: Queryable, inputs: InboundM
     media.map((m) => m.type),
     AUTOREPLY,
     AUTOREPLY_MAX_ATTEMPTS,
+    // Null when none quotes a message: the function then skips noting quotes.
+    inputs.some((input) => input.repliedToSid) ? inputs.map((input) => input.repliedToSid ?? null) : null,
     NOTIFY_CHANNEL,
   ]);
   const stored: Array<AutoreplyPayload | null> = inputs.map(() => null);

@@ -10,6 +10,7 @@ import { aiWithUsageRecorded } from '../ai/usage.ts';
 import type { Queryable } from '../db/types.ts';
 import { mediaFile, mediaOfMessages, mediaText, type MediaInfo } from '../messaging/media-store.ts';
 import { type Citations, conversationThread, type ConversationThread, type Message } from '../messaging/conversations.ts';
+import { quoteLine, quotedMessages, type QuotedMessage } from '../messaging/quotes.ts';
 import type { PersonTextField } from '../knowledge/people.ts';
 import type { Runtime } from '../runtime.ts';
 import type { AssistantProfile } from '../messaging/profiles.ts';
@@ -102,9 +103,15 @@ const UNDELIVERED = new Set(['failed', 'send_failed', 'held', 'undelivered', 'ca
 /**
  * The conversation as the model reads it: inbound as the user, AI and admin replies as the
  * assistant. A message's media read as what is known of them: a voice note as its
- * transcript, an image as one the assistant cannot see, a file that failed with why.
+ * transcript, an image as one the assistant cannot see, a file that failed with why. A
+ * message that quotes another starts with which one (quotes.ts, quoteLine).
  */
-export function historyOf(messages: Message[], media: Map<string, MediaInfo[]> = new Map(), images: Map<string, string[]> = new Map()): HistoryMessage[] {
+export function historyOf(
+  messages: Message[],
+  media: Map<string, MediaInfo[]> = new Map(),
+  images: Map<string, string[]> = new Map(),
+  quotes: Map<string, QuotedMessage> = new Map(),
+): HistoryMessage[] {
   // A part still unsent behind an undelivered earlier part never goes out either: per reply,
   // the first undelivered part.
   const reply = (m: Message) => `${m.source} ${m.replyToMessageId}`;
@@ -117,7 +124,8 @@ export function historyOf(messages: Message[], media: Map<string, MediaInfo[]> =
       const known = media.get(m.id);
       const attached = images.get(m.id);
       const attachments = known ? known.map((item) => mediaText(item, attached !== undefined)) : m.mediaUrls.length > 0 ? [`[${m.mediaUrls.length} attachment(s) not shown]`] : [];
-      const body = [m.body, ...attachments].filter(Boolean).join('\n').trim();
+      const quote = m.repliedToSid === null ? '' : quoteLine(quotes.get(m.repliedToSid));
+      const body = [quote, m.body, ...attachments].filter(Boolean).join('\n').trim();
       return { role: m.source === 'inbound' ? ('user' as const) : ('assistant' as const), body, ...(attached ? { images: attached } : {}) };
     })
     .filter((m) => m.body !== '');
@@ -167,7 +175,8 @@ export async function replyDraft(
   const shown = [...earlier, ...unanswered];
   const media = await mediaOfMessages(deps.db, shown.filter((m) => m.mediaUrls.length > 0).map((m) => m.id));
   const images = deps.vision ? await imagesOf(deps.db, unanswered, media) : new Map<string, string[]>();
-  const history = historyOf(shown, media, images);
+  const quotes = await quotedMessages(deps.db, input.conversationId, shown);
+  const history = historyOf(shown, media, images, quotes);
   const contextUntilSeq = unanswered.length > 0 ? unanswered[unanswered.length - 1]!.seq : null;
   let rag, prompt, chat;
   try {

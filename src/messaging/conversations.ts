@@ -45,6 +45,8 @@ export interface Message {
   errorCode: number | null;
   errorMessage: string | null;
   replyToMessageId: string | null;
+  /** Inbound: the Twilio SID of the message it quotes (a swipe-to-reply), if any; see quotes.ts. */
+  repliedToSid: string | null;
   /** Inbound: its position in the conversation, in the order messages became visible. */
   seq: number | null;
   /** Replies: the highest inbound position they answered (see 0006_inbound_sequence.sql). */
@@ -87,6 +89,7 @@ interface MessageRow {
   error_code: number | null;
   error_message: string | null;
   reply_to_message_id: string | null;
+  replied_to_sid?: string | null;
   seq: string | null;
   context_until_seq: string | null;
   part: number;
@@ -112,6 +115,7 @@ export function messageFromRow(row: MessageRow): Message {
     errorCode: row.error_code,
     errorMessage: row.error_message,
     replyToMessageId: row.reply_to_message_id,
+    repliedToSid: row.replied_to_sid ?? null,
     // bigint arrives as text from node-postgres; positions stay far below 2^53.
     seq: row.seq === null ? null : Number(row.seq),
     contextUntilSeq: row.context_until_seq === null ? null : Number(row.context_until_seq),
@@ -139,6 +143,8 @@ export interface InboundMessageInput {
   optChange?: 'out' | 'in' | null;
   /** The business number it was sent to (profiles.conversationNumber); null: the default sender. */
   businessNumber?: string | null;
+  /** The message it quotes (OriginalRepliedMessageSid), if any. */
+  repliedToSid?: string | null;
 }
 
 const CONVERSATION_COLUMNS = `

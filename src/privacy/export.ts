@@ -76,9 +76,12 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
       )).rows
     : [];
   const ids = conversations.map((c) => c.id);
-  const messages = (await db.query<{ id: string; conversation_id: string; created_at: Date; source: string; direction: string; body: string; media_urls: string[]; status: string; error_code: number | null; error_message: string | null }>(
-    `select id, conversation_id, created_at, source, direction, body, media_urls, status, error_code, error_message from messages
-     where conversation_id = any($1::uuid[]) order by created_at, id`,
+  // A message that quotes another (a swipe-to-reply) names the quoted one by its id here.
+  const messages = (await db.query<{ id: string; conversation_id: string; created_at: Date; source: string; direction: string; body: string; media_urls: string[]; status: string; error_code: number | null; error_message: string | null; quotes_message_id: string | null }>(
+    `select m.id, m.conversation_id, m.created_at, m.source, m.direction, m.body, m.media_urls, m.status, m.error_code, m.error_message,
+            (select q.id from messages q where q.conversation_id = m.conversation_id and q.twilio_sid = m.replied_to_sid) as quotes_message_id
+     from messages m
+     where m.conversation_id = any($1::uuid[]) order by m.created_at, m.id`,
     [ids],
   )).rows;
   const media = (await db.query<{ message_id: string; content_type: string; status: string; size: number | null; transcript: string | null }>(
@@ -122,6 +125,7 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
           status: m.status,
           errorCode: m.error_code,
           errorMessage: m.error_message,
+          ...(m.quotes_message_id ? { quotesMessageId: m.quotes_message_id } : {}),
           media: media
             .filter((f) => f.message_id === m.id)
             .map((f) => ({ contentType: f.content_type, status: f.status, size: f.size, transcript: f.transcript })),

@@ -8,6 +8,7 @@ import { chunkLocation } from '../../knowledge/chunking.ts';
 import { templateFill, windowOpen, windowOpenUntil, type ReplyTemplate } from '../../messaging/window.ts';
 import type { Profiles } from '../../messaging/profiles.ts';
 import { mediaFile, mediaOfMessages, type MediaInfo } from '../../messaging/media-store.ts';
+import { quotedExcerpt, quotedMessages, type QuotedMessage } from '../../messaging/quotes.ts';
 import { conversationAiPausedSet, conversationGet, messageListRecent, repliesSuperseded, type Citations, type Conversation, type Message } from '../../messaging/conversations.ts';
 import { ANSWERED_SINCE_TEXT } from '../../messaging/outbox.ts';
 import { documentsNamingText } from '../../privacy/documents-about.ts';
@@ -87,9 +88,16 @@ function mediaBlock(media: MediaInfo): Html {
   return html`<span class="meta media" data-media-id="${media.id}" data-media-status="${media.status}">${media.contentType || 'attachment'} ${badge(media.status)}: ${media.note ?? ''}</span>`;
 }
 
-function messageBubble(m: Message, media: MediaInfo[] = [], superseded = false): Html {
+/** The message a contact quoted, above their words: whose it was and what it said, or that it is gone. */
+function quoteBlock(quoted: QuotedMessage | undefined): Html {
+  if (!quoted) return html`<span class="quote meta">↩ replying to a message no longer stored</span>`;
+  const whose = quoted.source === 'inbound' ? 'their own message' : quoted.source === 'ai' ? 'the AI' : 'an admin';
+  return html`<span class="quote meta">↩ replying to ${whose}: ${quotedExcerpt(quoted)}</span>`;
+}
+
+function messageBubble(m: Message, media: MediaInfo[] = [], superseded = false, quotes: Map<string, QuotedMessage> = new Map()): Html {
   const who = m.source === 'inbound' ? 'contact' : m.source === 'ai' ? 'AI' : 'admin';
-  return html`<div class="msg ${m.source}" data-message-id="${m.id}" data-source="${m.source}"><span class="body">${m.body}</span>${media.length ? media.map(mediaBlock) : m.mediaUrls.length ? html`<span class="meta">${m.mediaUrls.length} attachment(s)</span>` : ''}
+  return html`<div class="msg ${m.source}" data-message-id="${m.id}" data-source="${m.source}">${m.repliedToSid === null ? '' : quoteBlock(quotes.get(m.repliedToSid))}<span class="body">${m.body}</span>${media.length ? media.map(mediaBlock) : m.mediaUrls.length ? html`<span class="meta">${m.mediaUrls.length} attachment(s)</span>` : ''}
 <span class="meta">${who} · ${when(m.createdAt)}${m.source === 'inbound' ? '' : html` · ${badge(m.status)}`}${m.templateSid ? html` · sent as template <span class="mono">${m.templateSid}</span>` : ''}${m.errorMessage ? html` · ${m.errorMessage}` : ''}${superseded && !m.errorMessage?.includes(ANSWERED_SINCE_TEXT) ? html` · <span class="superseded">a later reply has answered for it: nothing left to do</span>` : ''}</span>${m.citations ? citationsNote(m.citations) : ''}</div>`;
 }
 
@@ -133,7 +141,7 @@ function windowNote(conversation: Conversation, template: ReplyTemplate | null):
   return html`<p id="window" data-window="closed"><span class="badge b-failed">window closed</span>${since}: the contact has not written for 24 hours, so ${then}.</p>`;
 }
 
-function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number, template: ReplyTemplate | null, via: string, media: Map<string, MediaInfo[]>, superseded: Set<string>, draft = ''): Html {
+function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number, template: ReplyTemplate | null, via: string, media: Map<string, MediaInfo[]>, superseded: Set<string>, quotes: Map<string, QuotedMessage>, draft = ''): Html {
   const pending = suggestions.filter((s) => s.status === 'pending');
   return page(
     ctx,
@@ -155,7 +163,7 @@ ${actionButton(ctx, `/admin/conversations/${conversation.id}/forget`, 'Forget th
 })}
 </div>
 <div id="live" data-refresh-ms="2000">
-<div class="thread">${messages.length === 0 ? html`<p class="muted">No messages.</p>` : messages.map((m) => messageBubble(m, media.get(m.id), superseded.has(m.id)))}</div>
+<div class="thread">${messages.length === 0 ? html`<p class="muted">No messages.</p>` : messages.map((m) => messageBubble(m, media.get(m.id), superseded.has(m.id), quotes))}</div>
 ${pending.map((s) => suggestionCard(ctx, s))}
 </div>
 <div class="card">${windowNote(conversation, template)}<form method="post" action="/admin/conversations/${conversation.id}/reply">${csrfField(ctx)}
@@ -244,10 +252,10 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     if (!conversation) return sendPage(reply.status(404), page({ ...ctx, problem: 'No such conversation.' }, 'conversations', 'Not found', html`<p><a href="/admin/conversations">« conversations</a></p>`));
     const [messages, suggestions, superseded] = await Promise.all([messageListRecent(db, conversation.id, THREAD_MESSAGES), suggestionList(db, conversation.id), repliesSuperseded(db, conversation.id)]);
     const profile = runtime.profiles.of(conversation.businessNumber);
-    const media = await mediaOfMessages(db, messages.filter((m) => m.mediaUrls.length > 0).map((m) => m.id));
+    const [media, quotes] = await Promise.all([mediaOfMessages(db, messages.filter((m) => m.mediaUrls.length > 0).map((m) => m.id)), quotedMessages(db, conversation.id, messages)]);
     const via = `${conversation.businessNumber ?? runtime.profiles.defaultNumber ?? 'the default sender'} (${profile.name})`;
     const shown = refused ? { ...ctx, problem: refused.problem, notice: undefined, pageUrl: `/admin/conversations/${conversation.id}` } : ctx;
-    return sendPage(refused ? reply.status(400) : reply, threadPage(shown, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS, profile.template, via, media, superseded, refused?.draft));
+    return sendPage(refused ? reply.status(400) : reply, threadPage(shown, conversation, messages, suggestions, runtime.config.REPLY_MAX_CHARS, profile.template, via, media, superseded, quotes, refused?.draft));
   };
 
   app.get('/admin/conversations/:id', async (request, reply) => {

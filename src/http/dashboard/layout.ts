@@ -86,6 +86,7 @@ dl.props { display:grid; grid-template-columns:max-content 1fr; gap:4px 16px; ma
 .msg.inbound { align-self:flex-start; } .msg.ai { align-self:flex-end; background:#eef4ff; } .msg.admin { align-self:flex-end; background:#ecfdf3; }
 .msg .citations { display:block; font-size:11.5px; color:var(--muted); margin-top:4px; white-space:normal; }
 .msg .meta { display:block; font-size:11.5px; color:var(--muted); margin-top:4px; white-space:normal; }
+.msg .quote { margin:0 0 6px; padding-left:8px; border-left:3px solid var(--line); }
 .login { max-width:380px; margin:80px auto; }
 `);
 
