@@ -19,31 +19,42 @@ export function logFormatOf(setting: 'auto' | LogFormat = 'auto', stream: { isTT
   return stream.isTTY ? 'pretty' : 'json';
 }
 
-// A number in international form inside a text: + and 7 to 15 digits (E.164, as Twilio
-// and WhatsApp write them, never starting with 0), also as people write it, up to two
+// A number in international form inside a text: + (or 00, as dialled from Europe) and 7
+// to 15 digits (E.164, as Twilio and WhatsApp write them, never starting with 0), also as people write it, up to two
 // spaces, no-break spaces or hyphens between digits and a trunk "(0)" ("+31 (0)6 1234
 // 5678", what an admin typed and an error quotes back); not inside a word or a base64 run
 // (an SM… id), nor a decimal, though a sentence's full stop may follow. After a line break
 // or tab as JSON writes them (\n, \t) it counts: the n is no word.
-const PHONE_IN_TEXT = /(?<=^|[^\w+/]|\\[nrtbf])\+[1-9](?:[ \u00a0\u202f-]{0,2}(?:\(0\)[ \u00a0\u202f-]{0,2})?\d){6,14}(?!\d|[.,]\d)/g;
+const PHONE_IN_TEXT = /(?<=^|[^\w+/]|\\[nrtbf])(?:\+|00)[1-9](?:[ \u00a0\u202f-]{0,2}(?:\(0\)[ \u00a0\u202f-]{0,2})?\d){6,14}(?!\d|[.,]\d)/g;
 // A whole number written without spaces, then a space: what follows is another figure ("to
 // +31612345678 12 times"), not the number's last group.
-const WHOLE_BEFORE_SPACE = /^\+\d{10,15}(?=[ \u00a0\u202f-])/;
+const WHOLE_BEFORE_SPACE = /^(?:\+|00)\d{10,15}(?=[ \u00a0\u202f-])/;
+// An email address inside a text (an outside service's error may quote one): personal data
+// as much as a number.
+const EMAIL_IN_TEXT = /[A-Za-z0-9._%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}/g;
 
-/** `text` with every phone number in international form masked (maskPhone). */
-export function phonesMasked(text: string): string {
-  return text.replace(PHONE_IN_TEXT, (written) => {
-    const whole = WHOLE_BEFORE_SPACE.exec(written)?.[0];
-    return whole ? `${maskPhone(whole)}${written.slice(whole.length)}` : maskPhone(written);
-  });
+/** `text` with every phone number in international form (maskPhone) and every email address (maskEmail) masked. */
+export function personalDataMasked(text: string): string {
+  return text
+    .replace(PHONE_IN_TEXT, (written) => {
+      const whole = WHOLE_BEFORE_SPACE.exec(written)?.[0];
+      return whole ? `${maskPhone(whole)}${written.slice(whole.length)}` : maskPhone(written);
+    })
+    .replace(EMAIL_IN_TEXT, maskEmail);
+}
+
+/** An email address for logs: its first character and its domain (j•••@example.nl). */
+export function maskEmail(address: string): string {
+  const at = address.lastIndexOf('@');
+  return `${address.slice(0, 1)}•••${address.slice(at)}`;
 }
 
 /**
- * The destination, behind a mask: each serialized line goes on with its phone numbers
- * masked, whatever field, message, error or child binding holds them.
+ * The destination, behind a mask: each serialized line goes on with its phone numbers and
+ * email addresses masked, whatever field, message, error or child binding holds them.
  */
 function masking(stream: pino.DestinationStream): pino.DestinationStream {
-  return { write: (line: string) => stream.write(phonesMasked(line)) };
+  return { write: (line: string) => stream.write(personalDataMasked(line)) };
 }
 
 export function createLogger(level = 'info', format: LogFormat = 'json', destination?: NodeJS.WritableStream): pino.Logger {

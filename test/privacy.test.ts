@@ -231,6 +231,41 @@ test("a number named only in other jobs' errors and an import's error: export ha
   await t.db.query('delete from imports where id = $1', [failedImport]);
 });
 
+test("an email in other jobs' errors and a number or email in another contact's failed reply: export hands over those texts, erasure scrubs them", async () => {
+  // Found by a personal-data probe: only the number was looked for in job texts, and the
+  // error texts of other contacts' messages were neither exported nor scrubbed.
+  const DANA = '+31677778888';
+  await t.db.query(`insert into people (name, phone, email, content_hash) values ('Dana Dijk', $1, 'dana.dijk@corp.nl', 'x')`, [DANA]);
+  const jobSaid = 'content forwarded to Dana.Dijk@corp.nl was blocked';
+  const job = (await t.db.query<{ id: string }>(
+    `insert into ai_jobs (type, payload, status, attempts, last_error, errors, finished_at)
+     values ('autoreply', '{"conversationId": "0190a0a0-0000-7000-8000-000000000004"}', 'failed', 1, $1, $2, now()) returning id`,
+    [jobSaid, JSON.stringify([{ attempt: 1, error: jobSaid }])],
+  )).rows[0]!.id;
+  const contact = (await t.db.query<{ id: string }>(`insert into contacts (whatsapp_number) values ('+31699990000') returning id`)).rows[0]!.id;
+  const conversation = (await t.db.query<{ id: string }>('insert into conversations (contact_id) values ($1) returning id', [contact])).rows[0]!.id;
+  const twilioSaid = 'Forwarding blocked: number 0031 6 7777 8888 / dana.dijk@corp.nl';
+  const reply = (await t.db.query<{ id: string }>(
+    `insert into messages (conversation_id, source, body, status, error_code, error_message) values ($1, 'ai', 'Zie de bijlage', 'failed', 21998, $2) returning id`,
+    [conversation, twilioSaid],
+  )).rows[0]!.id;
+
+  const exported = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(DANA)}`, headers: BEARER });
+  assert.equal(exported.statusCode, 200, exported.body);
+  const document = exported.json();
+  assert.deepEqual(document.mentions.map((x: { jobId: string; texts: string[] }) => [x.jobId, x.texts]), [[job, [jobSaid]]]);
+  assert.deepEqual(document.messageErrors.map((x: { messageId: string; text: string }) => [x.messageId, x.text]), [[reply, twilioSaid]], 'only the text, not the conversation');
+
+  const erased = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: DANA } });
+  assert.equal(erased.statusCode, 200, erased.body);
+  assert.equal(erased.json().counts.textsScrubbed, 2);
+  for (const needle of ['777788', '7777 8888', 'dana.dijk@corp.nl', 'Dana.Dijk']) assert.deepEqual(await whereFound(t.db, needle), [], needle);
+  const kept = await t.db.query<{ body: string; error_message: string }>('select body, error_message from messages where id = $1', [reply]);
+  assert.deepEqual(kept.rows[0], { body: 'Zie de bijlage', error_message: 'Forwarding blocked: number 0031 [erased] / [erased]' }, "the other contact's message stays, without them");
+  await t.db.query('delete from ai_jobs where id = $1', [job]);
+  await t.db.query('delete from contacts where id = $1', [contact]);
+});
+
 test('knowledge documents that name a person: export hands over their lines, erasure names the documents and leaves them as written', async () => {
   const KEES = '+31644444444';
   await t.db.query(`insert into people (name, phone, email, content_hash) values ('Kees Smit', $1, 'kees@corp.nl', 'x')`, [KEES]);

@@ -62,28 +62,36 @@ export const JOBS_ABOUT_PERSON = `
 
 const JOBS_DELETE_SQL = `delete from ai_jobs where ${JOBS_ABOUT_PERSON} returning id`;
 
-// Any other text that names the number (a Twilio error in another job's history, an import's
-// row error), and an import's row error or error that quotes their email ($2; a pattern
-// that matches nothing when there is none): its national part (nationalPartOf) gives way to a marker, written as
-// people write numbers (spelledNumberPattern), which covers "+31612345678", "0612345678"
-// and "06 1234 5678" alike. Export hands over what these conditions find.
-export const JOB_TEXTS_NAMING_NUMBER = 'last_error ~ $1 or errors::text ~ $1 or result::text ~ $1 or payload::text ~ $1';
-export const IMPORT_TEXTS_NAMING_PERSON = 'row_errors::text ~ $1 or error ~ $1 or row_errors::text ~* $2 or error ~* $2';
+// Any other text that names the number ($1) or quotes their email ($2; a pattern that
+// matches nothing when there is none): a Twilio error in another job's history or on
+// another contact's reply, an import's row error. Its national part (nationalPartOf) gives
+// way to a marker, written as people write numbers (spelledNumberPattern), which covers
+// "+31612345678", "0612345678" and "06 1234 5678" alike, and so does the address. Export
+// hands over what these conditions find.
+const naming = (column: string) => `${column} ~ $1 or ${column} ~* $2`;
+export const JOB_TEXTS_NAMING_PERSON = ['last_error', 'errors::text', 'result::text', 'payload::text'].map(naming).join(' or ');
+export const IMPORT_TEXTS_NAMING_PERSON = ['row_errors::text', 'error'].map(naming).join(' or ');
+export const MESSAGE_ERRORS_NAMING_PERSON = naming('error_message');
+const scrubbed = (expr: string) => `regexp_replace(regexp_replace(${expr}, $1, '[erased]', 'g'), $2, '[erased]', 'gi')`;
 const TEXTS_SCRUB_SQL = `
   with jobs as (
-    update ai_jobs set last_error = regexp_replace(last_error, $1, '[erased]', 'g'),
-                       errors = regexp_replace(errors::text, $1, '[erased]', 'g')::jsonb,
-                       result = regexp_replace(result::text, $1, '[erased]', 'g')::jsonb,
-                       payload = regexp_replace(payload::text, $1, '[erased]', 'g')::jsonb
-    where ${JOB_TEXTS_NAMING_NUMBER}
+    update ai_jobs set last_error = ${scrubbed('last_error')},
+                       errors = ${scrubbed('errors::text')}::jsonb,
+                       result = ${scrubbed('result::text')}::jsonb,
+                       payload = ${scrubbed('payload::text')}::jsonb
+    where ${JOB_TEXTS_NAMING_PERSON}
     returning 1
   ), imports as (
-    update imports set row_errors = regexp_replace(regexp_replace(row_errors::text, $1, '[erased]', 'g'), $2, '[erased]', 'gi')::jsonb,
-                       error = regexp_replace(regexp_replace(error, $1, '[erased]', 'g'), $2, '[erased]', 'gi')
+    update imports set row_errors = ${scrubbed('row_errors::text')}::jsonb,
+                       error = ${scrubbed('error')}
     where ${IMPORT_TEXTS_NAMING_PERSON}
     returning 1
+  ), message_errors as (
+    update messages set error_message = ${scrubbed('error_message')}
+    where ${MESSAGE_ERRORS_NAMING_PERSON}
+    returning 1
   )
-  select (select count(*) from jobs)::int + (select count(*) from imports)::int as n`;
+  select (select count(*) from jobs)::int + (select count(*) from imports)::int + (select count(*) from message_errors)::int as n`;
 
 /**
  * An upload's lines, byte for byte: decoded as latin1, which maps every byte to one

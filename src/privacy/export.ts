@@ -5,7 +5,7 @@
 // erasure removes or scrubs, the export hands over first), and the lines of knowledge
 // documents that name them.
 import type { Queryable } from '../db/types.ts';
-import { erasurePhone, IMPORT_TEXTS_NAMING_PERSON, JOB_TEXTS_NAMING_NUMBER, JOBS_ABOUT_PERSON, uploadLineText, uploadsAboutPerson } from './erasure.ts';
+import { erasurePhone, IMPORT_TEXTS_NAMING_PERSON, JOB_TEXTS_NAMING_PERSON, JOBS_ABOUT_PERSON, MESSAGE_ERRORS_NAMING_PERSON, uploadLineText, uploadsAboutPerson } from './erasure.ts';
 import { emailPattern, nationalPartOf, personMatcher, spelledNumberPattern } from './written-forms.ts';
 import { documentsAboutPerson, type DocumentAboutPerson } from './documents-about.ts';
 
@@ -39,10 +39,13 @@ export interface PersonExport {
   }>;
   jobs: Array<{ id: string; type: string; status: string; createdAt: Date; finishedAt: Date | null; lastError: string | null; errors: unknown; result: unknown }>;
   /**
-   * Texts of other jobs that name their number (a Twilio error quoting it in another
-   * conversation's reply, say): only those texts, not the rest of a job about someone else.
+   * Texts of other jobs that name their number or email (a Twilio error quoting it in
+   * another conversation's reply, say): only those texts, not the rest of a job about
+   * someone else.
    */
   mentions: Array<{ jobId: string; type: string; createdAt: Date; texts: string[] }>;
+  /** Why another contact's message failed, where that names them (Twilio's words): only the text. */
+  messageErrors: Array<{ messageId: string; createdAt: Date; text: string }>;
   /**
    * Stored CSV uploads (people imports and syncs) with lines, row errors or an error about
    * them; `error` is the import's own error where it names them.
@@ -66,8 +69,9 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
   const documents = await documentsAboutPerson(db, phone, person?.email ?? null);
   // Without a contact or a person record, a stored upload can still hold their line.
   const imports = await importsAboutPerson(db, phone, person?.email ?? null);
-  const naming = await jobsNamingNumber(db, phone);
-  if (!contact && !person && documents.length === 0 && imports.length === 0 && naming.length === 0) return null;
+  const naming = await jobsNamingPerson(db, phone, person?.email ?? null);
+  const messageErrors = await messageErrorsNamingPerson(db, phone, person?.email ?? null);
+  if (!contact && !person && documents.length === 0 && imports.length === 0 && naming.length === 0 && messageErrors.length === 0) return null;
 
   const conversations = contact
     ? (await db.query<{ id: string; business_number: string | null; created_at: Date; last_message_at: Date; ai_paused: boolean }>(
@@ -98,6 +102,8 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
   )).rows;
 
   const jobIds = new Set(jobs.map((j) => j.id));
+  // Their own messages' failures are in their conversations already.
+  const ownMessages = new Set(messages.map((m) => m.id));
   return {
     exportedAt: new Date().toISOString(),
     phone,
@@ -134,6 +140,7 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
     })),
     jobs: jobs.map((j) => ({ id: j.id, type: j.type, status: j.status, createdAt: j.created_at, finishedAt: j.finished_at, lastError: j.last_error, errors: j.errors, result: j.result })),
     mentions: naming.filter((j) => !jobIds.has(j.jobId)),
+    messageErrors: messageErrors.filter((m) => !ownMessages.has(m.messageId)),
     imports,
     documents,
   };
@@ -170,15 +177,14 @@ async function importsAboutPerson(db: Queryable, phone: string, email: string | 
   }).filter((entry) => entry.lines.length + entry.rowErrors.length > 0 || entry.error !== null);
 }
 
-/** Jobs whose texts name the number (as erasure finds them to scrub), with those texts. */
-async function jobsNamingNumber(db: Queryable, phone: string): Promise<PersonExport['mentions']> {
-  const spelled = spelledNumberPattern(nationalPartOf(phone));
+/** Jobs whose texts name the number or email (as erasure finds them to scrub), with those texts. */
+async function jobsNamingPerson(db: Queryable, phone: string, email: string | null): Promise<PersonExport['mentions']> {
   const { rows } = await db.query<{ id: string; type: string; created_at: Date; last_error: string | null; errors: unknown; result: unknown; payload: unknown }>(
-    `select id, type, created_at, last_error, errors, result, payload from ai_jobs where ${JOB_TEXTS_NAMING_NUMBER} order by created_at`,
-    [spelled],
+    `select id, type, created_at, last_error, errors, result, payload from ai_jobs where ${JOB_TEXTS_NAMING_PERSON} order by created_at`,
+    [spelledNumberPattern(nationalPartOf(phone)), emailPattern(email)],
   );
   // As for imports: the digits anywhere in SQL, then only texts that name them.
-  const names = personMatcher(phone, null);
+  const names = personMatcher(phone, email);
   return rows
     .map((row) => ({
       jobId: row.id,
@@ -187,6 +193,16 @@ async function jobsNamingNumber(db: Queryable, phone: string): Promise<PersonExp
       texts: [...new Set([row.last_error, row.errors, row.result, row.payload].flatMap(stringsIn))].filter((text) => names.prose(text)),
     }))
     .filter((job) => job.texts.length > 0);
+}
+
+/** Messages whose failure text names the number or email (as erasure finds them to scrub). */
+async function messageErrorsNamingPerson(db: Queryable, phone: string, email: string | null): Promise<PersonExport['messageErrors']> {
+  const { rows } = await db.query<{ id: string; created_at: Date; error_message: string }>(
+    `select id, created_at, error_message from messages where ${MESSAGE_ERRORS_NAMING_PERSON} order by created_at`,
+    [spelledNumberPattern(nationalPartOf(phone)), emailPattern(email)],
+  );
+  const names = personMatcher(phone, email);
+  return rows.filter((row) => names.prose(row.error_message)).map((row) => ({ messageId: row.id, createdAt: row.created_at, text: row.error_message }));
 }
 
 /** The strings in a JSON value, however deep (its numbers written out). */
