@@ -48,6 +48,14 @@ function countingUsageInserts(db: Queryable, busyUntil: () => Promise<void> = as
   };
 }
 
+let peopleMade = 0;
+/** People that exist: usage rows link only to a message, a person or a document still there. */
+async function peopleCreated(db: Queryable, n: number): Promise<string[]> {
+  const phones = Array.from({ length: n }, () => `+3169${String(peopleMade++).padStart(7, '0')}`);
+  const { rows } = await db.query<{ id: string }>(`insert into people (name, phone, content_hash) select 'Subject', phone, 'x' from unnest($1::text[]) as phone returning id`, [phones]);
+  return rows.map((r) => r.id);
+}
+
 for (const backend of BACKENDS) {
   describe(`usage recording (${backend.name})`, () => {
     let t: TestDatabase;
@@ -74,7 +82,7 @@ for (const backend of BACKENDS) {
       const chatsBefore = chats();
       const counting = countingUsageInserts(t.db, () => waitFor(() => chats() >= chatsBefore + 30, 'all thirty chat calls made', 10_000));
       const ai = provider();
-      const subjects = Array.from({ length: 30 }, () => randomUUID());
+      const subjects = await peopleCreated(t.db, 30);
       await Promise.all(
         subjects.map(async (subject) => {
           const recorded = aiWithUsageRecorded(ai, counting.db, 'autoreply', subject);
@@ -93,10 +101,19 @@ for (const backend of BACKENDS) {
       assert.ok(counting.inserts() < 15, `calls that end while a write is in flight wait for the next one: ${counting.inserts()} inserts for 30 replies`);
     });
 
+    test('a subject that is gone (erased while its reply was composed) is not linked; the tokens are kept', async () => {
+      const [kept] = await peopleCreated(t.db, 1);
+      const gone = randomUUID();
+      const ai = provider();
+      await Promise.all([kept!, gone].map((subject) => aiWithUsageRecorded(ai, t.db, 'suggest', subject).chat(prompt)));
+      const rows = await t.db.query<{ subject_id: string | null }>(`select subject_id from ai_usage where purpose = 'suggest' order by id desc limit 2`);
+      assert.deepEqual(rows.rows.map((r) => r.subject_id).sort(), [kept, null].sort());
+    });
+
     test('a row that cannot be stored fails its own call only; the others in its batch are stored', async () => {
       const counting = countingUsageInserts(t.db);
       const ai = provider();
-      const good = Array.from({ length: 5 }, () => randomUUID());
+      const good = await peopleCreated(t.db, 5);
       const outcomes = await Promise.allSettled(
         [...good, 'not-a-uuid'].map((subject) => aiWithUsageRecorded(ai, counting.db, 'suggest', subject).chat(prompt)),
       );

@@ -317,6 +317,7 @@ test('an erasure while the reply is being composed leaves nothing behind and sen
   const sendsBefore = twilio.messages.length;
   await send(carla, 'Wat is mijn saldo verlof?');
   await waitFor(() => openai.requests.some((r) => r.endpoint === 'chat' && JSON.stringify(r.body).includes('saldo verlof')), 'the chat request to be under way', 10_000, 10);
+  const question = (await t.db.query<{ id: string }>(`select id from messages where body = 'Wat is mijn saldo verlof?'`)).rows[0]!.id;
   const erased = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: carla } });
   assert.equal(erased.statusCode, 200, erased.body);
   // The worker's chat call returns after the erasure: its reply has nowhere to go. The job's
@@ -325,6 +326,10 @@ test('an erasure while the reply is being composed leaves nothing behind and sen
   await settled();
   for (const needle of ['611112222', 'saldo verlof']) assert.deepEqual(await whereFound(t.db, needle), [], `"${needle}" is gone`);
   assert.equal(twilio.messages.slice(sendsBefore).filter((x) => x.to.includes('611112222')).length, 0, 'no reply was sent');
+  // The chat call's tokens, written after the erasure, are kept for the costs without a link
+  // to the erased message (found by a personal-data probe: they named it).
+  await waitFor(async () => (await t.db.query(`select 1 from ai_usage where operation = 'chat' and created_at > now() - interval '1 minute' and subject_id is null`)).rowCount! > 0, 'the chat usage row');
+  assert.equal((await t.db.query('select 1 from ai_usage where subject_id = $1', [question])).rowCount, 0);
 });
 
 

@@ -9,9 +9,18 @@ export type UsagePurpose = 'autoreply' | 'suggest' | 'embed_record' | 'reembed';
 
 // Many calls' rows in one statement: a reply's question embedding goes with its chat call,
 // and the rows of calls that end while another write is in flight go together (UsageWriter).
+// The subject (a message, a person, a document) is linked only while it exists: a person
+// erased while their reply was being composed leaves usage rows without a link to them, as
+// the erasure leaves the rows written before it (privacy/erasure.ts).
 const USAGE_INSERT_SQL = `
   insert into ai_usage (purpose, subject_id, provider, model, operation, prompt_tokens, completion_tokens, total_tokens, audio_seconds)
-  select * from unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[], $8::int[], $9::numeric[])`;
+  select u.purpose,
+         case when exists (select 1 from messages where id = u.subject_id)
+                or exists (select 1 from people where id = u.subject_id)
+                or exists (select 1 from documents where id = u.subject_id) then u.subject_id end,
+         u.provider, u.model, u.operation, u.prompt_tokens, u.completion_tokens, u.total_tokens, u.audio_seconds
+  from unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[], $8::int[], $9::numeric[])
+    as u(purpose, subject_id, provider, model, operation, prompt_tokens, completion_tokens, total_tokens, audio_seconds)`;
 
 interface UsageRow {
   model: string;
