@@ -429,3 +429,42 @@ test('on the embedded database too, export hands over the lines of stored upload
     await embedded.close();
   }
 });
+
+test('on the embedded database, neither its folder nor a backup taken after an erasure holds the person', async () => {
+  // Found by a personal-data probe: the rows were deleted, but their bytes stayed in the
+  // table files and the write-ahead log, and a backup copies both.
+  const { readdirSync } = await import('node:fs');
+  const { gunzipSync } = await import('node:zlib');
+  const { openPglite } = await import('../src/db/pglite.ts');
+  const { migrate } = await import('../src/db/migrate.ts');
+  const { inboundStoreAndEnqueue } = await import('../src/jobs/autoreply.ts');
+  const { personErase } = await import('../src/privacy/erasure.ts');
+  const { messageSid } = await import('./helpers/messaging.ts');
+  const EVA = '+31688887777';
+  const theirs = ['ZWAARDVIS', 'eva.erasmus@corp.nl', 'Eva Erasmus', '688887777'];
+  const dir = mkdtempSync(join(tmpdir(), 'aiq-erase-'));
+  const db = await openPglite({ dataDir: dir });
+  try {
+    await migrate(db);
+    for (let i = 0; i < 5; i++) {
+      await inboundStoreAndEnqueue(db, { whatsappNumber: EVA, profileName: 'Eva Erasmus', body: `Vraag ${i}: ZWAARDVIS`, mediaUrls: [], twilioSid: messageSid() });
+    }
+    await inboundStoreAndEnqueue(db, { whatsappNumber: '+31600001111', body: 'Iemand anders', mediaUrls: [], twilioSid: messageSid() });
+    await db.query(`insert into people (name, phone, email, content_hash) values ('Eva Erasmus', $1, 'eva.erasmus@corp.nl', 'h')`, [EVA]);
+    const holding = async () => {
+      const backup = gunzipSync(Buffer.from(await (await db.backup!()).arrayBuffer()));
+      const files = readdirSync(dir, { recursive: true, withFileTypes: true }).filter((f) => f.isFile()).map((f) => readFileSync(join(f.parentPath, f.name)));
+      return theirs.filter((needle) => backup.includes(needle) || files.some((bytes) => bytes.includes(needle)));
+    };
+    assert.deepEqual(await holding(), theirs, 'before the erasure, the backup and the folder hold them (the check can see them)');
+    const erased = await personErase(db, EVA, 'test');
+    assert.equal(erased.status, 'erased');
+    assert.equal(erased.status === 'erased' && erased.purgeFailed, undefined);
+    assert.deepEqual(await holding(), [], 'after it, neither does');
+    const others = await db.query<{ body: string }>('select body from messages');
+    assert.deepEqual(others.rows.map((r) => r.body), ['Iemand anders'], "everyone else's data is as it was");
+  } finally {
+    await db.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -42,6 +42,7 @@ export async function forget({ values, positionals }: CommandInput, config: Env)
       return 1;
     }
     const documents = documentsNamingText(outcome.documentsNamingThem);
+    if (outcome.purgeFailed) console.error(`aiq: warning: ${outcome.purgeFailed}`);
     if (outcome.status === 'not_found') {
       console.error(`aiq: nothing is held for ${phone}: no contact, no person, no line of a stored upload with that number (already erased, or a typo?)`);
       if (documents) console.error(`aiq: ${documents}`);

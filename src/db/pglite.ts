@@ -52,6 +52,17 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
     throw err;
   }
 
+  // A WAL segment no longer needed is deleted, not kept under a new name for reuse: a reused
+  // one keeps what it held (an erased person's messages, say) until overwritten, and a
+  // backup copies the whole folder. PGlite is one session for its life, so a SET holds.
+  try {
+    await db.exec('set wal_recycle = off');
+  } catch (err) {
+    await db.close();
+    releaseLock();
+    throw err;
+  }
+
   const wrap = (target: Pick<PGlite, 'query' | 'exec'>): Queryable => ({
     async exec(sql) {
       await target.exec(sql);
@@ -102,6 +113,22 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
       return gate.run(async () => {
         await db.exec('checkpoint');
         return db.dumpDataDir('gzip');
+      });
+    },
+    async purgeDeleted(tables) {
+      const names = tables.map((table) => {
+        if (!/^[a-z_]+$/.test(table)) throw new Error(`not a table name: ${table}`);
+        return table;
+      });
+      await gate.run(async () => {
+        // VACUUM FULL writes each table (and its indexes) anew and removes the old files,
+        // which still held the deleted rows (a plain VACUUM only marks their space free).
+        await db.exec(`vacuum full ${names.join(', ')}`);
+        // The log since the last checkpoint holds the rows as they were written and deleted:
+        // a new segment and a checkpoint make the old one unneeded, and it is deleted
+        // (wal_recycle is off, see below).
+        await db.query('select pg_switch_wal()');
+        await db.exec('checkpoint');
       });
     },
   };

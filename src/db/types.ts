@@ -33,5 +33,13 @@ export interface Database extends Queryable {
    * that `pgliteRestore` loads), taken after a checkpoint in one turn of the session.
    */
   backup?(): Promise<Blob>;
+  /**
+   * The embedded database only: rewrites `tables` without the row versions deleted or
+   * replaced in them, and drops the write-ahead log that still held those, so that neither
+   * the data folder nor a backup taken from now on holds them (what an erasure removed).
+   * Requests wait meanwhile. A PostgreSQL server has no such call: its backups are logical
+   * (pg_dump) or the provider's, with their own retention.
+   */
+  purgeDeleted?(tables: readonly string[]): Promise<void>;
   close(): Promise<void>;
 }

@@ -9,6 +9,7 @@ import { personExport } from '../privacy/export.ts';
 import type { Runtime } from '../runtime.ts';
 import { parseOr400 } from './api-input.ts';
 
+const warning = (purgeFailed: string | undefined) => (purgeFailed ? { warning: purgeFailed } : {});
 const PhoneInput = z.object({ phone: z.string().trim().min(1, 'a phone number is required').max(40) });
 
 export const privacyApi: FastifyPluginAsync<{ runtime: Runtime; actor: string }> = async (app, { runtime, actor }) => {
@@ -24,9 +25,9 @@ export const privacyApi: FastifyPluginAsync<{ runtime: Runtime; actor: string }>
       const { documentsNamingThem } = outcome;
       if (outcome.status === 'not_found') {
         const named = documentsNamingThem.length ? `; ${documentsNamingThem.length} knowledge document(s) name it (documentsNamingThem), which an erasure does not edit` : '';
-        return reply.status(404).send({ error: `nothing is held for this number: no contact, no person, no line of a stored upload${named}`, documentsNamingThem });
+        return reply.status(404).send({ error: `nothing is held for this number: no contact, no person, no line of a stored upload${named}`, documentsNamingThem, ...warning(outcome.purgeFailed) });
       }
-      return { erased: true, counts: outcome.counts, documentsNamingThem };
+      return { erased: true, counts: outcome.counts, documentsNamingThem, ...warning(outcome.purgeFailed) };
     } catch (err) {
       if (err instanceof ErasureInputError) return reply.status(400).send({ error: `phone: ${err.message}` });
       throw err;

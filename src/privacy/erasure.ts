@@ -38,8 +38,8 @@ export interface ErasureCounts {
  * knowledge documents that still name them (documents-about.ts), for the admin to edit.
  */
 export type ErasureOutcome =
-  | { status: 'erased'; counts: ErasureCounts; documentsNamingThem: Array<{ id: string; title: string }> }
-  | { status: 'not_found'; documentsNamingThem: Array<{ id: string; title: string }> }
+  | { status: 'erased'; counts: ErasureCounts; documentsNamingThem: Array<{ id: string; title: string }>; purgeFailed?: string }
+  | { status: 'not_found'; documentsNamingThem: Array<{ id: string; title: string }>; purgeFailed?: string }
   | { status: 'busy'; reason: string };
 
 /** The number in E.164, or an ErasureInputError that says what is wrong with it. */
@@ -147,8 +147,25 @@ const titlesOf = (documents: Array<{ id: string; title: string }>) => documents.
 // may pick the erasure as a deadlock's victim. It is one transaction, so it runs again.
 const RETRYABLE = new Set(['40P01', '40001']);
 
+// What an erasure deletes or rewrites rows of: on the embedded database these are written
+// anew without the old row versions afterwards (Database.purgeDeleted), so that a backup
+// taken after the erasure does not hold the person (found by a personal-data probe: the
+// rows were deleted, their bytes still in the files and the log that a backup copies).
+const ERASURE_TABLES = ['contacts', 'conversations', 'messages', 'message_media', 'suggestions', 'people', 'ai_jobs', 'imports', 'ai_usage'] as const;
+
 export async function personErase(db: Database, rawPhone: string, actor: string): Promise<ErasureOutcome> {
-  const phone = erasurePhone(rawPhone);
+  const outcome = await eraseWithRetries(db, erasurePhone(rawPhone), actor);
+  // Also when nothing was left: erasing again is how a purge that failed is done after all.
+  if (outcome.status === 'busy' || !db.purgeDeleted) return outcome;
+  try {
+    await db.purgeDeleted(ERASURE_TABLES);
+    return outcome;
+  } catch (err) {
+    return { ...outcome, purgeFailed: `the database files could not be rewritten without the deleted rows (${(err as Error).message}), so a backup taken now may still hold them: erase the number again once that can succeed (room on the disk)` };
+  }
+}
+
+async function eraseWithRetries(db: Database, phone: string, actor: string): Promise<ErasureOutcome> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await eraseOnce(db, phone, actor);

@@ -297,7 +297,8 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     // Titles, not the lines that name them: a title can be a name, but never their number
     // or email. At most five, so the address stays short; the API and the CLI list them all.
     const documents = documentsNamingText(outcome.documentsNamingThem, 5);
-    return reply.redirect(`/admin/conversations${actionQuery(request, documents ? { notice, problem: documents } : { notice })}`, 303);
+    const problem = [outcome.purgeFailed && `Erased, but ${outcome.purgeFailed}.`, documents].filter(Boolean).join(' ');
+    return reply.redirect(`/admin/conversations${actionQuery(request, problem ? { notice, problem } : { notice })}`, 303);
   });
 
   app.post('/admin/conversations/:id/reply', async (request, reply) => {
