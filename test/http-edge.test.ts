@@ -285,6 +285,14 @@ describe('failed admin authentication is rate-limited per client address', () =>
     assert.equal((await api('192.0.2.1', { ...right, 'x-forwarded-for': '198.51.100.7' })).statusCode, 429);
   });
 
+  test('IPv6: the addresses of one /64 share a budget, another /64 has its own', async () => {
+    // Found by a security probe: each address counted apart, and a host holds a whole /64.
+    for (let i = 1; i <= LIMIT; i++) assert.equal((await api(`2001:db8:aa::${i}`, wrong)).statusCode, 401);
+    assert.equal((await api('2001:db8:aa::ffff', wrong)).statusCode, 429, 'a fresh address of the same /64');
+    assert.equal((await api('2001:db8:aa:0:1:2:3:4', right)).statusCode, 429);
+    assert.equal((await api('2001:db8:ab::1', right)).statusCode, 200, 'the next /64 is someone else');
+  });
+
   test('dashboard logins: the N+1st failure within the window is 429', async () => {
     const login = (token: string) =>
       t.app.inject({ method: 'POST', url: '/admin/login', remoteAddress: '192.0.2.10', payload: { token, next: '/admin' } });
@@ -460,6 +468,22 @@ describe('/metrics is not public by accident', () => {
       const scraped = await t.app.inject({ url: '/metrics', remoteAddress: '203.0.113.9', headers: { authorization: 'Bearer metrics-token-0123456789' } });
       assert.equal(scraped.statusCode, 200);
       assert.match(scraped.body, /aiq_jobs/);
+    } finally {
+      await t.close();
+    }
+  });
+
+  test('with METRICS_TOKEN: wrong tokens count against the address like the admin token, and the right one waits too', async () => {
+    // Found by a security probe: 300 wrong guesses were answered 401 each, unslowed.
+    const t = await startAdminApp({ METRICS_TOKEN: 'metrics-token-0123456789', AUTH_FAILURE_LIMIT: '3', AUTH_FAILURE_WINDOW_SECONDS: '600' });
+    try {
+      const scrape = (token: string, remoteAddress = '203.0.113.10') => t.app.inject({ url: '/metrics', remoteAddress, headers: { authorization: `Bearer ${token}` } });
+      for (let guess = 0; guess < 3; guess++) assert.equal((await scrape(`guess-${guess}`)).statusCode, 401);
+      const blocked = await scrape('guess-3');
+      assert.equal(blocked.statusCode, 429);
+      assert.ok(Number(blocked.headers['retry-after']) > 0);
+      assert.equal((await scrape('metrics-token-0123456789')).statusCode, 429, 'guessing right after the limit tells nothing');
+      assert.equal((await scrape('metrics-token-0123456789', '203.0.113.11')).statusCode, 200, 'another address scrapes as before');
     } finally {
       await t.close();
     }

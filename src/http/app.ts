@@ -58,11 +58,11 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
   await app.register(rootRoutes);
   await app.register(healthRoutes, { runtime });
   instrumentWebhooks(app, runtime.metrics);
-  await app.register(metricsRoutes, { metrics: runtime.metrics, config: runtime.config });
+  const limiter = await authFailureLimiterOf(app, runtime);
+  await app.register(metricsRoutes, { metrics: runtime.metrics, config: runtime.config, limiter });
   await app.register(webhookRoutes, { runtime });
   const auth = new AdminAuth(runtime.config.ADMIN_TOKEN);
   auditTrail(app, runtime.db, auth);
-  const limiter = await authFailureLimiter(app, { maxFailures: runtime.config.AUTH_FAILURE_LIMIT, windowSeconds: runtime.config.AUTH_FAILURE_WINDOW_SECONDS });
   await app.register(adminApi, { runtime, auth, limiter });
   await app.register(dashboard, { runtime, auth, limiter, logTransport: runtime.transport.kind === 'log' });
   return app;
@@ -99,6 +99,9 @@ export async function buildWorkerApp(runtime: Runtime): Promise<FastifyInstance>
     reply.header('x-content-type-options', 'nosniff');
   });
   await app.register(healthRoutes, { runtime });
-  await app.register(metricsRoutes, { metrics: runtime.metrics, config: runtime.config });
+  await app.register(metricsRoutes, { metrics: runtime.metrics, config: runtime.config, limiter: await authFailureLimiterOf(app, runtime) });
   return app;
 }
+
+const authFailureLimiterOf = (app: FastifyInstance, runtime: Runtime) =>
+  authFailureLimiter(app, { maxFailures: runtime.config.AUTH_FAILURE_LIMIT, windowSeconds: runtime.config.AUTH_FAILURE_WINDOW_SECONDS });

@@ -2,7 +2,6 @@
 // from jobStats at scrape time, job timings fed by the worker's events (the queue itself
 // never imports prom-client), webhook latency from a request hook, and the Twilio/LLM call
 // timings app code reports through `runtime.metrics`.
-import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { type Env } from '../config.ts';
@@ -10,7 +9,8 @@ import type { TokenUsage } from '../ai/types.ts';
 import type { Queryable } from '../db/types.ts';
 import { jobStats, type Worker } from '../queue/index.ts';
 import type { AppMetrics, CallOutcome } from '../runtime.ts';
-import { bearerToken, fromThisMachine } from './auth.ts';
+import type { AuthFailureLimiter } from './auth-failures.ts';
+import { bearerToken, fromThisMachine, safeEqual } from './auth.ts';
 
 // Job and outside-call latencies: from a fast local handler (5 ms) to a slow LLM (2 min).
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -193,9 +193,7 @@ export function instrumentWebhooks(app: FastifyInstance, metrics: AppMetrics): v
  */
 export function metricsRefusal(request: FastifyRequest, config: Pick<Env, 'METRICS_TOKEN'>): { status: number; error: string } | null {
   if (config.METRICS_TOKEN) {
-    const given = Buffer.from(bearerToken(request) ?? '');
-    const wanted = Buffer.from(config.METRICS_TOKEN);
-    if (given.length === wanted.length && timingSafeEqual(given, wanted)) return null;
+    if (safeEqual(bearerToken(request) ?? '', config.METRICS_TOKEN)) return null;
     return { status: 401, error: 'metrics need "Authorization: Bearer <METRICS_TOKEN>"' };
   }
   if (fromThisMachine(request)) return null;
@@ -206,9 +204,13 @@ export function metricsRefusal(request: FastifyRequest, config: Pick<Env, 'METRI
  * GET /metrics. Not behind ADMIN_TOKEN: it holds counts and timings, never user text, and
  * a Prometheus scraper should not need the admin's key; it has its own (metricsRefusal).
  */
-export const metricsRoutes: FastifyPluginAsync<{ metrics: AppMetrics; config: Env }> = async (app, { metrics, config }) => {
+export const metricsRoutes: FastifyPluginAsync<{ metrics: AppMetrics; config: Env; limiter: AuthFailureLimiter }> = async (app, { metrics, config, limiter }) => {
   app.get('/metrics', async (request, reply) => {
+    // Wrong tokens count against the address as the admin's do (auth-failures.ts): /metrics
+    // may be reachable from anywhere, and guessing it would otherwise go on unslowed.
+    if (config.METRICS_TOKEN && (await limiter.refuseIfBlocked(request, reply))) return reply;
     const refusal = metricsRefusal(request, config);
+    if (refusal?.status === 401) await limiter.recordFailure(request);
     if (refusal) return reply.status(refusal.status).send({ error: refusal.error });
     const { contentType, body } = await metrics.scrape();
     return reply.type(contentType).send(body);
