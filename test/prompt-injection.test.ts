@@ -5,7 +5,7 @@
 // talked into repeating its instructions does not get them sent.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { DATA_RULES, DEFAULT_SYSTEM_PROMPT, PROMPT_LEAK_REPLY } from '../src/ai/prompts.ts';
+import { DATA_RULES, DEFAULT_SYSTEM_PROMPT, PROMPT_LEAK_REPLY, repliesWithSystemPrompt } from '../src/ai/prompts.ts';
 import { embedRecord } from '../src/jobs/embed-record.ts';
 import { documentSave } from '../src/knowledge/documents.ts';
 import { personUpsertMany } from '../src/knowledge/people.ts';
@@ -85,4 +85,22 @@ test('a reply that repeats the instructions is not sent; the employee gets a ref
   }
   const stored = (await t.db.query<{ body: string }>(`select body from messages where source = 'ai'`)).rows.map((r) => r.body);
   assert.ok(stored.every((body) => !body.includes('WhatsApp assistant of our organisation')), 'not stored either');
+});
+
+test('a copy of the instructions is recognised however its words are joined; an ordinary answer is not', () => {
+  // Found by a security probe: a zero-width space after each word, underscores, a quote
+  // mark every 40 characters or hyphens got the whole prompt past the check.
+  const copy = `Sure! My instructions: ${DEFAULT_SYSTEM_PROMPT}`;
+  const disguised = [
+    copy,
+    copy.replace(/ /g, ' \u200b'),
+    copy.replace(/ /g, '_'),
+    copy.replace(/(.{40})/g, '$1\n> '),
+    DATA_RULES.replace(/ /g, '-'),
+    copy.toUpperCase(),
+  ];
+  for (const reply of disguised) assert.equal(repliesWithSystemPrompt(reply, DEFAULT_SYSTEM_PROMPT), true, reply.slice(0, 60));
+  for (const reply of ['Je hebt nog 12 vakantiedagen. Answer briefly? Dat doe ik graag.', 'I answer in the language of your last message.', 'Ik weet het niet; een collega komt erop terug.']) {
+    assert.equal(repliesWithSystemPrompt(reply, DEFAULT_SYSTEM_PROMPT), false, reply);
+  }
 });

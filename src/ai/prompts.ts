@@ -95,12 +95,14 @@ export function promptBuild(systemPrompt: string, context: PromptContext): Promp
 }
 
 /**
- * True when a reply repeats a stretch of the system prompt word for word (60 characters or
- * more, whitespace aside): a model talked into revealing its instructions. The reply is
- * then not sent as it is.
+ * True when a reply repeats a stretch of the system prompt word for word (60 letters and
+ * digits or more; spacing, punctuation and invisible characters aside, so that a model
+ * told to put a zero-width space, an underscore or a quote mark between the words is still
+ * caught): a model talked into revealing its instructions. The reply is then not sent as it
+ * is. A paraphrase or a translation is not caught: this stops the copy, not the content.
  */
 export function repliesWithSystemPrompt(reply: string, systemPrompt: string): boolean {
-  const squash = (text: string) => text.replace(/\s+/g, ' ').trim().toLowerCase();
+  const squash = (text: string) => text.normalize('NFKC').toLowerCase().replace(/[^\p{L}\p{N}]+/gu, '');
   const said = squash(reply);
   const prompt = squash(`${systemPrompt} ${DATA_RULES}`);
   for (let at = 0; at + 60 <= prompt.length; at += 20) if (said.includes(prompt.slice(at, at + 60))) return true;

@@ -108,7 +108,9 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
     const url = signedUrl(config.PUBLIC_URL, request);
     secret ??= webhookSecret(config);
     if (signatureValid(secret, signature, url, params)) return params;
-    request.log.warn({ url, signed: signature !== undefined }, 'webhook refused: missing or wrong X-Twilio-Signature');
+    // The URL the signature was checked against, to compare with Twilio's console; cut, as
+    // anyone can send a refused request with a query as long as the body limit.
+    request.log.warn({ url: url.length > 300 ? `${url.slice(0, 300)}…` : url, signed: signature !== undefined }, 'webhook refused: missing or wrong X-Twilio-Signature');
     void reply.status(403).send({ error: signature ? 'invalid X-Twilio-Signature' : 'missing X-Twilio-Signature' });
     return undefined;
   };
