@@ -12,6 +12,7 @@ import {
   jobEnqueueMany,
   jobClaim,
   jobGet,
+  jobRetry,
   PermanentJobError,
   RetryLaterError,
   Worker,
@@ -167,6 +168,39 @@ for (const backend of BACKENDS) {
         const job = (await jobGet(t.db, id))!;
         assert.match(job.errors[0]!.error, /timed out after 150 ms \(then: first run fails\)/);
       }
+      await worker.stop();
+    });
+
+    test("a timed-out run still going when an admin retries its job cannot complete the job under the new run", async () => {
+      // Found by a queue probe: the retry counts attempts from 0 again, so the old run's
+      // (worker, attempt) fence matched the new run's, and the old run completed the job
+      // while the new one was under way.
+      const releases: Array<() => void> = [];
+      const started: number[] = [];
+      const worker = await startWorker({
+        concurrency: 2,
+        jobTimeoutMs: 200,
+        leaseSeconds: 1,
+        handlers: [
+          handler('deaf', async ({ job }) => {
+            const run = started.push(job.attempts);
+            // Ignores its signal; returns when the test says so.
+            await new Promise<void>((resolve) => releases.push(resolve));
+            return { from: `run ${run}` };
+          }),
+        ],
+      });
+      const id = await jobEnqueue(t.db, { type: 'deaf', payload: {}, maxAttempts: 1 });
+      await waitFor(async () => (await jobGet(t.db, id))!.status === 'failed', 'the lease to lapse and the job to fail', 15_000);
+      assert.equal(await jobRetry(t.db, id), true);
+      await waitFor(() => started.length === 2, 'the retried run to start', 15_000);
+      assert.deepEqual(started, [1, 1], 'both runs are attempt 1');
+      releases[0]!();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.equal((await jobGet(t.db, id))!.status, 'processing', 'the old run did not complete it');
+      releases[1]!();
+      await waitFor(async () => (await jobGet(t.db, id))!.status === 'done', 'the new run to complete it');
+      assert.deepEqual((await jobGet(t.db, id))!.result, { from: 'run 2' });
       await worker.stop();
     });
 

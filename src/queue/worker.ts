@@ -124,6 +124,8 @@ interface Running {
   settled: boolean;
   /** Set when the run passed jobTimeoutMs: it was aborted, and its lease is no longer extended. */
   timedOut?: Error;
+  /** A later run of the same job started here while this timed-out one still went on: its outcome is not written. */
+  superseded?: boolean;
 }
 
 export class Worker extends EventEmitter<WorkerEvents> {
@@ -378,6 +380,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.logger.warn({ jobId: job.id, type: job.type, thresholdMs: this.slowJobThresholdMs }, 'slow job still running');
       }, this.slowJobThresholdMs);
     }
+    // A run of this job that timed out here may still be going (its handler ignored the
+    // abort) after the job was reclaimed, failed and retried by an admin, which counts its
+    // attempts from 0 again: the database's fence (worker, attempt) cannot tell that run
+    // from this one, so its outcome is dropped here (found by a queue probe: it completed the
+    // job while this run was under way).
+    for (const old of this.timedOutRuns) if (old.job.id === job.id) old.superseded = true;
     this.running.set(job.id, entry);
     this.emit('job:start', job);
 
@@ -453,6 +461,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private onSuccess(entry: Running, result: unknown): void {
     if (!this.settle(entry)) return;
+    if (entry.superseded) return this.onSuperseded(entry);
     const durationMs = performance.now() - entry.startedAt;
     this.jobMsAverage = movingAverage(this.jobMsAverage, durationMs);
     this.completions.push({ id: entry.job.id, attempt: entry.job.attempts, result: result ?? undefined });
@@ -516,6 +525,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async onFailure(entry: Running, thrown: Error): Promise<void> {
     if (!this.settle(entry)) return;
+    if (entry.superseded) return this.onSuperseded(entry);
     const { job } = entry;
     // After a time-out the handler's own error is mostly the abort it was given.
     const error = entry.timedOut && thrown !== entry.timedOut ? new Error(`${entry.timedOut.message} (then: ${describeError(thrown)})`) : (entry.timedOut ?? thrown);
@@ -529,6 +539,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const delaySeconds = refund ? retryLater!.delayMs / 1000 : retryDelaySeconds(job.attempts, this.backoff, retryLater?.delayMs);
     await this.writeFailure({ job, durationMs, error, message: describeError(error), permanent, delaySeconds, refund }, 3);
     this.wake();
+  }
+
+  /** A superseded run (see run) ended: its slot is free, its outcome not written. */
+  private onSuperseded(entry: Running): void {
+    this.logger.warn({ jobId: entry.job.id, type: entry.job.type }, 'a timed-out run returned after its job was started again: its outcome is dropped');
+    this.fillSoon();
   }
 
   /**
