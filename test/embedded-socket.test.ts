@@ -88,6 +88,10 @@ test('CLI commands work while `aiq start` runs on the embedded database, and the
     assert.equal(added.code, 0, added.out);
     assert.match(added.out, /"Canteen" inserted: 1 chunks/);
 
+    // A type no worker handles would wait for ever: refused, with the known ones.
+    const typo = await aiq(['enqueue', 'embed_recrod', '{}'], env);
+    assert.equal(typo.code, 2, typo.out);
+    assert.match(typo.out, /no aiq worker handles job type "embed_recrod": it would wait for ever \(known types: .*embed_record/);
     const enqueued = await aiq(['enqueue', 'embed_record', JSON.stringify({ kind: 'not-a-table' }), '--max-attempts', '1'], env);
     assert.equal(enqueued.code, 0, enqueued.out);
     const jobId = enqueued.out.trim();

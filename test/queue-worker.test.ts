@@ -29,6 +29,25 @@ function handler(type: string, run: JobHandler<any>['run']): JobHandler<any> {
   return { type, schema: anything, run };
 }
 
+test('worker options that cannot work are refused, naming the option; a time-out past what a timer holds means that long', () => {
+  // Found by a queue probe: a lease of 0.5 s never claimed ("invalid input syntax for type
+  // integer", again and again), concurrency 0 did nothing, and jobTimeoutMs: Infinity
+  // aborted every job after 1 ms.
+  const db = {} as Database;
+  for (const [option, value] of [['leaseSeconds', 0.5], ['concurrency', 0], ['maxClaimBatch', -1], ['prefetch', 1.5], ['jobTimeoutMs', 0], ['pollIntervalMs', Number.NaN]] as const) {
+    assert.throws(() => new Worker({ db, logger, handlers: [], [option]: value }), new RegExp(`Worker option ${option} must be`), option);
+  }
+  assert.doesNotThrow(() => new Worker({ db, logger, handlers: [], jobTimeoutMs: Infinity, shutdownGraceMs: 0 }));
+});
+
+test('a retry-after that is no number waits as backoff says; one past a week waits a week', () => {
+  assert.equal(new RetryLaterError('429', { delayMs: Number.NaN }).delayMs, 0);
+  assert.equal(new RetryLaterError('429', { delayMs: Infinity }).delayMs, 7 * 24 * 3600 * 1000);
+  assert.equal(new RetryLaterError('429', { delayMs: 1e18 }).delayMs, 7 * 24 * 3600 * 1000);
+  assert.equal(new RetryLaterError('429', { delayMs: -5 }).delayMs, 0);
+  assert.equal(new RetryLaterError('429', { delayMs: 1500 }).delayMs, 1500);
+});
+
 for (const backend of BACKENDS) {
   describe(`worker on ${backend.name}`, () => {
     let t: TestDatabase;
@@ -74,23 +93,40 @@ for (const backend of BACKENDS) {
       await worker.stop();
     });
 
-    test('unknown types, invalid payloads and permanent errors fail at once', async () => {
+    test('invalid payloads and permanent errors fail at once', async () => {
       const strict: JobHandler<{ n: number }> = {
         type: 'strict',
         schema: { safeParse: (input: any) => (typeof input?.n === 'number' ? { success: true, data: input } : { success: false, error: { message: 'n must be a number' } }) },
         run: async () => undefined,
       };
       const worker = await startWorker({ handlers: [strict, handler('fatal', async () => { throw new PermanentJobError('bad request: 400'); })] });
-      const unknown = await jobEnqueue(t.db, { type: 'nobody-handles-this', payload: {} });
       const invalid = await jobEnqueue(t.db, { type: 'strict', payload: { n: 'x' } });
       const fatal = await jobEnqueue(t.db, { type: 'fatal', payload: {} });
-      for (const [id, reason] of [[unknown, /unknown job type "nobody-handles-this"/], [invalid, /invalid payload for strict: n must be a number/], [fatal, /bad request: 400/]] as const) {
+      for (const [id, reason] of [[invalid, /invalid payload for strict: n must be a number/], [fatal, /bad request: 400/]] as const) {
         await waitFor(async () => (await jobGet(t.db, id))!.status === 'failed', `job ${id} failed`);
         const job = (await jobGet(t.db, id))!;
         assert.equal(job.attempts, 1, 'no retries for a permanent error');
         assert.match(job.lastError!, reason);
       }
       await worker.stop();
+    });
+
+    test('a worker claims only the types it has a handler for; the others wait for a worker that has one', async () => {
+      // Found by a queue probe: a worker without the handler claimed the job and failed it
+      // for good ("unknown job type"), as old workers would a new type in a rolling deploy.
+      const ran: string[] = [];
+      const old = await startWorker({ handlers: [handler('known', async ({ job }) => void ran.push(job.type))] });
+      const known = await jobEnqueue(t.db, { type: 'known', payload: {} });
+      const added = await jobEnqueue(t.db, { type: 'added_in_next_version', payload: {} });
+      await waitFor(async () => (await jobGet(t.db, known))!.status === 'done', 'the known job');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const waiting = (await jobGet(t.db, added))!;
+      assert.deepEqual([waiting.status, waiting.attempts], ['pending', 0], 'not claimed, no attempt spent');
+      await old.stop();
+      const next = await startWorker({ handlers: [handler('added_in_next_version', async ({ job }) => void ran.push(job.type))] });
+      await waitFor(async () => (await jobGet(t.db, added))!.status === 'done', 'the new type, by a worker that has it');
+      assert.deepEqual(ran, ['known', 'added_in_next_version']);
+      await next.stop();
     });
 
     test('a throttled job waits the retry-after without spending an attempt', async () => {

@@ -118,6 +118,12 @@ test('missed slots follow the backfill policy: none, the last one, or all in the
   assert.equal(slotsDue({ ...base, backfill: 'all', backfillWindowSeconds: 180 }, now, 5000).slots.length, 3, 'the window bounds a backfill');
   assert.deepEqual(slotsDue({ ...base, backfill: 'none' }, new Date('2026-12-04T10:00:02Z'), 5000).slots, [new Date('2026-12-04T10:00:00Z')], 'a slot due just now is not missed');
   assert.deepEqual(slotsDue({ ...base, backfill: 'all' }, now, 5000).next, new Date('2026-12-04T10:01:00Z'));
+  // A window of 0 backfills nothing, but the slot due now still runs (found by a queue
+  // probe: such a schedule never fired).
+  const due = new Date('2026-12-04T10:00:00.300Z');
+  for (const backfill of ['last', 'all'] as const) {
+    assert.deepEqual(slotsDue({ ...base, backfill, backfillWindowSeconds: 0, nextSlotAt: new Date('2026-12-04T10:00:00Z') }, due, 5000).slots, [new Date('2026-12-04T10:00:00Z')], backfill);
+  }
   // An every-second schedule after 26 hours down, with a day's window: more slots than one
   // backfill takes. The last is the latest, `all` the newest 10,000, oldest first.
   const busy = { cron: '* * * * * *', timeZone: 'UTC', backfillWindowSeconds: 86_400, nextSlotAt: new Date('2026-12-03T08:00:00Z') };
@@ -140,6 +146,9 @@ test('missed slots follow the backfill policy: none, the last one, or all in the
 test('a bad cron expression or time zone is refused with the reason; the CLI lists, disables and enables', async () => {
   await assert.rejects(scheduleSet(t.db, { name: 'bad', cron: '61 * * * *', type: 'x' }), (err: Error) => err instanceof ScheduleInputError && /cron "61 \* \* \* \*": Invalid value for minute: 61/.test(err.message));
   await assert.rejects(scheduleSet(t.db, { name: 'bad', cron: '0 3 * * *', timeZone: 'Mars/Base', type: 'x' }), /time zone "Mars\/Base" is not an IANA zone/);
+  for (const window of [-5, Number.NaN, Infinity]) {
+    await assert.rejects(scheduleSet(t.db, { name: 'bad', cron: '0 3 * * *', type: 'x', backfillWindowSeconds: window }), (err: Error) => err instanceof ScheduleInputError && /backfillWindowSeconds must be 0 or more seconds/.test(err.message));
+  }
   await scheduleSet(t.db, { name: 'nightly', cron: '0 3 * * *', timeZone: 'Europe/Amsterdam', type: 'nightly_noop' });
   const env = { DATABASE_URL: t.url!, AI_PROVIDER: 'local', LOG_LEVEL: 'silent' };
   const listed = await runAiq(['schedules'], env);

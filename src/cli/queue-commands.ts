@@ -44,16 +44,19 @@ export const queueCommands: Command[] = [
       if (runAt && Number.isNaN(runAt.getTime())) throw new UsageError(`--run-at is not a date: ${values['run-at']}`);
       const maxAttempts = intOf('max-attempts', values['max-attempts'], 1);
       const priority = intOf('priority', values.priority);
-      const id = await withRuntime(config, (rt) =>
-        jobEnqueue(rt.db, {
+      const id = await withRuntime(config, (rt) => {
+        // A worker claims only the types it handles: a type none handles would wait for ever.
+        const known = rt.handlers.map((h) => h.type);
+        if (!known.includes(type)) throw new UsageError(`no aiq worker handles job type "${type}": it would wait for ever (known types: ${known.sort().join(', ')})`);
+        return jobEnqueue(rt.db, {
           type,
           payload,
           runAt,
           priority,
           maxAttempts,
           orderingKey: values['ordering-key'] as string | undefined,
-        }),
-      );
+        });
+      });
       console.log(id);
     },
   },

@@ -20,6 +20,9 @@ export interface RetryLaterOptions {
   cause?: unknown;
 }
 
+/** The longest wait a RetryLaterError asks for: a week (a daily quota's Retry-After fits). */
+export const RETRY_LATER_MAX_MS = 7 * 24 * 3600 * 1000;
+
 /** Try again after a known delay (an LLM 429 with retry-after, say). */
 export class RetryLaterError extends Error {
   override name = 'RetryLaterError';
@@ -27,7 +30,10 @@ export class RetryLaterError extends Error {
   readonly countsAsAttempt: boolean;
   constructor(message: string, options: RetryLaterOptions) {
     super(message, { cause: options.cause });
-    this.delayMs = Math.max(0, options.delayMs);
+    // A delay that is no number (a Retry-After that did not parse) asks for nothing beyond
+    // backoff; one past a week waits a week. Either, as it came, failed the job's write in
+    // PostgreSQL ("interval out of range") again and again until its lease ran out.
+    this.delayMs = Number.isNaN(options.delayMs) ? 0 : Math.min(Math.max(0, options.delayMs), RETRY_LATER_MAX_MS);
     this.countsAsAttempt = options.countsAsAttempt ?? true;
   }
 }

@@ -115,6 +115,10 @@ const SCHEDULE_SET_SQL = `
 export async function scheduleSet(db: Queryable, input: ScheduleInput): Promise<Schedule> {
   const timeZone = input.timeZone ?? 'UTC';
   const cron = cronOf(input.cron, timeZone);
+  const window = input.backfillWindowSeconds;
+  if (window !== undefined && !(Number.isFinite(window) && window >= 0)) {
+    throw new ScheduleInputError(`backfillWindowSeconds must be 0 or more seconds, not ${window}`);
+  }
   const { now } = (await db.query<{ now: Date }>('select now()')).rows[0]!;
   const { rows } = await db.query<ScheduleRow>(SCHEDULE_SET_SQL, [
     input.name,
@@ -162,8 +166,9 @@ const SLOT_ENQUEUE_SQL = `
 export function slotsDue(schedule: Pick<Schedule, 'cron' | 'timeZone' | 'backfill' | 'backfillWindowSeconds' | 'nextSlotAt'>, now: Date, graceMs: number): { slots: Date[]; next: Date } {
   const cron = cronOf(schedule.cron, schedule.timeZone);
   const next = slotAfter(cron, now);
-  // Slots not yet enqueued (from nextSlotAt) and inside the backfill window.
-  const from = Math.max(schedule.nextSlotAt.getTime(), now.getTime() - schedule.backfillWindowSeconds * 1000);
+  // Slots not yet enqueued (from nextSlotAt) and inside the backfill window, which never
+  // shuts out the slot due now: a window of 0 left an every-second schedule never firing.
+  const from = Math.max(schedule.nextSlotAt.getTime(), now.getTime() - Math.max(schedule.backfillWindowSeconds * 1000, graceMs));
   if (schedule.backfill !== 'all') {
     // The latest slot at or before now, found directly: counting up to it from `from` took
     // 86,400 steps for an every-second schedule after a day's stop (and stopped at a cap).

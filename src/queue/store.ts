@@ -118,16 +118,19 @@ export async function jobEnqueueMany(db: Queryable, inputs: EnqueueInput[]): Pro
   return result.rows.map((r) => r.id);
 }
 
-// The claim through the SQL function (0001_queue.sql), reading back only what a worker
+// The claim through the SQL function (0001_queue.sql, by type since 0027), reading back only what a worker
 // needs: at hundreds of rows per claim, decoding every bookkeeping column (six timestamps,
 // the history) cost the worker about as much CPU as the claim cost Postgres.
 const CLAIM_SQL = `
   select id, type, payload, priority, ordering_key, attempts, max_attempts, created_at
-  from claim_ai_jobs($1, $2, $3)`;
+  from claim_ai_jobs($1, $2, $3, $4::text[])`;
 
-/** Claims up to `batchSize` due jobs for `workerId`, leased for `leaseSeconds`. */
-export async function jobClaim(db: Queryable, batchSize: number, workerId: string, leaseSeconds: number): Promise<ClaimedJob[]> {
-  const result = await db.query<ClaimedJobRow>(CLAIM_SQL, [batchSize, workerId, leaseSeconds]);
+/**
+ * Claims up to `batchSize` due jobs for `workerId`, leased for `leaseSeconds`: only of
+ * `types` when given (a worker's handlers), any type otherwise.
+ */
+export async function jobClaim(db: Queryable, batchSize: number, workerId: string, leaseSeconds: number, types?: readonly string[]): Promise<ClaimedJob[]> {
+  const result = await db.query<ClaimedJobRow>(CLAIM_SQL, [batchSize, workerId, leaseSeconds, types ?? null]);
   return result.rows.map(claimedJobFromRow);
 }
 

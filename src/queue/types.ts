@@ -89,3 +89,11 @@ export interface JobHandler<Payload = unknown> {
   /** What it returns is stored as the job's `result` (keep it small: token usage, ids). */
   run(context: HandlerContext<Payload>): Promise<unknown>;
 }
+
+/**
+ * A handler whose `run` sees its payload typed by its schema. Written inline in a Worker's
+ * `handlers` list, which holds handlers of any payload, `payload` would be `any`.
+ */
+export function jobHandler<Payload>(handler: JobHandler<Payload>): JobHandler<Payload> {
+  return handler;
+}

@@ -128,10 +128,26 @@ interface Running {
   superseded?: boolean;
 }
 
+/** A whole-number option, at least `min`; `fallback` when not given. */
+function wholeOption(name: string, value: number | undefined, min: number, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < min) throw new RangeError(`Worker option ${name} must be a whole number of at least ${min}, not ${value}`);
+  return value;
+}
+
+/** A duration in milliseconds, at least `min`; Infinity, or more than a timer holds (24.8 days), means that long. */
+function msOption(name: string, value: number | undefined, min: number, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || Number.isNaN(value) || value < min) throw new RangeError(`Worker option ${name} must be at least ${min} ms, not ${value}`);
+  return Math.min(value, MAX_TIMEOUT_MS);
+}
+
 export class Worker extends EventEmitter<WorkerEvents> {
   readonly id: string;
   private readonly db: Database;
   private readonly handlers: Map<string, JobHandler<any>>;
+  /** The job types it claims: those it has a handler for. Others wait for a worker that has one. */
+  private readonly types: string[];
   private readonly logger: Logger;
   private readonly concurrency: number;
   /** Fixed prefetch, or undefined for adaptive (see prefetchNow). */
@@ -199,16 +215,20 @@ export class Worker extends EventEmitter<WorkerEvents> {
     super();
     this.db = options.db;
     this.handlers = new Map(options.handlers.map((h) => [h.type, h]));
-    this.concurrency = options.concurrency ?? 10;
-    this.fixedPrefetch = options.prefetch;
-    this.maxClaimBatch = options.maxClaimBatch ?? 500;
-    this.pollIntervalMs = options.pollIntervalMs ?? 2000;
-    this.leaseSeconds = options.leaseSeconds ?? 60;
-    this.jobTimeoutMs = options.jobTimeoutMs ?? 120_000;
-    this.slowJobThresholdMs = options.slowJobThresholdMs ?? 8000;
-    this.shutdownGraceMs = options.shutdownGraceMs ?? 10_000;
+    this.types = [...this.handlers.keys()];
+    // Checked here, so that a wrong option is an error naming it at construction, not a
+    // worker that never claims (a lease of 0.5 s), does nothing (concurrency 0) or aborts
+    // every job at once (a time-out past what a timer holds). Found by a queue probe.
+    this.concurrency = wholeOption('concurrency', options.concurrency, 1, 10);
+    this.fixedPrefetch = options.prefetch === undefined ? undefined : wholeOption('prefetch', options.prefetch, 0, 0);
+    this.maxClaimBatch = wholeOption('maxClaimBatch', options.maxClaimBatch, 1, 500);
+    this.pollIntervalMs = msOption('pollIntervalMs', options.pollIntervalMs, 1, 2000);
+    this.leaseSeconds = wholeOption('leaseSeconds', options.leaseSeconds, 1, 60);
+    this.jobTimeoutMs = msOption('jobTimeoutMs', options.jobTimeoutMs, 1, 120_000);
+    this.slowJobThresholdMs = msOption('slowJobThresholdMs', options.slowJobThresholdMs, 1, 8000);
+    this.shutdownGraceMs = msOption('shutdownGraceMs', options.shutdownGraceMs, 0, 10_000);
     this.backoff = options.backoff ?? DEFAULT_BACKOFF;
-    this.throttleWindowMs = options.throttleWindowMs ?? 15 * 60_000;
+    this.throttleWindowMs = msOption('throttleWindowMs', options.throttleWindowMs, 0, 15 * 60_000);
     this.sole = options.sole ?? false;
     this.id = options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
     this.logger = options.logger.child({ worker: this.id });
@@ -325,7 +345,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.claimsAsked += want;
         let jobs: ClaimedJob[];
         try {
-          jobs = await jobClaim(this.db, want, this.id, this.leaseSeconds);
+          jobs = await jobClaim(this.db, want, this.id, this.leaseSeconds, this.types);
         } finally {
           this.claimsAsked -= want;
         }
@@ -389,9 +409,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.running.set(job.id, entry);
     this.emit('job:start', job);
 
-    const handler = this.handlers.get(job.type);
+    // Claimed by type (jobClaim with this.types): there is a handler.
+    const handler = this.handlers.get(job.type)!;
     const execute = async (): Promise<unknown> => {
-      if (!handler) throw new PermanentJobError(`unknown job type "${job.type}": no handler is registered for it`);
       const parsed = handler.schema.safeParse(job.payload);
       if (!parsed.success) throw new PermanentJobError(`invalid payload for ${job.type}: ${parsed.error.message}`);
       return handler.run(this.handlerContext(entry, parsed.data));
