@@ -40,6 +40,25 @@ test('worker options that cannot work are refused, naming the option; a time-out
   assert.doesNotThrow(() => new Worker({ db, logger, handlers: [], jobTimeoutMs: Infinity, shutdownGraceMs: 0 }));
 });
 
+test('an enqueue PostgreSQL would refuse in its own words is refused naming the field', async () => {
+  // Found by a queue probe: "null value in column payload" for a function, "unsupported
+  // Unicode escape sequence" for a NUL, a date parse error for an Invalid Date.
+  const db = { query: async () => assert.fail('nothing reaches the database'), exec: async () => {} };
+  const cases: Array<[Parameters<typeof jobEnqueue>[1], RegExp]> = [
+    [{ type: 'x', payload: () => 1 }, /payload of a x job is not JSON \(a function or a symbol\)/],
+    [{ type: 'x', payload: { n: 1n } }, /payload of a x job is not JSON: .*BigInt/],
+    [{ type: 'x', payload: { text: 'a\u0000b' } }, /holds a NUL character/],
+    [{ type: 'x', payload: {}, runAt: new Date('nope') }, /runAt of a x job is not a valid Date/],
+    [{ type: '', payload: {} }, /type must be a non-empty string/],
+  ];
+  for (const [input, message] of cases) {
+    await assert.rejects(jobEnqueue(db, input), message);
+    await assert.rejects(jobEnqueueMany(db, [input]), message);
+  }
+  // The text "\u0000" (a backslash, then u0000) is no NUL.
+  await assert.rejects(jobEnqueue(db, { type: 'x', payload: { text: '\\u0000' } }), /nothing reaches the database/);
+});
+
 test('a retry-after that is no number waits as backoff says; one past a week waits a week', () => {
   assert.equal(new RetryLaterError('429', { delayMs: Number.NaN }).delayMs, 0);
   assert.equal(new RetryLaterError('429', { delayMs: Infinity }).delayMs, 7 * 24 * 3600 * 1000);

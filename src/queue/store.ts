@@ -69,7 +69,36 @@ export async function jobEnqueue(db: Queryable, input: EnqueueInput): Promise<st
 }
 
 function enqueueValues(input: EnqueueInput): unknown[] {
-  return [input.type, JSON.stringify(input.payload ?? null), input.runAt ?? null, input.priority ?? null, input.maxAttempts ?? null, input.orderingKey ?? null];
+  return [enqueueType(input), payloadJson(input), enqueueRunAt(input), input.priority ?? null, input.maxAttempts ?? null, input.orderingKey ?? null];
+}
+
+// What PostgreSQL would refuse in its own words ("null value in column payload",
+// "unsupported Unicode escape sequence", a date it cannot parse), refused here naming the
+// field (found by a queue probe).
+function enqueueType(input: EnqueueInput): string {
+  if (typeof input.type !== 'string' || input.type === '') throw new TypeError(`a job's type must be a non-empty string, not ${JSON.stringify(input.type)}`);
+  return input.type;
+}
+
+const JSON_NUL = /(?:^|[^\\])(?:\\\\)*\\u0000/;
+
+function payloadJson(input: EnqueueInput): string {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(input.payload ?? null);
+  } catch (err) {
+    throw new TypeError(`the payload of a ${input.type} job is not JSON: ${(err as Error).message}`);
+  }
+  if (json === undefined) throw new TypeError(`the payload of a ${input.type} job is not JSON (a function or a symbol)`);
+  // An escaped NUL, not an escaped backslash before the text "u0000".
+  if (JSON_NUL.test(json)) throw new TypeError(`the payload of a ${input.type} job holds a NUL character (\\u0000), which PostgreSQL cannot store`);
+  return json;
+}
+
+function enqueueRunAt(input: EnqueueInput): Date | null {
+  if (input.runAt === undefined || input.runAt === null) return null;
+  if (!(input.runAt instanceof Date) || Number.isNaN(input.runAt.getTime())) throw new TypeError(`runAt of a ${input.type} job is not a valid Date`);
+  return input.runAt;
 }
 
 // The queue's insert without NOTIFY: the notify trigger stays quiet for the rest of the
@@ -108,9 +137,9 @@ const ENQUEUE_MANY_SQL = `
 export async function jobEnqueueMany(db: Queryable, inputs: EnqueueInput[]): Promise<string[]> {
   if (inputs.length === 0) return [];
   const result = await db.query<{ id: string }>(ENQUEUE_MANY_SQL, [
-    inputs.map((i) => i.type),
-    inputs.map((i) => JSON.stringify(i.payload ?? null)),
-    inputs.map((i) => i.runAt ?? null),
+    inputs.map(enqueueType),
+    inputs.map(payloadJson),
+    inputs.map(enqueueRunAt),
     inputs.map((i) => i.priority ?? null),
     inputs.map((i) => i.maxAttempts ?? null),
     inputs.map((i) => i.orderingKey ?? null),
