@@ -354,37 +354,66 @@ export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || (isIPv4(host) && host.startsWith('127.'));
 }
 
+/**
+ * Why the dashboard and admin API would be reachable from beyond this machine without
+ * ADMIN_TOKEN, or null when they would not: `aiq serve` and `aiq start` refuse to start
+ * then, and `aiq doctor` says so beforehand.
+ */
+export function adminExposedWithoutToken(config: Pick<Env, 'ADMIN_TOKEN' | 'HOST' | 'PUBLIC_URL'>): string | null {
+  if (config.ADMIN_TOKEN) return null;
+  if (!isLoopback(config.HOST)) return `HOST=${config.HOST} exposes the dashboard beyond this machine: set ADMIN_TOKEN (12+ characters) or bind HOST=127.0.0.1`;
+  // A public address means a tunnel or proxy forwards the internet to this port; one that
+  // rewrites Host and adds no forwarding header would look like this machine to open mode.
+  const publicHost = config.PUBLIC_URL ? new URL(config.PUBLIC_URL).hostname.replace(/^\[|\]$/g, '') : undefined;
+  if (publicHost && !isLoopback(publicHost)) {
+    return `PUBLIC_URL=${config.PUBLIC_URL} makes aiq reachable from outside this machine (a tunnel or proxy forwards to it): set ADMIN_TOKEN (12+ characters) so the dashboard and API ask for it`;
+  }
+  return null;
+}
+
 /** Reads `.env` from the working directory into process.env (real variables win), if present. */
 export function loadDotEnv(path = '.env'): void {
   if (!existsSync(path)) return;
   // A byte-order mark (Notepad's "UTF-8 with BOM") would become part of the first name.
   const text = readFileSync(path, 'utf8').replace(/^\uFEFF/, '');
-  const unreadable = dotEnvUnreadableLine(text);
-  if (unreadable !== null) {
-    // Not quoted: the line may hold a secret.
-    throw new ConfigError(`${path} line ${unreadable} is not NAME=value (or a # comment); fix it: Node's reader takes such a line as the start of the next setting's name, and that setting is lost`);
-  }
+  // Not quoted: the line may hold a secret.
+  const problem = dotEnvProblem(text);
+  if (problem) throw new ConfigError(`${path} line ${problem.line} ${problem.message}`);
   for (const [name, value] of Object.entries(parseEnv(text))) process.env[name] ??= value;
 }
 
 /**
- * The number of the first line of a .env text that is neither blank, a # comment nor holds
- * an `=`, or null. Node's reader (parseEnv) takes such a line as the start of the next
- * line's name: the setting on that line is silently lost. A quoted value whose closing
- * quote is on a later line runs over to it, as Node reads it.
+ * The first line of a .env text that Node's reader (parseEnv) would silently misread, and
+ * why, or null:
+ * - a line that is neither blank, a # comment nor holds an `=`: taken as the start of the
+ *   next line's name, so the setting on that line is lost;
+ * - an unquoted value with a # not after a space (`ADMIN_TOKEN=abc#def`): the # starts a
+ *   comment even there, so the value is cut short (found by a new-user probe: a token
+ *   with a # in it was refused as too short, or worked cut). `A=1 # note` is a comment.
+ * A quoted value whose closing quote is on a later line runs over to it, as Node reads it.
  */
-export function dotEnvUnreadableLine(text: string): number | null {
+export function dotEnvProblem(text: string): { line: number; message: string } | null {
   const lines = text.split(/\r?\n/);
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!;
     if (line.trim() === '' || line.trim().startsWith('#')) continue;
     const equals = line.indexOf('=');
-    if (equals < 0) return i + 1;
+    if (equals < 0) {
+      return { line: i + 1, message: "is not NAME=value (or a # comment); fix it: Node's reader takes such a line as the start of the next setting's name, and that setting is lost" };
+    }
     const value = line.slice(equals + 1).trimStart();
     const quote = value[0];
-    if ((quote === '"' || quote === "'" || quote === '`') && !value.slice(1).includes(quote)) {
-      const closing = lines.findIndex((later, j) => j > i && later.includes(quote));
-      if (closing > 0) i = closing;
+    if (quote === '"' || quote === "'" || quote === '`') {
+      if (!value.slice(1).includes(quote)) {
+        const closing = lines.findIndex((later, j) => j > i && later.includes(quote));
+        if (closing > 0) i = closing;
+      }
+      continue;
+    }
+    const hash = value.indexOf('#');
+    if (hash >= 0 && (hash === 0 || !/\s/.test(value[hash - 1]!))) {
+      const name = line.slice(0, equals).trim();
+      return { line: i + 1, message: `(${name}): its value holds a #, where Node's reader starts a comment, so the value would be cut to what comes before it; put the value in quotes: ${name}="…"` };
     }
   }
   return null;

@@ -1,7 +1,7 @@
 // The composition root: config → database → migrations → handlers → HTTP server and/or
 // worker, and an orderly shutdown on SIGINT/SIGTERM. The only module that wires parts.
 import type { FastifyInstance } from 'fastify';
-import { aiProviderOf, ConfigError, isLoopback, type Env } from './config.ts';
+import { adminExposedWithoutToken, aiProviderOf, ConfigError, isLoopback, type Env } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { isDatabaseUnreachable } from './db/errors.ts';
@@ -187,16 +187,8 @@ async function knowledgeIndexPrepare(runtime: Runtime): Promise<void> {
  * leaves no new database folder behind.
  */
 function refuseAdminExposed(config: Env): void {
-  if (config.ADMIN_TOKEN) return;
-  if (!isLoopback(config.HOST)) {
-    throw new Error(`HOST=${config.HOST} exposes the dashboard beyond this machine: set ADMIN_TOKEN (12+ characters) or bind HOST=127.0.0.1`);
-  }
-  // A public address means a tunnel or proxy forwards the internet to this port; one that
-  // rewrites Host and adds no forwarding header would look like this machine to open mode.
-  const publicHost = config.PUBLIC_URL ? new URL(config.PUBLIC_URL).hostname.replace(/^\[|\]$/g, '') : undefined;
-  if (publicHost && !isLoopback(publicHost)) {
-    throw new Error(`PUBLIC_URL=${config.PUBLIC_URL} makes aiq reachable from outside this machine (a tunnel or proxy forwards to it): set ADMIN_TOKEN (12+ characters) so the dashboard and API ask for it`);
-  }
+  const exposed = adminExposedWithoutToken(config);
+  if (exposed) throw new Error(exposed);
 }
 
 /** Listens and returns the port it got (0 asks for any), or says which setting names a port that is taken. */

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseEnv } from 'node:util';
-import { CONFIG_VARIABLES, ConfigError, dotEnvUnreadableLine, loadConfig, trustProxyOf } from '../src/config.ts';
+import { CONFIG_VARIABLES, ConfigError, dotEnvProblem, loadConfig, trustProxyOf } from '../src/config.ts';
 
 test('defaults need no variables at all', () => {
   const config = loadConfig({});
@@ -64,11 +64,18 @@ test('secrets are never echoed in config errors', () => {
 // the DATA_DIR=… written there was lost: aiq ran on ./data, silently (found by a new-user
 // probe). Lines Node reads well are not refused, whatever their names (review finding).
 test('a .env line without = stops every command, naming the line, not quoting it; a byte-order mark is no part of a name', () => {
-  assert.equal(dotEnvUnreadableLine('# comment\n\nA=1\nexport B = two\nC="multi\nline without equals\n"\nD=\'x\'\r\nE.F=1\nMY KEY=1\n1FOO=1\nG=1 # note\n'), null);
-  assert.equal(dotEnvUnreadableLine('A=1\nthis is not a valid line\nDATA_DIR=/tmp/x\n'), 2);
-  assert.equal(dotEnvUnreadableLine('ADMIN_TOKEN s3cret\n'), 1);
+  const lineOf = (text: string) => dotEnvProblem(text)?.line ?? null;
+  assert.equal(lineOf('# comment\n\nA=1\nexport B = two\nC="multi\nline without equals\n"\nD=\'x\'\r\nE.F=1\nMY KEY=1\n1FOO=1\nG=1 # note\nH="a#b"\n'), null);
+  assert.equal(lineOf('A=1\nthis is not a valid line\nDATA_DIR=/tmp/x\n'), 2);
+  assert.equal(lineOf('ADMIN_TOKEN s3cret\n'), 1);
   // An opening quote never closed is one line to Node: a bad line after it is still found.
-  assert.equal(dotEnvUnreadableLine('A="abc\nB=2\nnot a setting\n'), 3);
+  assert.equal(lineOf('A="abc\nB=2\nnot a setting\n'), 3);
+  // A # inside an unquoted value starts a comment to Node: the value would be cut (found
+  // by a new-user probe: ADMIN_TOKEN=correct-horse-battery#staple let in "correct-horse-battery").
+  assert.equal(lineOf('A=1\nADMIN_TOKEN=correct-horse-battery#staple\n'), 2);
+  assert.equal(lineOf('OPENAI_API_KEY=#abc\n'), 1);
+  assert.match(dotEnvProblem('ADMIN_TOKEN=Sup3r#Secret-Token\n')!.message, /^\(ADMIN_TOKEN\): its value holds a #, .* put the value in quotes: ADMIN_TOKEN="…"$/);
+  assert.doesNotMatch(dotEnvProblem('ADMIN_TOKEN=Sup3r#Secret-Token\n')!.message, /Sup3r|Secret/);
   const dir = mkdtempSync(join(tmpdir(), 'aiq-env-'));
   const aiq = (args: string[]) => spawnSync(process.execPath, [fileURLToPath(new URL('../bin/aiq.js', import.meta.url)), ...args], { cwd: dir, env: { PATH: process.env.PATH! }, encoding: 'utf8' });
   try {

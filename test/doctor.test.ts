@@ -33,6 +33,7 @@ const healthy = () => ({
   TWILIO_WHATSAPP_FROM: FROM_NUMBER,
   TWILIO_API_BASE_URL: twilio.url,
   PUBLIC_URL: 'https://aiq.example.org',
+  ADMIN_TOKEN: 'doctor-admin-token-0123',
   AI_PROVIDER: 'openai',
   OPENAI_API_KEY: 'sk-test',
   OPENAI_BASE_URL: openai.openaiBaseUrl,
@@ -44,7 +45,7 @@ const line = (out: string, check: string) => out.split('\n').find((l) => new Reg
 test('a working setup: every check passes and doctor exits 0', async () => {
   const { code, out } = await doctor(healthy());
   assert.equal(code, 0, out);
-  for (const check of ['config', 'database', 'pooler', 'migrations', 'vectors', 'embeddings', 'text search', 'twilio', 'ai']) assert.match(line(out, check), /^(ok|warn)\s/, `${check}:\n${out}`);
+  for (const check of ['config', 'database', 'pooler', 'migrations', 'vectors', 'embeddings', 'text search', 'admin', 'twilio', 'ai']) assert.match(line(out, check), /^(ok|warn)\s/, `${check}:\n${out}`);
   assert.match(line(out, 'database'), /^ok\s+database\s+PostgreSQL 1\d/);
   assert.match(line(out, 'prepared'), /^ok\s+prepared\s+named prepared statements on: DATABASE_URL reaches PostgreSQL itself/);
   assert.match(line(out, 'twilio'), /^ok .*is active/);
@@ -72,6 +73,9 @@ test('each problem is named in one line with a hint, without a stack trace, and 
     ['a missing system prompt file', { SYSTEM_PROMPT_FILE: '/nonexistent/prompt.txt' }, 'files', /^FAIL\s+files\s+SYSTEM_PROMPT_FILE: .*\/nonexistent\/prompt\.txt.*\n\s+→ `aiq start` refuses to run/m],
     ['a missing profiles file', { PROFILES_FILE: '/nonexistent/profiles.json' }, 'files', /^FAIL\s+files\s+PROFILES_FILE: \/nonexistent\/profiles\.json/m],
     ['a missing synonyms file', { RAG_SYNONYMS_FILE: '/nonexistent/synonyms.txt' }, 'files', /^FAIL\s+files\s+RAG_SYNONYMS_FILE: cannot read/m],
+    // aiq serve refuses these; doctor said "aiq can run" (found by a new-user probe).
+    ['a public address without ADMIN_TOKEN', { ADMIN_TOKEN: '' }, 'admin', /^FAIL\s+admin\s+aiq serve and aiq start will refuse to start\n\s+→ PUBLIC_URL=https:\/\/aiq\.example\.org makes aiq reachable from outside this machine/m],
+    ['HOST beyond loopback without ADMIN_TOKEN', { ADMIN_TOKEN: '', PUBLIC_URL: '', HOST: '0.0.0.0' }, 'admin', /^FAIL\s+admin\s+.*\n\s+→ HOST=0\.0\.0\.0 exposes the dashboard beyond this machine: set ADMIN_TOKEN/m],
     ['an unknown text-search configuration', { RAG_TEXT_SEARCH_CONFIG: 'klingon' }, 'text search', /^FAIL\s+text search\s+RAG_TEXT_SEARCH_CONFIG: "klingon" is not a text-search configuration of this database\n\s+→ one of: .*dutch.*simple/m],
   ];
   for (const [what, change, check, expected] of cases) {

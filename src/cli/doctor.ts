@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { parse as parseConnectionString } from 'pg-connection-string';
 import { aiProviderCreate } from '../ai/providers.ts';
 import { embeddingSpaceOf } from '../ai/types.ts';
-import { aiProviderOf, type Env } from '../config.ts';
+import { adminExposedWithoutToken, aiProviderOf, type Env } from '../config.ts';
 import { pendingMigrations } from '../db/migrate.ts';
 import { openDatabase } from '../db/open.ts';
 import { cutShortRestore } from '../db/pglite-files.ts';
@@ -235,6 +235,16 @@ async function checkAi(config: Env, findings: Finding[]): Promise<void> {
   }
 }
 
+/** What `aiq serve` and `aiq start` refuse (main.ts): the admin side open beyond this machine. */
+function checkAdminAccess(config: Env, findings: Finding[]): void {
+  const exposed = adminExposedWithoutToken(config);
+  if (exposed) {
+    findings.push({ verdict: 'FAIL', check: 'admin', result: 'aiq serve and aiq start will refuse to start', hint: exposed });
+    return;
+  }
+  findings.push({ verdict: 'ok', check: 'admin', result: config.ADMIN_TOKEN ? 'the dashboard and API ask for ADMIN_TOKEN' : 'no ADMIN_TOKEN: the dashboard and API answer this machine only' });
+}
+
 export async function doctor(config: Env): Promise<number> {
   const findings: Finding[] = [
     {
@@ -254,6 +264,7 @@ export async function doctor(config: Env): Promise<number> {
     }
   }
   checkFiles(config, findings);
+  checkAdminAccess(config, findings);
   await checkTwilio(config, findings);
   await checkAi(config, findings);
   findings.forEach(print);
