@@ -347,6 +347,14 @@ describe('admin API: people, documents and imports', () => {
     const list = await t.app.inject({ url: '/api/documents', headers: auth });
     assert.equal(list.json().documents[0].title, 'Opening hours');
     assert.equal(list.json().documents[0].embedded, false);
+    // The same text with a browser form's line ends (\r\n) is the same document (found by a
+    // new-user probe: it was stored with them, counted as changed and embedded again).
+    const lines = { title: 'Lines', body: '# Lines\n\nOne.\nTwo.\n' };
+    assert.equal((await t.app.inject({ method: 'POST', url: '/api/documents', headers: auth, payload: lines })).json().status, 'inserted');
+    const crlf = await t.app.inject({ method: 'POST', url: '/api/documents', headers: auth, payload: { ...lines, body: lines.body.replace(/\n/g, '\r\n') } });
+    assert.equal(crlf.json().status, 'unchanged');
+    const stored = await t.runtime.db.query<{ body: string }>(`select body from documents where title = 'Lines'`);
+    assert.equal(stored.rows[0]!.body, lines.body);
     for (const bad of [{ title: '', body: 'x' }, { title: 'x', body: '  ' }, { title: 'x', body: 'y', extra: 1 }]) {
       assert.equal((await t.app.inject({ method: 'POST', url: '/api/documents', headers: auth, payload: bad })).statusCode, 400, JSON.stringify(bad));
     }

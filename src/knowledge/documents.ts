@@ -47,11 +47,15 @@ export const DOCUMENT_MAX_CHARS = 1_000_000;
 export async function documentSave(tx: Queryable, input: DocumentSaveInput, settings: ChunkSettings = DEFAULT_CHUNK_SETTINGS): Promise<DocumentSaveOutcome> {
   const title = input.title.trim();
   if (!title) throw new DocumentContentError('a document needs a title');
-  if (input.body.length > DOCUMENT_MAX_CHARS) {
-    throw new DocumentContentError(`document "${title}" is ${input.body.length.toLocaleString('en')} characters, more than ${DOCUMENT_MAX_CHARS.toLocaleString('en')}: add it in parts (a chapter each)`);
+  // Line ends as \n whatever wrote them: a browser's form sends a textarea's as \r\n, so the
+  // same file pasted in the dashboard and added by `aiq add-document` counted as changed
+  // and was embedded again (found by a new-user probe).
+  const body = input.body.replace(/\r\n?/g, '\n');
+  if (body.length > DOCUMENT_MAX_CHARS) {
+    throw new DocumentContentError(`document "${title}" is ${body.length.toLocaleString('en')} characters, more than ${DOCUMENT_MAX_CHARS.toLocaleString('en')}: add it in parts (a chapter each)`);
   }
-  const chunks = documentContentCheck(title, input.body, settings);
-  const hash = documentContentHash(title, input.body);
+  const chunks = documentContentCheck(title, body, settings);
+  const hash = documentContentHash(title, body);
   const chunking = chunkingSignature(settings);
   // Two saves of one title serialise instead of both inserting: a row lock alone takes
   // nothing while the title is new (the second insert then broke the unique title, a 500
@@ -75,12 +79,12 @@ export async function documentSave(tx: Queryable, input: DocumentSaveInput, sett
       `update documents set body = $2, source = $3, content_hash = $4, embedded_hash = null, embedded_at = null, updated_at = now(),
               tags = coalesce($5, tags)
        where id = $1`,
-      [id, input.body, input.source ?? null, hash, input.tags === undefined ? null : tags],
+      [id, body, input.source ?? null, hash, input.tags === undefined ? null : tags],
     );
   } else {
     const inserted = await tx.query<{ id: string }>(
       'insert into documents (title, body, source, content_hash, tags) values ($1, $2, $3, $4, $5) returning id',
-      [title, input.body, input.source ?? null, hash, tags],
+      [title, body, input.source ?? null, hash, tags],
     );
     id = inserted.rows[0]!.id;
   }
