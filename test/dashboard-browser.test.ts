@@ -3,7 +3,7 @@
 // and watch it become done, bulk-retry, simulate a message and see the reply, send a
 // suggestion, hostile text shown as text, and screenshots of each main page for the README.
 import assert from 'node:assert/strict';
-import { scheduleSet } from '../src/queue/index.ts';
+import { scheduleList, scheduleSet } from '../src/queue/index.ts';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -284,6 +284,16 @@ describe('dashboard in a browser', () => {
     await page.goto(`${base}/admin/schedules`);
     await page.locator('#schedules td', { hasText: 'retention_purge' }).waitFor();
     assert.match(await page.locator('#retention').innerText(), /messages\s+365 days[\s\S]*done jobs\s+14 days[\s\S]*audit log\s+730 days/);
+    // Disabled and enabled again from the page, as the README says (found by a new-user
+    // probe: the page had no such control).
+    const row = page.locator('#schedules tr', { hasText: 'retention_purge' });
+    await row.getByRole('button', { name: 'Disable' }).click();
+    await page.getByText('Schedule "retention" disabled').waitFor();
+    assert.match(await row.innerText(), /\(disabled\)/);
+    assert.equal((await scheduleList(t.runtime.db)).find((s) => s.name === 'retention')?.enabled, false);
+    await row.getByRole('button', { name: 'Enable' }).click();
+    await page.getByText('Schedule "retention" enabled').waitFor();
+    assert.equal((await scheduleList(t.runtime.db)).find((s) => s.name === 'retention')?.enabled, true);
   });
 
   test('knowledge pages: add a document, import a CSV and watch it finish, find the person', async () => {
