@@ -243,6 +243,12 @@ describe('admin API: conversations, messages and suggestions', () => {
     assert.equal(newest.awaitingReply, true);
     const search = await t.app.inject({ url: '/api/conversations?q=600000002', headers: auth });
     assert.equal(search.json().conversations.length, 1);
+    // As people write the number: nationally, with 00, spaced (found by a new-user probe:
+    // none of these found it).
+    for (const written of ['0600000002', '0031 6 0000 0002', '+31 (0)6-0000 0002']) {
+      const found = await t.app.inject({ url: `/api/conversations?q=${encodeURIComponent(written)}`, headers: auth });
+      assert.deepEqual(found.json().conversations.map((c: { whatsappNumber: string }) => c.whatsappNumber), ['+31600000002'], written);
+    }
     assert.equal((await t.app.inject({ url: '/api/conversations?after=zzz', headers: auth })).statusCode, 400);
     assert.equal((await t.app.inject({ url: '/api/conversations?limit=1000', headers: auth })).statusCode, 400);
   });
@@ -423,6 +429,8 @@ describe('admin API: people, documents and imports', () => {
 
     const people = await t.app.inject({ url: '/api/people?q=finance', headers: auth });
     assert.equal(people.json().people.length, 1);
+    const byNumber = await t.app.inject({ url: `/api/people?q=${encodeURIComponent('06 1111 1111')}`, headers: auth });
+    assert.deepEqual(byNumber.json().people.map((p: { name: string }) => p.name), ['Anna de Vries'], 'found by the number written nationally');
     const person = await t.app.inject({ url: `/api/people/${people.json().people[0].id}`, headers: auth });
     assert.equal(person.json().email, 'anna@example.com');
     assert.equal((await t.app.inject({ url: `/api/people/${NIL}`, headers: auth })).statusCode, 404);

@@ -2,7 +2,7 @@
 // newest first with their last message and markers (outbound problems, pending
 // suggestions, waiting for a reply). Keyset-paged on (last_message_at, id), the time to the
 // microsecond (a cursor cut to the millisecond skipped conversations active in the same one).
-import { escapeLike } from '../../db/like.ts';
+import { escapeLike, phoneSearchDigits } from '../../db/like.ts';
 import type { Queryable } from '../../db/types.ts';
 import { answeredSinceSql, UNDELIVERED_REPLY_STATUSES_SQL } from '../../messaging/conversations.ts';
 import { cursorTimeSql, timeCursorDecode, timeCursorEncode } from '../../queue/index.ts';
@@ -48,7 +48,8 @@ const LIST_SQL = `
     select body, source from messages m where m.conversation_id = c.id order by created_at desc, id desc limit 1
   ) last on true
   where ($1::timestamptz is null or (c.last_message_at, c.id) < ($1, $2::uuid))
-    and ($3::text is null or k.whatsapp_number like '%' || $3 || '%' or k.profile_name ilike '%' || $3 || '%')
+    and ($3::text is null or k.whatsapp_number like '%' || $3 || '%' or k.profile_name ilike '%' || $3 || '%'
+         or k.whatsapp_number like '%' || $6 || '%')
     and ($5::text is null or ($5 = 'default' and c.business_number is null) or c.business_number = $5)
   order by c.last_message_at desc, c.id desc
   limit $4`;
@@ -79,7 +80,7 @@ export async function conversationList(db: Queryable, options: { search?: string
     last_source: ConversationSummary['lastSource'];
     problems: number;
     pending_suggestions: number;
-  }>(LIST_SQL, [cursor?.time ?? null, cursor?.id ?? null, search, limit + 1, options.number ?? null]);
+  }>(LIST_SQL, [cursor?.time ?? null, cursor?.id ?? null, search, limit + 1, options.number ?? null, options.search ? phoneSearchDigits(options.search) : null]);
   const conversations = result.rows.slice(0, limit).map((r) => ({
     id: r.id,
     whatsappNumber: r.whatsapp_number,

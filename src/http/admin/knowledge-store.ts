@@ -2,7 +2,7 @@
 // search, the document list (searched, paged, with embedding state), the import list (with
 // progress), and the two writes, "add a document" and "import a CSV", each one transaction
 // with its job, so the job exists exactly when the data does.
-import { escapeLike } from '../../db/like.ts';
+import { escapeLike, phoneSearchDigits } from '../../db/like.ts';
 import type { Queryable } from '../../db/types.ts';
 import { documentAdd } from '../../jobs/embed-record.ts';
 import { importPeopleEnqueue } from '../../jobs/import-people.ts';
@@ -26,7 +26,7 @@ const PEOPLE_SQL = `
   from people
   where ($1::text is null
          or name ilike '%' || $1 || '%' or phone like '%' || $1 || '%' or email ilike '%' || $1 || '%'
-         or department ilike '%' || $1 || '%' or role ilike '%' || $1 || '%')
+         or department ilike '%' || $1 || '%' or role ilike '%' || $1 || '%' or phone like '%' || $5 || '%')
     and ($2::text is null or (name, id) > ($2, $3::uuid))
   order by name, id
   limit $4`;
@@ -38,6 +38,7 @@ export async function personSearch(db: Queryable, options: { search?: string; af
     options.after?.name ?? null,
     options.after?.id ?? null,
     Math.min(Math.max(options.limit ?? 100, 1), 500),
+    options.search ? phoneSearchDigits(options.search) : null,
   ]);
   return result.rows;
 }
