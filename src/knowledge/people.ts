@@ -83,9 +83,22 @@ export function personText(person: PersonInput, fields: readonly PersonTextField
   if (shown.has('email') && person.email) lines.push(`Email: ${person.email}`);
   if (shown.has('department') && person.department) lines.push(`Department: ${person.department}`);
   if (shown.has('role') && person.role) lines.push(`Role: ${person.role}`);
-  if (shown.has('attributes')) for (const [key, value] of Object.entries(person.attributes ?? {})) if (value) lines.push(`${key}: ${value}`);
+  if (shown.has('attributes')) {
+    for (const [key, value] of Object.entries(person.attributes ?? {})) {
+      // A further column that is an email address or a phone number ("Privé mobiel") stays
+      // out unless its kind is shown: "not email or phone" held only for the named columns
+      // (found by a personal-data probe).
+      if (!value || (!shown.has('email') && EMAIL_VALUE.test(value)) || (!shown.has('phone') && PHONE_VALUE.test(value))) continue;
+      lines.push(`${key}: ${value}`);
+    }
+  }
   return lines.join('\n');
 }
+
+const EMAIL_VALUE = /^\s*[^@\s]+@[^@\s]+\.[^@\s]+\s*$/;
+// A number as people write one, international (+, 00) or national (trunk 0, or a US area
+// code in brackets), 8 to 15 digits with spaces, dashes, dots or brackets; not a date.
+const PHONE_VALUE = /^(?!\s*\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}\s*$)\s*(?:\+|0|\()(?:[\s().\-\u00a0]*\d){8,15}[\s().\-\u00a0]*$/;
 
 /** The parts of a person record `personText` can show (PROMPT_PERSON_FIELDS picks for prompts). */
 export const PERSON_TEXT_FIELDS = ['name', 'phone', 'email', 'department', 'role', 'attributes'] as const;
