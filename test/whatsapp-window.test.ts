@@ -296,3 +296,49 @@ test('a bad template setting is refused at start, naming the variable', async ()
   assert.throws(() => loadConfig({ WHATSAPP_TEMPLATE_SID: 'HX123' }), /WHATSAPP_TEMPLATE_SID: must be a Content SID/);
   assert.throws(() => loadConfig({ WHATSAPP_TEMPLATE_VARIABLES: '1=reply,2=weather' }), /WHATSAPP_TEMPLATE_VARIABLES: "2=weather" is not <variable>=name or <variable>=reply/);
 });
+
+describe("the window by the database's clock", () => {
+  // The window was tested by the worker's own clock: a worker whose clock ran an hour ahead
+  // held a reply 23 hours and 50 minutes after the contact wrote (noticed in review, left
+  // open in earlier notes). The database stamped the message; its clock decides.
+  let t: TestDatabase | undefined;
+  let twilioApi: FakeTwilio | undefined;
+  let worker: import('node:child_process').ChildProcess | undefined;
+  before(async () => {
+    t = await freshServerDatabase();
+    twilioApi = await startFakeTwilio();
+  });
+  after(async () => {
+    worker?.kill('SIGKILL');
+    await twilioApi?.close();
+    await t?.close();
+  });
+
+  test('a worker whose clock runs an hour ahead still answers inside the window', async () => {
+    const { spawn } = await import('node:child_process');
+    const { join } = await import('node:path');
+    const { inboundStoreAndEnqueue } = await import('../src/jobs/autoreply.ts');
+    const { messageSid } = await import('./helpers/messaging.ts');
+    const { ROOT } = await import('./helpers/processes.ts');
+    const stored = (await inboundStoreAndEnqueue(t!.db, { whatsappNumber: '+31612340077', profileName: 'Anna', body: 'Waar is de sleutel?', mediaUrls: [], twilioSid: messageSid() }))!;
+    await t!.db.query(`update conversations set last_inbound_at = now() - interval '23 hours 50 minutes' where id = $1`, [stored.conversationId]);
+    await t!.db.query(`update messages set created_at = now() - interval '23 hours 50 minutes' where id = $1`, [stored.messageId]);
+    worker = spawn(process.execPath, ['bin/aiq.js', 'worker'], {
+      cwd: ROOT,
+      stdio: 'ignore',
+      env: {
+        PATH: process.env.PATH!,
+        ...messagingEnv(t!.url, twilioApi!.url, { LOG_LEVEL: 'error' }),
+        CLOCK_SKEW_MS: String(3600_000),
+        NODE_OPTIONS: `--import=${join(ROOT, 'test/helpers/clock-skew.mjs')}`,
+      },
+    });
+    await waitFor(async () => {
+      const { rows } = await t!.db.query<{ status: string }>(`select status from messages where reply_to_message_id = $1 and source = 'ai'`, [stored.messageId]);
+      return rows.length > 0 && rows[0]!.status !== 'pending' && rows[0]!.status !== 'unsent';
+    }, 'the reply to be sent or held', 30_000);
+    const { rows } = await t!.db.query<{ status: string; error_message: string | null }>(`select status, error_message from messages where reply_to_message_id = $1 and source = 'ai'`, [stored.messageId]);
+    assert.notEqual(rows[0]!.status, 'held', rows[0]!.error_message ?? '');
+    assert.equal(twilioApi!.messages.length, 1, 'sent free-form');
+  });
+});

@@ -6,7 +6,7 @@
 import type { Queryable } from '../db/types.ts';
 import { answeredSinceSql, answersSomethingSql, messageFromRow, messageGet, type Message } from './conversations.ts';
 import { SendError, type Transport } from './transport.ts';
-import { heldReason, templateFill, windowOpen, type ReplyTemplate } from './window.ts';
+import { heldReason, templateFill, windowOpenSql, type ReplyTemplate } from './window.ts';
 
 /** What a delivery attempt came to. */
 export type ReplyOutcome =
@@ -179,7 +179,7 @@ const REPLY_PARTS_INSERT_SQL = `
     update conversations set last_message_at = now()
     where id = $1 and exists (select 1 from reply)
   )
-  select reply.*, c.last_inbound_at as send_last_inbound_at, k.profile_name as send_profile_name, c.business_number as send_business_number
+  select reply.*, c.last_inbound_at as send_last_inbound_at, ${windowOpenSql('c.last_inbound_at')} as send_window_open, k.profile_name as send_profile_name, c.business_number as send_business_number
   from reply
   join conversations c on c.id = reply.conversation_id
   join contacts k on k.id = c.contact_id
@@ -206,7 +206,7 @@ const REPLY_PART_CLAIM_SQL = `
     where id = $1 and status = 'unsent' and ${MAY_SEND('$2', '$3')}
     returning *
   )
-  select claimed.*, c.last_inbound_at as send_last_inbound_at, k.profile_name as send_profile_name, c.business_number as send_business_number
+  select claimed.*, c.last_inbound_at as send_last_inbound_at, ${windowOpenSql('c.last_inbound_at')} as send_window_open, k.profile_name as send_profile_name, c.business_number as send_business_number
   from claimed
   join conversations c on c.id = claimed.conversation_id
   join contacts k on k.id = c.contact_id`;
@@ -214,12 +214,13 @@ const REPLY_PART_CLAIM_SQL = `
 /** A part just claimed for sending, with what its send depends on (REPLY_PARTS_INSERT_SQL, REPLY_PART_CLAIM_SQL). */
 interface ClaimedRow {
   send_last_inbound_at: Date | null;
+  send_window_open: boolean;
   send_profile_name: string | null;
   send_business_number: string | null;
 }
 
 function sendContextFromRow(row: ClaimedRow): SendContextRow {
-  return { last_inbound_at: row.send_last_inbound_at, profile_name: row.send_profile_name, business_number: row.send_business_number };
+  return { last_inbound_at: row.send_last_inbound_at, window_open: row.send_window_open, profile_name: row.send_profile_name, business_number: row.send_business_number };
 }
 
 /**
@@ -716,7 +717,7 @@ export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string
 // When the contact last wrote (the window), their WhatsApp name (a template variable) and
 // the business number they wrote to (the sender, and its profile's template).
 const SEND_CONTEXT_SQL = `
-  select c.last_inbound_at, k.profile_name, c.business_number
+  select c.last_inbound_at, ${windowOpenSql('c.last_inbound_at')} as window_open, k.profile_name, c.business_number
   from conversations c join contacts k on k.id = c.contact_id
   where c.id = $1`;
 
@@ -734,6 +735,8 @@ type SendForm = { from?: string; template?: { contentSid: string; variables: Rec
  */
 interface SendContextRow {
   last_inbound_at: Date | null;
+  /** Inside the 24-hour window by the database's clock (windowOpenSql). */
+  window_open: boolean;
   profile_name: string | null;
   business_number: string | null;
 }
@@ -747,7 +750,7 @@ async function sendContextOf(deps: OutboxDeps, conversationId: string, known?: S
 async function sendForm(deps: OutboxDeps, reply: Message, context?: SendContextRow): Promise<SendForm> {
   const { row, from, template } = await sendContextOf(deps, reply.conversationId, context);
   const lastInboundAt = row?.last_inbound_at ?? null;
-  if (windowOpen(lastInboundAt)) {
+  if (row?.window_open) {
     await templateRecord(deps, reply, null);
     return { from };
   }

@@ -11,6 +11,14 @@ export function windowOpenUntil(lastInboundAt: Date | null): Date | null {
   return lastInboundAt ? new Date(lastInboundAt.getTime() + WINDOW_MS) : null;
 }
 
+/**
+ * The window's test in SQL, by the database's clock (the one that stamped `column`): a
+ * worker whose own clock runs ahead would hold replies the window still allows, and one
+ * that runs behind would send free-form after it closed (Twilio's 63016).
+ */
+export const windowOpenSql = (column: string) => `coalesce(${column} > now() - interval '${WINDOW_MS / 1000} seconds', false)`;
+
+/** The window's test by this process's clock: for display (the dashboard's note), not for sending. */
 export function windowOpen(lastInboundAt: Date | null, now = new Date()): boolean {
   const until = windowOpenUntil(lastInboundAt);
   return until !== null && now < until;
