@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import { pricesParse } from '../src/ai/costs.ts';
 import { ConfigError, loadConfig } from '../src/config.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
-import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
+import { startFakeOpenAi, type FakeOpenAi, fakeOpenAiEnv } from './helpers/fake-openai.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 import { inboundParams, injectSigned, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
 import { waitFor } from './helpers/processes.ts';
@@ -17,7 +17,7 @@ let m: MessagingApp;
 before(async () => {
   [t, twilio, openai] = await Promise.all([freshServerDatabase(), startFakeTwilio(), startFakeOpenAi()]);
   m = await startMessagingApp(
-    messagingEnv(t.url, twilio.url, { AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: openai.openaiBaseUrl, EMBEDDING_DIMENSIONS: '32', AI_PRICES: 'gpt-4o-mini=0.15/0.60,text-embedding-3-small=0.02', AI_PRICE_CURRENCY: 'EUR' }),
+    messagingEnv(t.url, twilio.url, { ...fakeOpenAiEnv(openai), AI_PRICES: 'gpt-4o-mini=0.15/0.60,text-embedding-3-small=0.02', AI_PRICE_CURRENCY: 'EUR' }),
     { listen: true },
   );
   await m.startWorker();

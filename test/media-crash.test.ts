@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { jobGet } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
-import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
+import { startFakeOpenAi, type FakeOpenAi, fakeOpenAiEnv } from './helpers/fake-openai.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 import { inboundParams, injectSigned, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
 import { ROOT, waitFor } from './helpers/processes.ts';
@@ -24,7 +24,7 @@ before(async () => {
   t = await freshServerDatabase();
   llm = await startFakeOpenAi({ transcript: () => 'Mijn laptop start niet op, wat nu?' });
   twilioApi = await startFakeTwilio();
-  env = messagingEnv(t.url, twilioApi.url, { AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: llm.openaiBaseUrl, EMBEDDING_DIMENSIONS: '64', LOG_LEVEL: 'info', JOB_LEASE_SECONDS: '30' });
+  env = messagingEnv(t.url, twilioApi.url, { ...fakeOpenAiEnv(llm, 64), LOG_LEVEL: 'info', JOB_LEASE_SECONDS: '30' });
   m = await startMessagingApp(env);
 });
 after(async () => {

@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { jobGet } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
-import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
+import { startFakeOpenAi, type FakeOpenAi, fakeOpenAiEnv } from './helpers/fake-openai.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 import { inboundParams, injectSigned, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
 import { waitFor } from './helpers/processes.ts';
@@ -38,7 +38,7 @@ before(async () => {
   });
   await new Promise<void>((resolve) => elsewhere.listen(0, '127.0.0.1', resolve));
   elsewhereUrl = `http://127.0.0.1:${(elsewhere.address() as AddressInfo).port}`;
-  m = await startMessagingApp(messagingEnv(t.url, twilioApi.url, { AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: llm.openaiBaseUrl, EMBEDDING_DIMENSIONS: '64' }));
+  m = await startMessagingApp(messagingEnv(t.url, twilioApi.url, fakeOpenAiEnv(llm, 64)));
   await m.startWorker();
 });
 after(async () => {
@@ -200,7 +200,7 @@ test('a webhook with a media count but no URL is refused (400) and stores nothin
 test('with AI_VISION, a photo reaches the chat model as image input', async () => {
   const visionDb = await freshServerDatabase();
   const vision = await startMessagingApp(
-    messagingEnv(visionDb.url, twilioApi.url, { AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: llm.openaiBaseUrl, EMBEDDING_DIMENSIONS: '64', AI_VISION: 'true' }),
+    messagingEnv(visionDb.url, twilioApi.url, { ...fakeOpenAiEnv(llm, 64), AI_VISION: 'true' }),
   );
   try {
     await vision.startWorker();

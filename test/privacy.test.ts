@@ -14,7 +14,7 @@ import { importUpload } from '../src/http/admin/knowledge-store.ts';
 import { documentSave } from '../src/knowledge/documents.ts';
 import { jobStats, type Worker } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
-import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
+import { startFakeOpenAi, type FakeOpenAi, fakeOpenAiEnv } from './helpers/fake-openai.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 import { inboundParams, injectSigned, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
 import { runAiq, waitFor } from './helpers/processes.ts';
@@ -35,7 +35,7 @@ before(async () => {
   // Chat answers take a while, so an erasure can land while a reply is being composed.
   openai = await startFakeOpenAi({ randomFault: { probability: 1, fault: { kind: 'delay', ms: 600 }, endpoint: 'chat' } });
   m = await startMessagingApp(
-    messagingEnv(t.url, twilio.url, { ADMIN_TOKEN: 'test-admin-token-0123456789', AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: openai.openaiBaseUrl, EMBEDDING_DIMENSIONS: '32' }),
+    messagingEnv(t.url, twilio.url, { ADMIN_TOKEN: 'test-admin-token-0123456789', ...fakeOpenAiEnv(openai) }),
     { listen: true },
   );
   worker = await m.startWorker();

@@ -10,7 +10,7 @@ import { embedRecord } from '../src/jobs/embed-record.ts';
 import { documentSave } from '../src/knowledge/documents.ts';
 import { personUpsertMany } from '../src/knowledge/people.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
-import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
+import { startFakeOpenAi, type FakeOpenAi, fakeOpenAiEnv } from './helpers/fake-openai.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 import { inboundParams, injectSigned, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
 import { waitFor } from './helpers/processes.ts';
@@ -37,7 +37,7 @@ before(async () => {
   openai = await startFakeOpenAi({
     reply: (body, n) => (/woord voor woord|verbatim/.test(JSON.stringify(body.messages.at(-1))) ? body.messages[0].content : `Antwoord ${n}.`),
   });
-  m = await startMessagingApp(messagingEnv(t.url, twilio.url, { AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: openai.openaiBaseUrl, EMBEDDING_DIMENSIONS: '32' }), { listen: true });
+  m = await startMessagingApp(messagingEnv(t.url, twilio.url, fakeOpenAiEnv(openai)), { listen: true });
   const doc = await t.db.transaction((tx) => documentSave(tx, { title: 'Verlof <b>beleid</b>', body: `# Verlof\n\nIedereen heeft 25 vakantiedagen.\n\n${IN_DOCUMENT.join('\n\n')}`, source: 'test' }));
   await embedRecord(t.db, m.runtime.ai, { table: 'documents', id: doc.id });
   await personUpsertMany(t.db, [{ name: 'Anna de Vries', phone: ANNA, department: 'Finance', attributes: { Notitie: IN_PERSON } }]);

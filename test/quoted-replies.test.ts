@@ -10,7 +10,7 @@ import { inboundStoreAndEnqueue, inboundStoreManyAndEnqueue } from '../src/jobs/
 import type { InboundMessageInput } from '../src/messaging/conversations.ts';
 import { personExport } from '../src/privacy/export.ts';
 import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
-import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
+import { startFakeOpenAi, type FakeOpenAi, fakeOpenAiEnv } from './helpers/fake-openai.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 import { inboundParams, injectSigned, messageSid, messagingEnv, receiveAnswered, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
 
@@ -25,7 +25,7 @@ describe('quoted replies through the pipeline', () => {
   before(async () => {
     [t, twilio] = await Promise.all([freshServerDatabase(), startFakeTwilio()]);
     openai = await startFakeOpenAi({ reply: (_body, n) => `Antwoord ${n}: wil je de aanvraag op 12 mei indienen?` });
-    m = await startMessagingApp(messagingEnv(t.url, twilio.url, { AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: openai.openaiBaseUrl, EMBEDDING_DIMENSIONS: '32' }));
+    m = await startMessagingApp(messagingEnv(t.url, twilio.url, fakeOpenAiEnv(openai)));
     await m.startWorker();
   });
   after(async () => {

@@ -298,6 +298,11 @@ function errorBody(message: string, code: string): object {
  * FAKE_OPENAI_FAULT (429 | 500 | 400 | hang), FAKE_OPENAI_FAULT_RATE (0..1),
  * FAKE_OPENAI_RETRY_AFTER_MS (for 429), FAKE_OPENAI_SEED.
  */
+/** The settings that point aiq's openai provider at `fake`, embedding in `dimensions`. */
+export function fakeOpenAiEnv(fake: FakeOpenAi, dimensions = 32): Record<string, string> {
+  return { AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: fake.openaiBaseUrl, EMBEDDING_DIMENSIONS: String(dimensions) };
+}
+
 export function fakeOptionsFromEnv(env: NodeJS.ProcessEnv): FakeOpenAiOptions {
   const rate = Number(env.FAKE_OPENAI_FAULT_RATE ?? 0);
   const kind = env.FAKE_OPENAI_FAULT;
