@@ -124,7 +124,7 @@ interface Running {
   settled: boolean;
   /** Set when the run passed jobTimeoutMs: it was aborted, and its lease is no longer extended. */
   timedOut?: Error;
-  /** A later run of the same job started here while this timed-out one still went on: its outcome is not written. */
+  /** The job was claimed here again while this timed-out run still went on: its outcome is not written. */
   superseded?: boolean;
 }
 
@@ -356,6 +356,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
           return;
         }
         this.drained = jobs.length < want && this.announcements === announcedBefore;
+        if (this.timedOutRuns.size > 0) this.supersedeTimedOut(jobs);
         this.buffer.push(...jobs);
         this.startBuffered();
         if (jobs.length < want) {
@@ -400,12 +401,6 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.logger.warn({ jobId: job.id, type: job.type, thresholdMs: this.slowJobThresholdMs }, 'slow job still running');
       }, this.slowJobThresholdMs);
     }
-    // A run of this job that timed out here may still be going (its handler ignored the
-    // abort) after the job was reclaimed, failed and retried by an admin, which counts its
-    // attempts from 0 again: the database's fence (worker, attempt) cannot tell that run
-    // from this one, so its outcome is dropped here (found by a queue probe: it completed the
-    // job while this run was under way).
-    for (const old of this.timedOutRuns) if (old.job.id === job.id) old.superseded = true;
     this.running.set(job.id, entry);
     this.emit('job:start', job);
 
@@ -561,7 +556,20 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.wake();
   }
 
-  /** A superseded run (see run) ended: its slot is free, its outcome not written. */
+  /**
+   * A run of a job just claimed that timed out here may still be going (its handler ignored
+   * the abort) after the job was reclaimed, failed and retried by an admin, which counts its
+   * attempts from 0 again: the database's fence (worker, attempt) cannot tell that run from
+   * the new claim's, so its outcome is dropped. At the claim, not when the new run starts:
+   * with every slot taken, the claim waits in the buffer while the old run may still return
+   * (found by a queue probe, and the second case in review).
+   */
+  private supersedeTimedOut(claimed: ClaimedJob[]): void {
+    const ids = new Set(claimed.map((job) => job.id));
+    for (const old of this.timedOutRuns) if (ids.has(old.job.id)) old.superseded = true;
+  }
+
+  /** A superseded run (see supersedeTimedOut) ended: its slot is free, its outcome not written. */
   private onSuperseded(entry: Running): void {
     this.logger.warn({ jobId: entry.job.id, type: entry.job.type }, 'a timed-out run returned after its job was started again: its outcome is dropped');
     this.fillSoon();
