@@ -19,13 +19,15 @@ export function logFormatOf(setting: 'auto' | LogFormat = 'auto', stream: { isTT
   return stream.isTTY ? 'pretty' : 'json';
 }
 
-// A number in international form inside a text: + (or 00, as dialled from Europe) and 7
-// to 15 digits (E.164, as Twilio and WhatsApp write them, never starting with 0), also as people write it, up to two
+// A number in international form inside a text: + (or 00, as dialled from Europe, after a
+// space, a quote or a bracket only: after a dash, a dot or an = it is part of an id, a
+// decimal or a query) and 7 to 15 digits (E.164, as Twilio and WhatsApp write them, never
+// starting with 0), also as people write it, up to two
 // spaces, no-break spaces or hyphens between digits and a trunk "(0)" ("+31 (0)6 1234
 // 5678", what an admin typed and an error quotes back); not inside a word or a base64 run
 // (an SM… id), nor a decimal, though a sentence's full stop may follow. After a line break
 // or tab as JSON writes them (\n, \t) it counts: the n is no word.
-const PHONE_IN_TEXT = /(?<=^|[^\w+/]|\\[nrtbf])(?:\+|00)[1-9](?:[ \u00a0\u202f-]{0,2}(?:\(0\)[ \u00a0\u202f-]{0,2})?\d){6,14}(?!\d|[.,]\d)/g;
+const PHONE_IN_TEXT = /(?:(?<=^|[^\w+/]|\\[nrtbf])\+|(?<=^|[\s"'(:;,<>[{]|\\[nrtbf])00)[1-9](?:[ \u00a0\u202f-]{0,2}(?:\(0\)[ \u00a0\u202f-]{0,2})?\d){6,14}(?!\d|[.,]\d)/g;
 // A whole number written without spaces, then a space: what follows is another figure ("to
 // +31612345678 12 times"), not the number's last group.
 const WHOLE_BEFORE_SPACE = /^(?:\+|00)\d{10,15}(?=[ \u00a0\u202f-])/;

@@ -45,7 +45,7 @@ for (const format of ['json', 'pretty'] as const) {
     const { logger, lines } = capture(format);
     logger.error({ error: 'Forwarding blocked: number 0031 6 12 34 56 78 / jan@example.nl is on the block list' }, 'job failed permanently');
     logger.warn({ to: '0044770090012', cc: 'Anna.de-Vries+hr@mail.example.co.uk' }, 'copied to piet@example.nl.');
-    logger.info({ zone: '+0000 2026', at: '2026-12-07T00:12:34.000Z', count: '007 times' }, 'not personal');
+    logger.info({ zone: '+0000 2026', at: '2026-12-07T00:12:34.000Z', count: '007 times', jobId: '01a24f26-0065-7927-9cc5-1a2b3c4d5e6f', costUsd: 0.00123456789, url: '/api/jobs?id=001234567890' }, 'not personal');
     const out = lines.join('\n');
     for (const personal of ['12 34 56 78', 'jan@example.nl', '0044770090012', 'Anna.de-Vries+hr@', 'piet@example.nl']) {
       assert.ok(!out.includes(personal), `${personal} is not in the log:\n${out}`);
@@ -53,7 +53,8 @@ for (const format of ['json', 'pretty'] as const) {
     assert.match(out, /number 003•+78 \/ j•••@example\.nl is on the block list/);
     assert.match(out, /copied to p•••@example\.nl\./);
     assert.match(out, /A•••@mail\.example\.co\.uk/);
-    for (const kept of ['+0000 2026', '2026-12-07T00:12:34.000Z', '007 times']) assert.ok(out.includes(kept), `${kept} stays`);
+    // Found in review: a uuid's segment, a decimal and a query value starting with 00 were masked.
+    for (const kept of ['+0000 2026', '2026-12-07T00:12:34.000Z', '007 times', '01a24f26-0065-7927-9cc5-1a2b3c4d5e6f', '0.00123456789', 'id=001234567890']) assert.ok(out.includes(kept), `${kept} stays`);
   });
 
   test(`errors keep their type; an error logged alone, arrays and a child's bindings are masked too; ids and prices are not numbers (${format})`, () => {
