@@ -443,14 +443,23 @@ test('on the embedded database, neither its folder nor a backup taken after an e
   const EVA = '+31688887777';
   const theirs = ['ZWAARDVIS', 'eva.erasmus@corp.nl', 'Eva Erasmus', '688887777'];
   const dir = mkdtempSync(join(tmpdir(), 'aiq-erase-'));
-  const db = await openPglite({ dataDir: dir });
+  let db = await openPglite({ dataDir: dir });
   try {
+    // Written as versions before this one ran (wal_recycle on): a log segment that held her
+    // rows is renamed for reuse with its contents, ahead of the one being written (found in
+    // review: the purge left her there, and a backup copied it).
+    await db.exec('set wal_recycle = on');
     await migrate(db);
     for (let i = 0; i < 5; i++) {
       await inboundStoreAndEnqueue(db, { whatsappNumber: EVA, profileName: 'Eva Erasmus', body: `Vraag ${i}: ZWAARDVIS`, mediaUrls: [], twilioSid: messageSid() });
     }
     await inboundStoreAndEnqueue(db, { whatsappNumber: '+31600001111', body: 'Iemand anders', mediaUrls: [], twilioSid: messageSid() });
     await db.query(`insert into people (name, phone, email, content_hash) values ('Eva Erasmus', $1, 'eva.erasmus@corp.nl', 'h')`, [EVA]);
+    await db.exec('checkpoint');
+    await db.exec(`create table churn (t text); insert into churn select md5(g::text) || repeat('y', 200) from generate_series(1, 90000) g; drop table churn; checkpoint`);
+    // Then upgraded: opened by this version.
+    await db.close();
+    db = await openPglite({ dataDir: dir });
     const holding = async () => {
       const backup = gunzipSync(Buffer.from(await (await db.backup!()).arrayBuffer()));
       const files = readdirSync(dir, { recursive: true, withFileTypes: true }).filter((f) => f.isFile()).map((f) => readFileSync(join(f.parentPath, f.name)));
@@ -463,6 +472,29 @@ test('on the embedded database, neither its folder nor a backup taken after an e
     assert.deepEqual(await holding(), [], 'after it, neither does');
     const others = await db.query<{ body: string }>('select body from messages');
     assert.deepEqual(others.rows.map((r) => r.body), ['Iemand anders'], "everyone else's data is as it was");
+  } finally {
+    await db.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('on the embedded database, a purge a full disk stopped is done when aiq next opens it', async () => {
+  const { openPglite } = await import('../src/db/pglite.ts');
+  const { existsSync: exists, readdirSync } = await import('node:fs');
+  const dir = mkdtempSync(join(tmpdir(), 'aiq-purge-'));
+  let db = await openPglite({ dataDir: dir });
+  try {
+    await db.exec(`create table notes (t text); insert into notes select 'KEEP' || g from generate_series(1, 50) g; insert into notes values ('GONE-ZWAARDVIS'); checkpoint`);
+    await db.exec(`delete from notes where t like 'GONE%'; checkpoint`);
+    await db.close();
+    // What a failed purge leaves (purgeDeleted writes it first and removes it when done).
+    writeFileSync(join(dir, 'purge-pending.json'), JSON.stringify(['notes']));
+    const held = () => readdirSync(join(dir, 'pgdata'), { recursive: true, withFileTypes: true }).some((f) => f.isFile() && readFileSync(join(f.parentPath, f.name)).includes('ZWAARDVIS'));
+    assert.ok(held(), 'the deleted row is still in the files');
+    db = await openPglite({ dataDir: dir });
+    assert.equal(held(), false, 'opening did the purge');
+    assert.equal(exists(join(dir, 'purge-pending.json')), false);
+    assert.equal((await db.query<{ n: number }>('select count(*)::int as n from notes')).rows[0]!.n, 50);
   } finally {
     await db.close();
     rmSync(dir, { recursive: true, force: true });

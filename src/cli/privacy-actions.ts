@@ -42,7 +42,6 @@ export async function forget({ values, positionals }: CommandInput, config: Env)
       return 1;
     }
     const documents = documentsNamingText(outcome.documentsNamingThem);
-    if (outcome.purgeFailed) console.error(`aiq: warning: ${outcome.purgeFailed}`);
     if (outcome.status === 'not_found') {
       console.error(`aiq: nothing is held for ${phone}: no contact, no person, no line of a stored upload with that number (already erased, or a typo?)`);
       if (documents) console.error(`aiq: ${documents}`);
@@ -54,6 +53,7 @@ export async function forget({ values, positionals }: CommandInput, config: Env)
         `${c.jobs} job(s); ${c.importsScrubbed} stored upload(s) and ${c.textsScrubbed} other text(s) scrubbed. The audit log records the erasure, not the data.`,
     );
     if (documents) console.log(documents);
+    if (outcome.purgeFailed) console.error(`aiq: warning: ${outcome.purgeFailed}`);
     return 0;
   });
 }

@@ -1,7 +1,7 @@
 // Embedded PGlite (Postgres in WebAssembly, with pgvector) behind the Database interface.
 // PGlite has no locking between processes, so the owner takes a lock file in the data
 // folder; a second process is refused instead of silently losing writes.
-import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statfsSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createGunzip } from 'node:zlib';
 import { join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
@@ -75,6 +75,9 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
   });
   const self = wrap(db);
   const gate = new SessionGate();
+  // A purge that failed (a full disk) is done at the next start, before anyone else reads.
+  const pending = options.dataDir ? purgePending(options.dataDir) : null;
+  if (pending) await purgeDeleted(db, options.dataDir, pending).catch(() => {});
   let socket: SocketServer | undefined;
   if (options.serveSocket && options.dataDir) {
     try {
@@ -115,23 +118,46 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
         return db.dumpDataDir('gzip');
       });
     },
-    async purgeDeleted(tables) {
-      const names = tables.map((table) => {
-        if (!/^[a-z_]+$/.test(table)) throw new Error(`not a table name: ${table}`);
-        return table;
-      });
-      await gate.run(async () => {
-        // VACUUM FULL writes each table (and its indexes) anew and removes the old files,
-        // which still held the deleted rows (a plain VACUUM only marks their space free).
-        await db.exec(`vacuum full ${names.join(', ')}`);
-        // The log since the last checkpoint holds the rows as they were written and deleted:
-        // a new segment and a checkpoint make the old one unneeded, and it is deleted
-        // (wal_recycle is off, see below).
-        await db.query('select pg_switch_wal()');
-        await db.exec('checkpoint');
-      });
-    },
+    purgeDeleted: (tables) => gate.run(() => purgeDeleted(db, options.dataDir, tables)),
   };
+}
+
+// The tables a purge (Database.purgeDeleted) still has to rewrite, kept while it has not
+// succeeded, so that a purge a full disk stopped is done when aiq next starts.
+const PURGE_PENDING_FILE = 'purge-pending.json';
+
+function purgePending(dataDir: string): string[] | null {
+  try {
+    return JSON.parse(readFileSync(join(dataDir, PURGE_PENDING_FILE), 'utf8')) as string[];
+  } catch {
+    return null;
+  }
+}
+
+/** Database.purgeDeleted on the embedded database; the caller holds the session. */
+async function purgeDeleted(db: PGlite, dataDir: string | undefined, tables: readonly string[]): Promise<void> {
+  const names = tables.map((table) => {
+    if (!/^[a-z_]+$/.test(table)) throw new Error(`not a table name: ${table}`);
+    return table;
+  });
+  const marker = dataDir ? join(dataDir, PURGE_PENDING_FILE) : undefined;
+  if (marker) writeFileSync(marker, JSON.stringify([...new Set([...(purgePending(dataDir!) ?? []), ...names])]), { mode: 0o600 });
+  // VACUUM FULL writes each table (and its indexes) anew and removes the old files, which
+  // still held the deleted rows (a plain VACUUM only marks their space free).
+  await db.exec(`vacuum full ${names.join(', ')}`);
+  // The log holds the rows as they were written and deleted. Segments ahead of the one
+  // being written are old ones PostgreSQL renamed for reuse (wal_recycle, on in versions
+  // before this one), their old contents intact: removed, so the switch below starts a new,
+  // zeroed segment. The checkpoint then leaves the current one and every older one
+  // unneeded, and deletes them (wal_recycle is off: openPglite).
+  if (dataDir) {
+    const walDir = join(dataDir, 'pgdata', 'pg_wal');
+    const { rows } = await db.query<{ current: string }>('select pg_walfile_name(pg_current_wal_insert_lsn()) as current');
+    for (const name of readdirSync(walDir)) if (/^[0-9A-F]{24}$/.test(name) && name > rows[0]!.current) unlinkSync(join(walDir, name));
+  }
+  await db.query('select pg_switch_wal()');
+  await db.exec('checkpoint');
+  if (marker) rmSync(marker, { force: true });
 }
 
 /**

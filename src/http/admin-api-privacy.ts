@@ -25,7 +25,7 @@ export const privacyApi: FastifyPluginAsync<{ runtime: Runtime; actor: string }>
       const { documentsNamingThem } = outcome;
       if (outcome.status === 'not_found') {
         const named = documentsNamingThem.length ? `; ${documentsNamingThem.length} knowledge document(s) name it (documentsNamingThem), which an erasure does not edit` : '';
-        return reply.status(404).send({ error: `nothing is held for this number: no contact, no person, no line of a stored upload${named}`, documentsNamingThem, ...warning(outcome.purgeFailed) });
+        return reply.status(404).send({ error: `nothing is held for this number: no contact, no person, no line of a stored upload${named}`, documentsNamingThem });
       }
       return { erased: true, counts: outcome.counts, documentsNamingThem, ...warning(outcome.purgeFailed) };
     } catch (err) {

@@ -39,7 +39,7 @@ export interface ErasureCounts {
  */
 export type ErasureOutcome =
   | { status: 'erased'; counts: ErasureCounts; documentsNamingThem: Array<{ id: string; title: string }>; purgeFailed?: string }
-  | { status: 'not_found'; documentsNamingThem: Array<{ id: string; title: string }>; purgeFailed?: string }
+  | { status: 'not_found'; documentsNamingThem: Array<{ id: string; title: string }> }
   | { status: 'busy'; reason: string };
 
 /** The number in E.164, or an ErasureInputError that says what is wrong with it. */
@@ -155,13 +155,12 @@ const ERASURE_TABLES = ['contacts', 'conversations', 'messages', 'message_media'
 
 export async function personErase(db: Database, rawPhone: string, actor: string): Promise<ErasureOutcome> {
   const outcome = await eraseWithRetries(db, erasurePhone(rawPhone), actor);
-  // Also when nothing was left: erasing again is how a purge that failed is done after all.
-  if (outcome.status === 'busy' || !db.purgeDeleted) return outcome;
+  if (outcome.status !== 'erased' || !db.purgeDeleted) return outcome;
   try {
     await db.purgeDeleted(ERASURE_TABLES);
     return outcome;
   } catch (err) {
-    return { ...outcome, purgeFailed: `the database files could not be rewritten without the deleted rows (${(err as Error).message}), so a backup taken now may still hold them: erase the number again once that can succeed (room on the disk)` };
+    return { ...outcome, purgeFailed: `the database files could not be rewritten without the deleted rows (${(err as Error).message}), so a backup taken now may still hold them: aiq rewrites them when it next starts (make room on the disk first)` };
   }
 }
 

@@ -297,7 +297,7 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     // Titles, not the lines that name them: a title can be a name, but never their number
     // or email. At most five, so the address stays short; the API and the CLI list them all.
     const documents = documentsNamingText(outcome.documentsNamingThem, 5);
-    const problem = [outcome.purgeFailed && `Erased, but ${outcome.purgeFailed}.`, documents].filter(Boolean).join(' ');
+    const problem = [outcome.status === 'erased' && outcome.purgeFailed && `Erased, but ${outcome.purgeFailed}.`, documents].filter(Boolean).join(' ');
     return reply.redirect(`/admin/conversations${actionQuery(request, problem ? { notice, problem } : { notice })}`, 303);
   });
 
