@@ -62,7 +62,7 @@ before(async () => {
 
   // The knowledge base: two people and three documents, embedded through the fake server.
   await personUpsertMany(runtime.db, [
-    { name: 'Anna de Vries', phone: ANNA, email: 'anna@example.com', department: 'Finance', role: 'Controller', attributes: { Office: 'Utrecht', 'Mobile (private)': '06-9999 8888', 'Email (private)': 'anna@home.example', Started: '2019-03-01' } },
+    { name: 'Anna de Vries', phone: ANNA, email: 'anna@example.com', department: 'Finance', role: 'Controller', attributes: { Office: 'Utrecht', 'Mobile (private)': '06-9999 8888', 'Email (private)': 'anna@home.example', Home: 'Tel. 030 777 6655 (evenings)', Spreadsheet: '31677776655', Started: '2019-03-01' } },
     { name: 'Bram Jansen', phone: '+31687654321', department: 'IT', role: 'Developer' },
   ]);
   for (const doc of [
@@ -159,7 +159,7 @@ test('an inbound message gets exactly one reply, prompted with the sender record
   // Data minimisation: by default (PROMPT_PERSON_FIELDS) the phone and email stay out of the prompt.
   // Further columns that are an email or a number stay out too (found by a personal-data probe); a date stays.
   assert.match(data, /<employee_record>\nName: Anna de Vries\nDepartment: Finance\nRole: Controller\nOffice: Utrecht\nStarted: 2019-03-01\n<\/employee_record>/);
-  for (const personal of ['anna@example.com', '+31612345678', 'anna@home.example', '9999 8888']) assert.ok(!JSON.stringify(chat!.body.messages).includes(personal), `${personal} is not in the prompt`);
+  for (const personal of ['anna@example.com', '+31612345678', 'anna@home.example', '9999 8888', '777 6655', '31677776655']) assert.ok(!JSON.stringify(chat!.body.messages).includes(personal), `${personal} is not in the prompt`);
   assert.match(data, /<document index="1" title="Leave policy">\nEvery employee has 25 days of paid holiday leave per year/);
   assert.doesNotMatch(data, /forgotten password/, 'top-k kept the unrelated chunk out');
   assert.deepEqual(chat!.body.messages.at(-1), { role: 'user', content: 'How many days of holiday leave do I have per year?' });

@@ -85,20 +85,22 @@ export function personText(person: PersonInput, fields: readonly PersonTextField
   if (shown.has('role') && person.role) lines.push(`Role: ${person.role}`);
   if (shown.has('attributes')) {
     for (const [key, value] of Object.entries(person.attributes ?? {})) {
-      // A further column that is an email address or a phone number ("Privé mobiel") stays
-      // out unless its kind is shown: "not email or phone" held only for the named columns
-      // (found by a personal-data probe).
-      if (!value || (!shown.has('email') && EMAIL_VALUE.test(value)) || (!shown.has('phone') && PHONE_VALUE.test(value))) continue;
+      // A further column that holds an email address or a phone number ("Privé mobiel")
+      // stays out unless its kind is shown: "not email or phone" held only for the named
+      // columns (found by a personal-data probe; in review, with words around them too).
+      if (!value || (!shown.has('email') && EMAIL_IN_VALUE.test(value)) || (!shown.has('phone') && holdsPhoneNumber(value))) continue;
       lines.push(`${key}: ${value}`);
     }
   }
   return lines.join('\n');
 }
 
-const EMAIL_VALUE = /^\s*[^@\s]+@[^@\s]+\.[^@\s]+\s*$/;
-// A number as people write one, international (+, 00) or national (trunk 0, or a US area
-// code in brackets), 8 to 15 digits with spaces, dashes, dots or brackets; not a date.
-const PHONE_VALUE = /^(?!\s*\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}\s*$)\s*(?:\+|0|\()(?:[\s().\-\u00a0]*\d){8,15}[\s().\-\u00a0]*$/;
+const EMAIL_IN_VALUE = /[^@\s]+@[^@\s]+\.[^@\s]+/;
+// Nine digits or more in a run, with the spaces, dashes, dots and brackets numbers are
+// written with ("06-1234 5678", "31612345678" as a spreadsheet keeps it); dates first left out.
+const DIGIT_RUN = /\d(?:[\s().\-\u00a0]{0,2}\d){8,}/;
+const DATE = /\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}/g;
+const holdsPhoneNumber = (value: string) => DIGIT_RUN.test(value.replace(DATE, ' '));
 
 /** The parts of a person record `personText` can show (PROMPT_PERSON_FIELDS picks for prompts). */
 export const PERSON_TEXT_FIELDS = ['name', 'phone', 'email', 'department', 'role', 'attributes'] as const;
