@@ -401,7 +401,8 @@ export function dotEnvProblem(text: string): { line: number; message: string } |
     if (equals < 0) {
       return { line: i + 1, message: "is not NAME=value (or a # comment); fix it: Node's reader takes such a line as the start of the next setting's name, and that setting is lost" };
     }
-    const value = line.slice(equals + 1).trimStart();
+    const raw = line.slice(equals + 1);
+    const value = raw.trimStart();
     const quote = value[0];
     if (quote === '"' || quote === "'" || quote === '`') {
       if (!value.slice(1).includes(quote)) {
@@ -410,9 +411,12 @@ export function dotEnvProblem(text: string): { line: number; message: string } |
       }
       continue;
     }
-    const hash = value.indexOf('#');
-    if (hash >= 0 && (hash === 0 || !/\s/.test(value[hash - 1]!))) {
-      const name = line.slice(0, equals).trim();
+    // A # after a space is a comment (`A= # note`, `A=1 # note`), and so is one right after
+    // the = with a space or nothing after it (`A=# note`, `A=#`); `A=#abc` is a value.
+    const hash = raw.indexOf('#');
+    const cuts = hash > 0 ? !/\s/.test(raw[hash - 1]!) : hash === 0 && /\S/.test(raw[1] ?? ' ');
+    if (cuts) {
+      const name = line.slice(0, equals).trim().replace(/^export\s+/, '');
       return { line: i + 1, message: `(${name}): its value holds a #, where Node's reader starts a comment, so the value would be cut to what comes before it; put the value in quotes: ${name}="…"` };
     }
   }

@@ -73,7 +73,10 @@ test('a .env line without = stops every command, naming the line, not quoting it
   // A # inside an unquoted value starts a comment to Node: the value would be cut (found
   // by a new-user probe: ADMIN_TOKEN=correct-horse-battery#staple let in "correct-horse-battery").
   assert.equal(lineOf('A=1\nADMIN_TOKEN=correct-horse-battery#staple\n'), 2);
+  assert.equal(lineOf('OPENAI_API_KEY=x#abc\n'), 1);
   assert.equal(lineOf('OPENAI_API_KEY=#abc\n'), 1);
+  assert.equal(lineOf('A= # an empty value, then a comment\nB=#\nC=# note\n'), null, 'Node reads these as empty: nothing cut');
+  assert.match(dotEnvProblem('export ADMIN_TOKEN=abc#def\n')!.message, /^\(ADMIN_TOKEN\)/);
   assert.match(dotEnvProblem('ADMIN_TOKEN=Sup3r#Secret-Token\n')!.message, /^\(ADMIN_TOKEN\): its value holds a #, .* put the value in quotes: ADMIN_TOKEN="…"$/);
   assert.doesNotMatch(dotEnvProblem('ADMIN_TOKEN=Sup3r#Secret-Token\n')!.message, /Sup3r|Secret/);
   const dir = mkdtempSync(join(tmpdir(), 'aiq-env-'));

@@ -77,7 +77,7 @@ describe('quoted replies through the pipeline', () => {
     assert.equal(page.statusCode, 200);
     assert.match(page.body, /<span class="quote meta">↩ replying to the AI: &quot;Antwoord 1: wil je de aanvraag op 12 mei indienen\?&quot;<\/span><span class="body">Ja, klopt<\/span>/);
     assert.match(page.body, /↩ replying to their own message: &quot;Ja, klopt&quot;<\/span><span class="body">Die bedoel ik/);
-    assert.match(page.body, /↩ replying to a message no longer stored<\/span><span class="body">Wat stond hier\?/);
+    assert.match(page.body, /↩ replying to a message not in this conversation's history<\/span><span class="body">Wat stond hier\?/);
 
     const exported = await personExport(t.db, ANNA);
     const messages = exported!.conversations.flatMap((c) => c.messages);

@@ -40,12 +40,18 @@ export function quotedExcerpt(quoted: QuotedMessage): string {
   return words.length > QUOTE_MAX_CHARS ? `"${words.slice(0, QUOTE_MAX_CHARS)}…"` : `"${words}"`;
 }
 
+/** Whose the quoted message was, as the model sees turns (admin replies are the assistant's too) or as an admin does. */
+export function quotedWhose(quoted: QuotedMessage, reader: 'model' | 'admin'): string {
+  if (quoted.source === 'inbound') return 'their own message';
+  if (reader === 'model') return "the assistant's message";
+  return quoted.source === 'ai' ? 'the AI' : 'an admin';
+}
+
 /**
  * The line the model reads before a quoting message: whose message it answers and what it
  * said, or that it is not available (removed by retention, or not of this conversation).
  */
 export function quoteLine(quoted: QuotedMessage | undefined): string {
   if (!quoted) return '[replying to an earlier message that is no longer available]';
-  const whose = quoted.source === 'inbound' ? 'their own message' : "the assistant's message";
-  return `[replying to ${whose}: ${quotedExcerpt(quoted)}]`;
+  return `[replying to ${quotedWhose(quoted, 'model')}: ${quotedExcerpt(quoted)}]`;
 }

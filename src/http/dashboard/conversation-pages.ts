@@ -8,7 +8,7 @@ import { chunkLocation } from '../../knowledge/chunking.ts';
 import { templateFill, windowOpen, windowOpenUntil, type ReplyTemplate } from '../../messaging/window.ts';
 import type { Profiles } from '../../messaging/profiles.ts';
 import { mediaFile, mediaOfMessages, type MediaInfo } from '../../messaging/media-store.ts';
-import { quotedExcerpt, quotedMessages, type QuotedMessage } from '../../messaging/quotes.ts';
+import { quotedExcerpt, quotedMessages, quotedWhose, type QuotedMessage } from '../../messaging/quotes.ts';
 import { conversationAiPausedSet, conversationGet, messageListRecent, repliesSuperseded, type Citations, type Conversation, type Message } from '../../messaging/conversations.ts';
 import { ANSWERED_SINCE_TEXT } from '../../messaging/outbox.ts';
 import { documentsNamingText } from '../../privacy/documents-about.ts';
@@ -90,9 +90,9 @@ function mediaBlock(media: MediaInfo): Html {
 
 /** The message a contact quoted, above their words: whose it was and what it said, or that it is gone. */
 function quoteBlock(quoted: QuotedMessage | undefined): Html {
-  if (!quoted) return html`<span class="quote meta">↩ replying to a message no longer stored</span>`;
-  const whose = quoted.source === 'inbound' ? 'their own message' : quoted.source === 'ai' ? 'the AI' : 'an admin';
-  return html`<span class="quote meta">↩ replying to ${whose}: ${quotedExcerpt(quoted)}</span>`;
+  // Removed by retention, or (a SID Twilio sent) not of this conversation.
+  if (!quoted) return html`<span class="quote meta">↩ replying to a message not in this conversation's history</span>`;
+  return html`<span class="quote meta">↩ replying to ${quotedWhose(quoted, 'admin')}: ${quotedExcerpt(quoted)}</span>`;
 }
 
 function messageBubble(m: Message, media: MediaInfo[] = [], superseded = false, quotes: Map<string, QuotedMessage> = new Map()): Html {
