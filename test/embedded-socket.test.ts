@@ -65,6 +65,25 @@ test('a socket client and the app take turns: neither runs inside the other\'s t
 });
 
 
+test('a large result reaches a socket client whole', { timeout: 60_000 }, async () => {
+  // Found by an operations probe: 100,000 rows through psql lost protocol synchronisation
+  // (node-postgres hung): the socket wrote views of PGlite's memory that it had overwritten.
+  const dir = mkdtempSync(join(tmpdir(), 'aiq-sock-'));
+  const db = await openPglite({ dataDir: dir, serveSocket: true });
+  const client = socketClient(dir);
+  try {
+    await db.exec(`create table big (s text); insert into big select 'SM' || md5(g::text) from generate_series(1, 150000) g`);
+    await client.connect();
+    const { rows } = await client.query<{ s: string; g: number }>('select s, row_number() over ()::int as g from big');
+    assert.equal(rows.length, 150_000);
+    assert.ok(rows.every((row, i) => row.g === i + 1 && /^SM[0-9a-f]{32}$/.test(row.s)), 'every row as it was');
+  } finally {
+    await client.end().catch(() => {});
+    await db.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('CLI commands work while `aiq start` runs on the embedded database, and the server sees what they did', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'aiq-one-'));
   const port = await freePort();

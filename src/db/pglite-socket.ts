@@ -91,7 +91,10 @@ function serveClient(socket: Socket, db: PGlite, gate: SessionGate, onError: (er
     await db.runExclusive(() =>
       db.execProtocolRawStream(message, {
         onRawData(data) {
-          if (!socket.destroyed) socket.write(data);
+          // A copy: `data` is a view into PGlite's memory, which it overwrites with the next
+          // part of the answer, while a busy socket keeps what it was given to write later
+          // (a large result reached the client corrupted: found by an operations probe).
+          if (!socket.destroyed) socket.write(Buffer.from(data));
           tail = Buffer.concat([tail, data]).subarray(-READY_FOR_QUERY_IDLE.length);
         },
       }),
