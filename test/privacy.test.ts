@@ -478,7 +478,7 @@ test('on the embedded database, neither its folder nor a backup taken after an e
   }
 });
 
-test('on the embedded database, a purge a full disk stopped is done when aiq next opens it', async () => {
+test('on the embedded database, a purge a crash or a full disk stopped is done when aiq next opens it', async () => {
   const { openPglite } = await import('../src/db/pglite.ts');
   const { existsSync: exists, readdirSync } = await import('node:fs');
   const dir = mkdtempSync(join(tmpdir(), 'aiq-purge-'));
@@ -495,6 +495,24 @@ test('on the embedded database, a purge a full disk stopped is done when aiq nex
     assert.equal(held(), false, 'opening did the purge');
     assert.equal(exists(join(dir, 'purge-pending.json')), false);
     assert.equal((await db.query<{ n: number }>('select count(*)::int as n from notes')).rows[0]!.n, 50);
+
+    // An erasure records its purge before the rows go (a process killed in between purges
+    // at the next open) and clears it once done, or when it found nothing; a purge that
+    // was pending already stays pending through an erasure that found nothing.
+    const { migrate } = await import('../src/db/migrate.ts');
+    const { personErase } = await import('../src/privacy/erasure.ts');
+    await migrate(db);
+    let seenPending = false;
+    const watching = { ...db, transaction: <T>(work: (tx: Queryable) => Promise<T>) => ((seenPending ||= exists(join(dir, 'purge-pending.json'))), db.transaction(work)) };
+    await db.query(`insert into people (name, phone, content_hash) values ('Piet', '+31611119999', 'h')`);
+    assert.equal((await personErase(watching, '+31611119999', 'test')).status, 'erased');
+    assert.ok(seenPending, 'recorded before the erasure ran');
+    assert.equal(exists(join(dir, 'purge-pending.json')), false, 'cleared after the purge');
+    assert.equal((await personErase(db, '+31600000404', 'test')).status, 'not_found');
+    assert.equal(exists(join(dir, 'purge-pending.json')), false, 'nothing found: nothing left pending');
+    writeFileSync(join(dir, 'purge-pending.json'), JSON.stringify(['notes']));
+    assert.equal((await personErase(db, '+31600000404', 'test')).status, 'not_found');
+    assert.equal(exists(join(dir, 'purge-pending.json')), true, 'a purge pending before stays pending');
   } finally {
     await db.close();
     rmSync(dir, { recursive: true, force: true });

@@ -119,6 +119,14 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
       });
     },
     purgeDeleted: (tables) => gate.run(() => purgeDeleted(db, options.dataDir, tables)),
+    purgePending(tables) {
+      if (!options.dataDir) return false;
+      const marker = join(options.dataDir, PURGE_PENDING_FILE);
+      const before = purgePending(options.dataDir);
+      if (tables === null) rmSync(marker, { force: true });
+      else writeFileSync(marker, JSON.stringify([...new Set([...(before ?? []), ...tables])]), { mode: 0o600 });
+      return before !== null;
+    },
   };
 }
 

@@ -41,5 +41,12 @@ export interface Database extends Queryable {
    * (pg_dump) or the provider's, with their own retention.
    */
   purgeDeleted?(tables: readonly string[]): Promise<void>;
+  /**
+   * The embedded database only: records that `tables` are to be purged, before the rows go,
+   * so that a purge a crash or a full disk stops is done when the database is next opened;
+   * purgeDeleted clears it. Returns whether a purge was pending already. `null` clears what
+   * this process recorded, when nothing was deleted after all.
+   */
+  purgePending?(tables: readonly string[] | null): boolean;
   close(): Promise<void>;
 }

@@ -154,8 +154,18 @@ const RETRYABLE = new Set(['40P01', '40001']);
 const ERASURE_TABLES = ['contacts', 'conversations', 'messages', 'message_media', 'suggestions', 'people', 'ai_jobs', 'imports', 'ai_usage'] as const;
 
 export async function personErase(db: Database, rawPhone: string, actor: string): Promise<ErasureOutcome> {
-  const outcome = await eraseWithRetries(db, erasurePhone(rawPhone), actor);
-  if (outcome.status !== 'erased' || !db.purgeDeleted) return outcome;
+  const phone = erasurePhone(rawPhone);
+  // Recorded before the rows go: a process killed between the erasure and its purge (or in
+  // it) purges when it next opens the database (found by an operations probe).
+  const pendingBefore = db.purgePending?.(ERASURE_TABLES) ?? false;
+  const outcome = await eraseWithRetries(db, phone, actor).catch((err: unknown) => {
+    if (!pendingBefore) db.purgePending?.(null);
+    throw err;
+  });
+  if (outcome.status !== 'erased' || !db.purgeDeleted) {
+    if (!pendingBefore) db.purgePending?.(null);
+    return outcome;
+  }
   try {
     await db.purgeDeleted(ERASURE_TABLES);
     return outcome;
