@@ -8,13 +8,22 @@
 -- with one condition more. The three-argument form stays, for workers of the previous
 -- version during a rolling upgrade and for `select * from claim_ai_jobs(10)` by hand, and
 -- now calls this one.
+--
+-- Without bitmap scans: a claim wants the first jobs in the claim index's order, which an
+-- index scan reads and stops. Where `ai_jobs` has no statistics yet (a table just filled,
+-- before autovacuum's analyse, or a server with autovacuum off) the planner took a bitmap
+-- scan that read every due job and sorted them, at every claim: 4.3 ms per claim of 10
+-- from 20,000 due jobs against 0.02 ms (found measuring this migration's type condition,
+-- which that plan evaluated on every due job: the drain at defaults fell 13%).
 create function claim_ai_jobs(
   batch_size    int,
   worker_id     text,
   lease_seconds int,
   job_types     text[]
 ) returns setof ai_jobs
-language plpgsql as $$
+language plpgsql
+set enable_bitmapscan = off
+as $$
 begin
   return query
   with claimed as (
