@@ -157,8 +157,9 @@ test('an inbound message gets exactly one reply, prompted with the sender record
   assert.equal(chat!.body.messages[1].role, 'user');
   const data: string = chat!.body.messages[1].content;
   // Data minimisation: by default (PROMPT_PERSON_FIELDS) the phone and email stay out of the prompt.
-  // Further columns that are an email or a number stay out too (found by a personal-data probe); a date stays.
-  assert.match(data, /<employee_record>\nName: Anna de Vries\nDepartment: Finance\nRole: Controller\nOffice: Utrecht\nStarted: 2019-03-01\n<\/employee_record>/);
+  // Emails and numbers in further columns stay out too (found by a personal-data probe): a
+  // column of nothing else goes, the rest of one keeps its words; a date stays.
+  assert.match(data, /<employee_record>\nName: Anna de Vries\nDepartment: Finance\nRole: Controller\nHome: Tel\. \[phone number\] \(evenings\)\nOffice: Utrecht\nStarted: 2019-03-01\n<\/employee_record>/);
   for (const personal of ['anna@example.com', '+31612345678', 'anna@home.example', '9999 8888', '777 6655', '31677776655']) assert.ok(!JSON.stringify(chat!.body.messages).includes(personal), `${personal} is not in the prompt`);
   assert.match(data, /<document index="1" title="Leave policy">\nEvery employee has 25 days of paid holiday leave per year/);
   assert.doesNotMatch(data, /forgotten password/, 'top-k kept the unrelated chunk out');

@@ -85,22 +85,30 @@ export function personText(person: PersonInput, fields: readonly PersonTextField
   if (shown.has('role') && person.role) lines.push(`Role: ${person.role}`);
   if (shown.has('attributes')) {
     for (const [key, value] of Object.entries(person.attributes ?? {})) {
-      // A further column that holds an email address or a phone number ("Privé mobiel")
-      // stays out unless its kind is shown: "not email or phone" held only for the named
-      // columns (found by a personal-data probe; in review, with words around them too).
-      if (!value || (!shown.has('email') && EMAIL_IN_VALUE.test(value)) || (!shown.has('phone') && holdsPhoneNumber(value))) continue;
-      lines.push(`${key}: ${value}`);
+      // An email address or a phone number in a further column ("Privé mobiel", a note
+      // that gives one) is left out unless its kind is shown: "not email or phone" held only
+      // for the named columns (found by a personal-data probe; in review, with words around
+      // them too). The rest of the column stays; one that held nothing else goes.
+      const shownValue = contactDetailsHidden(value ?? '', { email: shown.has('email'), phone: shown.has('phone') });
+      if (shownValue) lines.push(`${key}: ${shownValue}`);
     }
   }
   return lines.join('\n');
 }
 
-const EMAIL_IN_VALUE = /[^@\s]+@[^@\s]+\.[^@\s]+/;
-// Nine digits or more in a run, with the spaces, dashes, dots and brackets numbers are
-// written with ("06-1234 5678", "31612345678" as a spreadsheet keeps it); dates first left out.
-const DIGIT_RUN = /\d(?:[\s().\-\u00a0]{0,2}\d){8,}/;
-const DATE = /\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}/g;
-const holdsPhoneNumber = (value: string) => DIGIT_RUN.test(value.replace(DATE, ' '));
+const EMAIL_IN_VALUE = /[^@\s]+@[^@\s]+\.[^@\s]+/g;
+// A date, or nine digits or more in a run with the spaces, dashes, dots and brackets numbers
+// are written with ("06-1234 5678", "31612345678" as a spreadsheet keeps it, "+31 (0)6 …"):
+// the dates stay, the runs are numbers.
+const DATE_OR_DIGIT_RUN = /(\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}(?!\d))|\+?\d(?:[\s().\-\u00a0]{0,2}\d){8,}/g;
+
+/** `value` with its email addresses and phone numbers left out, as `shows` asks; '' when nothing else was in it. */
+function contactDetailsHidden(value: string, shows: { email: boolean; phone: boolean }): string {
+  let hidden = value;
+  if (!shows.email) hidden = hidden.replace(EMAIL_IN_VALUE, '[email]');
+  if (!shows.phone) hidden = hidden.replace(DATE_OR_DIGIT_RUN, (run, date: string | undefined) => date ?? '[phone number]');
+  return /^[\s[\]();,.:\-]*(?:(?:email|phone number)[\s[\]();,.:\-]*)*$/.test(hidden) ? '' : hidden.trim();
+}
 
 /** The parts of a person record `personText` can show (PROMPT_PERSON_FIELDS picks for prompts). */
 export const PERSON_TEXT_FIELDS = ['name', 'phone', 'email', 'department', 'role', 'attributes'] as const;
