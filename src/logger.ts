@@ -32,8 +32,8 @@ const PHONE_IN_TEXT = /(?:(?<=^|[^\w+/]|\\[nrtbf])\+|(?<=^|[\s"'(:;,<>[{]|\\[nrt
 // +31612345678 12 times"), not the number's last group.
 const WHOLE_BEFORE_SPACE = /^(?:\+|00)\d{10,15}(?=[ \u00a0\u202f-])/;
 // An email address inside a text (an outside service's error may quote one): personal data
-// as much as a number.
-const EMAIL_IN_TEXT = /[A-Za-z0-9._%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}/g;
+// as much as a number. Also what a person's record leaves out of prompts (knowledge/people.ts).
+export const EMAIL_IN_TEXT = /[A-Za-z0-9._%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}/g;
 
 /** `text` with every phone number in international form (maskPhone) and every email address (maskEmail) masked. */
 export function personalDataMasked(text: string): string {

@@ -121,10 +121,9 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
     purgeDeleted: (tables) => gate.run(() => purgeDeleted(db, options.dataDir, tables)),
     purgePending(tables) {
       if (!options.dataDir) return false;
-      const marker = join(options.dataDir, PURGE_PENDING_FILE);
       const before = purgePending(options.dataDir);
-      if (tables === null) rmSync(marker, { force: true });
-      else writeFileSync(marker, JSON.stringify([...new Set([...(before ?? []), ...tables])]), { mode: 0o600 });
+      if (tables === null) rmSync(join(options.dataDir, PURGE_PENDING_FILE), { force: true });
+      else purgeRecord(options.dataDir, tables);
       return before !== null;
     },
   };
@@ -142,14 +141,18 @@ function purgePending(dataDir: string): string[] | null {
   }
 }
 
+/** Adds `tables` to the purge pending in `dataDir`. */
+function purgeRecord(dataDir: string, tables: readonly string[]): void {
+  writeFileSync(join(dataDir, PURGE_PENDING_FILE), JSON.stringify([...new Set([...(purgePending(dataDir) ?? []), ...tables])]), { mode: 0o600 });
+}
+
 /** Database.purgeDeleted on the embedded database; the caller holds the session. */
 async function purgeDeleted(db: PGlite, dataDir: string | undefined, tables: readonly string[]): Promise<void> {
   const names = tables.map((table) => {
     if (!/^[a-z_]+$/.test(table)) throw new Error(`not a table name: ${table}`);
     return table;
   });
-  const marker = dataDir ? join(dataDir, PURGE_PENDING_FILE) : undefined;
-  if (marker) writeFileSync(marker, JSON.stringify([...new Set([...(purgePending(dataDir!) ?? []), ...names])]), { mode: 0o600 });
+  if (dataDir) purgeRecord(dataDir, names);
   // VACUUM FULL writes each table (and its indexes) anew and removes the old files, which
   // still held the deleted rows (a plain VACUUM only marks their space free).
   await db.exec(`vacuum full ${names.join(', ')}`);
@@ -165,7 +168,7 @@ async function purgeDeleted(db: PGlite, dataDir: string | undefined, tables: rea
   }
   await db.query('select pg_switch_wal()');
   await db.exec('checkpoint');
-  if (marker) rmSync(marker, { force: true });
+  if (dataDir) rmSync(join(dataDir, PURGE_PENDING_FILE), { force: true });
 }
 
 /**

@@ -3,6 +3,7 @@
 // record reads as text (for prompts). Knows nothing of CSV or providers.
 import { createHash } from 'node:crypto';
 import type { Queryable } from '../db/types.ts';
+import { EMAIL_IN_TEXT } from '../logger.ts';
 
 export interface PersonInput {
   name: string;
@@ -96,7 +97,6 @@ export function personText(person: PersonInput, fields: readonly PersonTextField
   return lines.join('\n');
 }
 
-const EMAIL_IN_VALUE = /[^@\s]+@[^@\s]+\.[^@\s]+/g;
 // A date, or nine digits or more in a run with the spaces, dashes, dots and brackets numbers
 // are written with ("06-1234 5678", "31612345678" as a spreadsheet keeps it, "+31 (0)6 …"):
 // the dates stay, the runs are numbers.
@@ -105,7 +105,7 @@ const DATE_OR_DIGIT_RUN = /(\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}(?!\d))|\+?\d(?:[\s()
 /** `value` with its email addresses and phone numbers left out, as `shows` asks; '' when nothing else was in it. */
 function contactDetailsHidden(value: string, shows: { email: boolean; phone: boolean }): string {
   let hidden = value;
-  if (!shows.email) hidden = hidden.replace(EMAIL_IN_VALUE, '[email]');
+  if (!shows.email) hidden = hidden.replace(EMAIL_IN_TEXT, '[email]');
   if (!shows.phone) hidden = hidden.replace(DATE_OR_DIGIT_RUN, (run, date: string | undefined) => date ?? '[phone number]');
   return /^[\s[\]();,.:\-]*(?:(?:email|phone number)[\s[\]();,.:\-]*)*$/.test(hidden) ? '' : hidden.trim();
 }

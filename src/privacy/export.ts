@@ -68,9 +68,10 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
   )).rows[0];
   const documents = await documentsAboutPerson(db, phone, person?.email ?? null);
   // Without a contact or a person record, a stored upload can still hold their line.
-  const imports = await importsAboutPerson(db, phone, person?.email ?? null);
-  const naming = await jobsNamingPerson(db, phone, person?.email ?? null);
-  const messageErrors = await messageErrorsNamingPerson(db, phone, person?.email ?? null);
+  const them = namingOf(phone, person?.email ?? null);
+  const imports = await importsAboutPerson(db, them);
+  const naming = await jobsNamingPerson(db, them);
+  const messageErrors = await messageErrorsNamingPerson(db, them);
   if (!contact && !person && documents.length === 0 && imports.length === 0 && naming.length === 0 && messageErrors.length === 0) return null;
 
   const conversations = contact
@@ -147,22 +148,36 @@ export async function personExport(db: Queryable, rawPhone: string): Promise<Per
 }
 
 /**
+ * How texts name the person, built once for every part of the export: the SQL patterns
+ * (their national digits anywhere, their email; as erasure scrubs them), a superset, and
+ * the matcher that decides what is handed over (+33612345678 holds the digits of
+ * +31612345678 and is someone else).
+ */
+interface Naming {
+  phone: string;
+  email: string | null;
+  /** $1 and $2 of the *_NAMING_PERSON conditions. */
+  patterns: [string, string];
+  names: ReturnType<typeof personMatcher>;
+}
+
+function namingOf(phone: string, email: string | null): Naming {
+  return { phone, email, patterns: [spelledNumberPattern(nationalPartOf(phone)), emailPattern(email)], names: personMatcher(phone, email) };
+}
+
+/**
  * The person's lines in stored uploads (as erasure finds them: uploadsAboutPerson) and the row
  * errors that quote their number or email, or report one of those lines.
  */
-async function importsAboutPerson(db: Queryable, phone: string, email: string | null): Promise<PersonExport['imports']> {
-  const spelled = spelledNumberPattern(nationalPartOf(phone));
+async function importsAboutPerson(db: Queryable, { phone, email, patterns, names }: Naming): Promise<PersonExport['imports']> {
   // The uploads' bytes are read and matched once, by uploadsAboutPerson; here only the rest of the row.
   const uploads = new Map((await uploadsAboutPerson(db, phone, email)).map((u) => [u.id, u]));
   const { rows } = await db.query<{ id: string; filename: string; created_at: Date; row_errors: Array<{ line: number; reason: string }>; error: string | null }>(
     `select id, filename, created_at, row_errors, error from imports
      where id = any($3::uuid[]) or ${IMPORT_TEXTS_NAMING_PERSON}
      order by created_at`,
-    [spelled, emailPattern(email), [...uploads.keys()]],
+    [...patterns, [...uploads.keys()]],
   );
-  // The SQL finds their national digits anywhere (a superset); what is handed over must name
-  // them: +33612345678 holds the digits of +31612345678 and is someone else.
-  const names = personMatcher(phone, email);
   return rows.map((row) => {
     const upload = uploads.get(row.id);
     const about = new Set(upload?.about ?? []);
@@ -178,13 +193,11 @@ async function importsAboutPerson(db: Queryable, phone: string, email: string | 
 }
 
 /** Jobs whose texts name the number or email (as erasure finds them to scrub), with those texts. */
-async function jobsNamingPerson(db: Queryable, phone: string, email: string | null): Promise<PersonExport['mentions']> {
+async function jobsNamingPerson(db: Queryable, { patterns, names }: Naming): Promise<PersonExport['mentions']> {
   const { rows } = await db.query<{ id: string; type: string; created_at: Date; last_error: string | null; errors: unknown; result: unknown; payload: unknown }>(
     `select id, type, created_at, last_error, errors, result, payload from ai_jobs where ${JOB_TEXTS_NAMING_PERSON} order by created_at`,
-    [spelledNumberPattern(nationalPartOf(phone)), emailPattern(email)],
+    patterns,
   );
-  // As for imports: the digits anywhere in SQL, then only texts that name them.
-  const names = personMatcher(phone, email);
   return rows
     .map((row) => ({
       jobId: row.id,
@@ -196,12 +209,11 @@ async function jobsNamingPerson(db: Queryable, phone: string, email: string | nu
 }
 
 /** Messages whose failure text names the number or email (as erasure finds them to scrub). */
-async function messageErrorsNamingPerson(db: Queryable, phone: string, email: string | null): Promise<PersonExport['messageErrors']> {
+async function messageErrorsNamingPerson(db: Queryable, { patterns, names }: Naming): Promise<PersonExport['messageErrors']> {
   const { rows } = await db.query<{ id: string; created_at: Date; error_message: string }>(
     `select id, created_at, error_message from messages where ${MESSAGE_ERRORS_NAMING_PERSON} order by created_at`,
-    [spelledNumberPattern(nationalPartOf(phone)), emailPattern(email)],
+    patterns,
   );
-  const names = personMatcher(phone, email);
   return rows.filter((row) => names.prose(row.error_message)).map((row) => ({ messageId: row.id, createdAt: row.created_at, text: row.error_message }));
 }
 
