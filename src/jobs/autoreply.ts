@@ -319,7 +319,18 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
       }
       // Waiting with no attempt left would leave the reply unconfirmed and unflagged: flag now.
       // Harmless if Twilio's callback still comes: it outranks `flagged` and confirms it.
-      if (outcome.kind === 'waiting' && job.attempts >= job.maxAttempts) outcome = await replyFlag(deps, outcome.reply, undefined, to);
+      if (outcome.kind === 'waiting' && job.attempts >= job.maxAttempts) {
+        outcome = await replyFlag(deps, outcome.reply, undefined, to);
+        // Twilio's list had it after all: the parts after it are due now, in order.
+        if (outcome.kind === 'already-sent' && outcome.reply.part < outcome.reply.parts) {
+          try {
+            outcome = await replyPartsResume(deps, await replyPartsForInbound(runtime.db, inbound.id), to, { confirms: optChange ?? undefined });
+          } catch (err) {
+            if (err instanceof ReplyWithheldError) return { skipped: err.reason, resumed: true, ...meta };
+            throw err;
+          }
+        }
+      }
       if (outcome.kind === 'waiting') logger.warn({ replyId: outcome.reply.id, retryInMs: outcome.retryInMs }, 'reply not confirmed yet: waiting for the status callback');
       if (outcome.kind === 'sent') {
         // Without Twilio the reply went to the log transport: "sent" would contradict its line.

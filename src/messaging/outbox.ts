@@ -278,7 +278,9 @@ export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string)
   if (first) {
     // Written just now, the first part claimed by this attempt: send it, then the rest in turn.
     const outcome = await replyDispatch(deps, messageFromRow(first as never), to, sendContextFromRow(first));
-    if (outcome.kind !== 'sent' || later.length === 0) return outcome;
+    // Confirmed counts as much as sent: a send cut off and then confirmed at once (Twilio's
+    // list, or a status callback that raced in) is `already-sent`, and its later parts are due.
+    if ((outcome.kind !== 'sent' && outcome.kind !== 'already-sent') || later.length === 0) return outcome;
     const rest = await replyPartsResume(deps, later.map((row) => messageFromRow(row as never)), to, input);
     return rest.kind === 'already-sent' ? { kind: 'sent', reply: rest.reply } : rest;
   }

@@ -1,7 +1,8 @@
 // A fake Twilio REST API as a real HTTP server: Messages.json speaks Twilio's wire format
 // (form post, Basic auth, JSON resource or error), records every request, injects faults
-// (429, 5xx, 4xx with a Twilio code, hangs before or after accepting), and sends signed
-// status callbacks like Twilio does. Used by tests in-process and by the chaos run standalone:
+// (429, 5xx, 4xx with a Twilio code, hangs before or after accepting, an error or a body
+// that is not JSON after accepting), and sends signed status callbacks like Twilio does.
+// Used by tests in-process and by the chaos run standalone:
 //   node --import tsx test/helpers/fake-twilio.ts --port 4010 --auth-token T --rate-500 0.1
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
@@ -26,7 +27,15 @@ export type Fault =
   /** Accept the message, then cut the connection (ECONNRESET at the sender). */
   | { kind: 'accept-then-drop' }
   /** Accept (201 queued), then report `failed` with this code by status callback (63016 …). */
-  | { kind: 'fail-later'; code: number };
+  | { kind: 'fail-later'; code: number }
+  /**
+   * Accept the message (it goes out), then answer with this HTTP error anyway: a gateway that
+   * timed out on Twilio's answer (502/504), or a 500 raised after the message was stored.
+   * `html` answers with a proxy's HTML page instead of Twilio's JSON error.
+   */
+  | { kind: 'accept-then-http'; status: number; code?: number; message?: string; html?: boolean }
+  /** Accept the message, then answer 201 with this body (not Twilio's JSON resource). */
+  | { kind: 'accept-then-body'; body: string; contentType?: string };
 
 /** Probability per send of each fault kind (0–1); the rest succeed. */
 export interface FaultRates {
@@ -424,6 +433,17 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
     this.scheduleCallbacks(message, outsideWindow ? 63016 : fault?.kind === 'fail-later' ? fault.code : undefined);
 
     if (fault?.kind === 'accept-then-hang') return;
+    if (fault?.kind === 'accept-then-http') {
+      if (fault.html) {
+        res.writeHead(fault.status, { 'content-type': 'text/html' });
+        return void res.end(`<html><body><h1>${fault.status}</h1></body></html>`);
+      }
+      return sendJson(res, fault.status, twilioError(fault.code ?? fault.status, fault.message ?? `HTTP ${fault.status}`, fault.status));
+    }
+    if (fault?.kind === 'accept-then-body') {
+      res.writeHead(201, { 'content-type': fault.contentType ?? 'text/plain' });
+      return void res.end(fault.body);
+    }
     if (fault?.kind === 'accept-then-drop') {
       res.socket?.destroy();
       return;
