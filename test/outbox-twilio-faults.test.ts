@@ -119,3 +119,33 @@ describe('a reply in parts on its last attempt', () => {
     assert.equal((await jobGet(t.db, job.id))!.status, 'done');
   });
 });
+
+// Found by a Twilio probe: a 429 with `Retry-After: 0` made the throttled job due at once,
+// without spending an attempt, so the worker sent to Twilio again and again as fast as it
+// could for the whole throttle window (15 minutes): a retry storm against a throttling API.
+describe('a 429 with Retry-After: 0', () => {
+  let t: TestDatabase;
+  let fake: FakeTwilio;
+  let m: MessagingApp;
+  before(async () => {
+    t = await freshServerDatabase();
+    fake = await startFakeTwilio();
+    m = await startMessagingApp(messagingEnv(t.url, fake.url));
+    await m.startWorker();
+  });
+  after(async () => {
+    await m?.close();
+    await fake?.close();
+    await t?.close();
+  });
+
+  test('is not retried at once, again and again', async () => {
+    fake.fault(...Array.from({ length: 50 }, () => ({ kind: 'http' as const, status: 429, code: 20429, message: 'Too Many Requests', retryAfterSeconds: 0 })));
+    const response = await injectSigned(m.app, '/webhooks/twilio/whatsapp', inboundParams('Te druk?'));
+    assert.equal(response.statusCode, 200);
+    await fake.waitForRequests(1);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const throttled = fake.requests.filter((r) => r.outcome === 'fault:http-429').length;
+    assert.ok(throttled <= 2, `${throttled} sends to a throttling Twilio within 1.5 s`);
+  });
+});
