@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { inboundStoreAndEnqueue } from '../src/jobs/autoreply.ts';
-import { replyPartsForInbound, replySend, type OutboxDeps } from '../src/messaging/outbox.ts';
+import { replyPartsForInbound, replyResume, replySend, type OutboxDeps } from '../src/messaging/outbox.ts';
 import { TwilioTransport } from '../src/messaging/transport.ts';
 import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
@@ -71,6 +71,35 @@ for (const backend of BACKENDS) {
       assert.equal(outcome.kind, 'waiting');
       assert.equal(outcome.reply.status, 'unconfirmed');
       assert.equal(fake.sendCount({ body: 'ontvangen?' }), 1);
+    });
+
+    // Twilio's 5xx is not proof that nothing went out: a gateway that timed out waiting for
+    // Twilio's answer (502/504), or a 500 raised after the message was stored. Without a
+    // status callback to confirm it first, the retry resent it: the contact got it twice.
+    test('a 5xx after Twilio accepted the message: the retry does not send it a second time', async () => {
+      fake.reset();
+      const blind: OutboxDeps = { ...deps, statusCallbackUrl: () => undefined };
+      const m = await inbound('gateway');
+      fake.fault({ kind: 'accept-then-http', status: 504, html: true });
+      const first = await replySend(blind, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['één keer graag'], contextUntilSeq: null }, TO);
+      assert.equal(first.kind, 'retry');
+      const again = await replyResume(blind, (await replyPartsForInbound(t.db, m.messageId))[0]!, TO);
+      assert.equal(fake.sendCount({ body: 'één keer graag' }), 1, 'sent exactly once');
+      assert.equal(again.kind, 'already-sent');
+      assert.equal(again.reply.twilioSid, fake.messages[0]!.sid);
+      assert.equal(again.reply.errorMessage, null, 'no "not sent" left on a reply that went');
+
+      // Twilio's own 500 after storing it, and a 500 that truly took nothing: once each.
+      const n = await inbound('interne fout');
+      fake.fault({ kind: 'accept-then-http', status: 500, code: 20500, message: 'Internal Server Error' });
+      assert.equal((await replySend(blind, { conversationId: n.conversationId, replyToMessageId: n.messageId, parts: ['toch aangekomen'], contextUntilSeq: null }, TO)).kind, 'retry');
+      assert.equal((await replyResume(blind, (await replyPartsForInbound(t.db, n.messageId))[0]!, TO)).kind, 'already-sent');
+      const o = await inbound('echt niet');
+      fake.fault({ kind: 'http', status: 500, code: 20500, message: 'Internal Server Error' });
+      assert.equal((await replySend(blind, { conversationId: o.conversationId, replyToMessageId: o.messageId, parts: ['nu wel'], contextUntilSeq: null }, TO)).kind, 'retry');
+      assert.equal((await replyResume(blind, (await replyPartsForInbound(t.db, o.messageId))[0]!, TO)).kind, 'sent');
+      assert.equal(fake.sendCount({ body: 'toch aangekomen' }), 1);
+      assert.equal(fake.sendCount({ body: 'nu wel' }), 1);
     });
   });
 }

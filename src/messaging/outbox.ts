@@ -500,6 +500,14 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
       case 'held':
       case 'send_failed':
       case 'failed': {
+        // A send refused with a 5xx may have gone out all the same (a gateway that timed out
+        // on Twilio's answer, a 500 raised after the message was stored): Twilio's list is
+        // asked first. It has it → confirmed, not sent twice; it has not, or cannot say → as
+        // below. Not after a 429, which Twilio documents as not processed.
+        if (reply.status === 'send_failed' && reply.errorCode !== TWILIO_TOO_MANY_REQUESTS) {
+          const listed = await twilioListed(deps, reply, to);
+          if (typeof listed === 'object') return listed;
+        }
         // Never reached Twilio: back to pending if it may go now (a held one is decided again
         // by replyDispatch), else withheld or answered since, or re-read and decided anew.
         const reclaim = reply.status === 'held' ? REPLY_UNHOLD_SQL : REPLY_RECLAIM_SQL;
@@ -585,6 +593,9 @@ const REPLY_RECLAIM_ABSENT_SQL = `
 
 // Twilio's clock and ours, and the time between our send and Twilio's record of it.
 const RECONCILE_SLACK_MS = 60_000;
+
+// Twilio's code for HTTP 429: the request was not processed.
+const TWILIO_TOO_MANY_REQUESTS = 20429;
 
 /**
  * Before a possibly-sent reply is left to a human, asks Twilio's Messages resource what it
