@@ -1,6 +1,7 @@
 // The Twilio transport against the fake Twilio over real HTTP: the official SDK's wire
 // format, and every failure classified by what it means for sending again.
 import assert from 'node:assert/strict';
+import { createServer as createHttpsServer } from 'node:https';
 import { createServer } from 'node:net';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { SendError, TwilioTransport } from '../src/messaging/transport.ts';
@@ -8,6 +9,24 @@ import { twilioErrorText } from '../src/messaging/twilio.ts';
 import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 
 const TO = 'whatsapp:+31612345678';
+
+// A self-signed certificate (valid 100 years), as a TLS-inspecting proxy Node does not trust shows.
+const SELF_SIGNED_KEY = `-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgv+wN4Wa6va7MXcmc
++Cqw+5l5LPkx791a5JxmVDBz3v+hRANCAARUWBnBfMnlibP893euVD55GJHC8MIm
+5qBKi9ljT6Ka0zU3/jXQn91VcBciDEllpSfwlm8qHeuSHhWBcyy7JzNj
+-----END PRIVATE KEY-----`;
+const SELF_SIGNED_CERT = `-----BEGIN CERTIFICATE-----
+MIIBjDCCATGgAwIBAgIUSGI09u8KK68JOftmPIY9Oo5MrA0wCgYIKoZIzj0EAwIw
+GjEYMBYGA1UEAwwPYXBpLnR3aWxpby50ZXN0MCAXDTI2MTIwNzA4NDcyMVoYDzIx
+MjYxMTEzMDg0NzIxWjAaMRgwFgYDVQQDDA9hcGkudHdpbGlvLnRlc3QwWTATBgcq
+hkjOPQIBBggqhkjOPQMBBwNCAARUWBnBfMnlibP893euVD55GJHC8MIm5qBKi9lj
+T6Ka0zU3/jXQn91VcBciDEllpSfwlm8qHeuSHhWBcyy7JzNjo1MwUTAdBgNVHQ4E
+FgQUBsO3tArdlzuPmHRgvAit/xddh2gwHwYDVR0jBBgwFoAUBsO3tArdlzuPmHRg
+vAit/xddh2gwDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNJADBGAiEAsyvb
+pcfuBQW6G8r0+ub5VL3FchJhx2kxmxkq4JlMJnMCIQDcQ4dsban+6HsRdaSQi27j
+NjTiUR+CtRXf9cawYlf/Pw==
+-----END CERTIFICATE-----`;
 
 async function failure(send: Promise<unknown>): Promise<SendError> {
   try {
@@ -88,6 +107,28 @@ describe('Twilio transport', () => {
     assert.equal(error.kind, 'rejected');
     assert.equal(error.code, 20003);
     assert.equal(fake.messages.length, 0);
+  });
+
+  // Found by a Twilio probe: a certificate Node refuses (a TLS-inspecting proxy, a clock far
+  // off) was "uncertain", so every reply waited out its deadline and was flagged as possibly sent.
+  test('a refused TLS certificate is unavailable: the handshake failed, nothing was sent', async () => {
+    let reached = 0;
+    const server = createHttpsServer({ key: SELF_SIGNED_KEY, cert: SELF_SIGNED_CERT }, (_req, res) => {
+      reached += 1;
+      res.end('{}');
+    });
+    const port = await new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
+    try {
+      const proxied = new TwilioTransport({ accountSid: FAKE_ACCOUNT_SID, authToken: FAKE_AUTH_TOKEN, from: 'whatsapp:+14155238886', apiBaseUrl: `https://127.0.0.1:${port}` });
+      const error = await failure(proxied.send({ to: TO, body: 'x' }));
+      assert.equal(error.kind, 'unavailable');
+      assert.match(error.message, /TLS certificate was refused \((DEPTH_ZERO_SELF_SIGNED_CERT|CERT_NOT_YET_VALID|CERT_HAS_EXPIRED)/);
+      assert.match(error.message, /nothing was sent/);
+      assert.equal(reached, 0);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   test('no answer within the time-out (a hang) is uncertain: the request may have arrived', async () => {

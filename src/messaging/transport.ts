@@ -136,6 +136,26 @@ const DEFAULT_THROTTLE_MS = 5_000;
 const MIN_THROTTLE_MS = 1_000;
 // Connection errors that happen before any byte of the request left: nothing was sent.
 const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ERR_INVALID_URL']);
+// The API's TLS certificate was refused: the handshake failed before any byte of the request
+// left, so nothing was sent. A TLS-inspecting proxy whose CA Node does not trust, or a clock
+// far off. Taken for "may have gone out", every reply waited out its confirmation deadline
+// and was flagged for a human to look for a message Twilio never got.
+const CERTIFICATE_REFUSED = new Set([
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_REVOKED',
+  'CERT_REJECTED',
+  'CERT_UNTRUSTED',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_CHAIN_TOO_LONG',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'HOSTNAME_MISMATCH',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+]);
 
 interface TwilioTransportOptions {
   accountSid: string;
@@ -265,6 +285,10 @@ function classify(err: unknown): SendError {
   const code = typeof e.code === 'string' ? e.code : undefined;
   if (code && NOT_CONNECTED.has(code)) {
     return new SendError('unavailable', `Twilio API unreachable (${code}): ${e.message ?? ''}`.trim(), { cause: err });
+  }
+  if (code && CERTIFICATE_REFUSED.has(code)) {
+    const hint = "check the server's clock, and give Node a TLS-inspecting proxy's CA with NODE_EXTRA_CA_CERTS";
+    return new SendError('unavailable', `Twilio API unreachable: its TLS certificate was refused (${code}: ${e.message ?? ''}); nothing was sent; ${hint}`, { cause: err });
   }
   return new SendError('uncertain', `Twilio send interrupted (${code ?? 'no answer'}): ${e.message ?? String(err)}; it may have been accepted`, { cause: err });
 }
