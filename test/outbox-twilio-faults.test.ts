@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { inboundStoreAndEnqueue } from '../src/jobs/autoreply.ts';
+import { messageGet, messageStatusUpdate } from '../src/messaging/conversations.ts';
 import { replyPartsForInbound, replyResume, replySend, type OutboxDeps } from '../src/messaging/outbox.ts';
 import { TwilioTransport } from '../src/messaging/transport.ts';
 import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
@@ -61,6 +62,22 @@ for (const backend of BACKENDS) {
       assert.deepEqual(fake.messages.map((x) => x.body), ['deel (1/3)', 'deel (2/3)', 'deel (3/3)'], 'each part sent once, in order');
       assert.equal(outcome.kind, 'sent');
       assert.equal(outcome.reply.id, parts[2]!.id, 'the outcome is the last part');
+    });
+
+    // Found by a Twilio probe: a reply refused with a 5xx that went out all the same, then
+    // confirmed by its status callback, read "delivered · not sent: Twilio is unavailable".
+    test('a status callback for a reply recorded "not sent" replaces that verdict, error code and text', async () => {
+      fake.reset();
+      const m = await inbound('toch bezorgd');
+      fake.fault({ kind: 'accept-then-http', status: 500, code: 20500, message: 'Internal Server Error' });
+      const refused = await replySend(deps, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['bezorgd na een 500'], contextUntilSeq: null }, TO);
+      assert.equal(refused.kind, 'retry');
+      assert.match(refused.reply.errorMessage!, /^not sent: /);
+      assert.ok(await messageStatusUpdate(t.db, { messageId: refused.reply.id, twilioSid: fake.messages[0]!.sid, status: 'delivered' }));
+      const delivered = (await messageGet(t.db, refused.reply.id))!;
+      assert.equal(delivered.status, 'delivered');
+      assert.equal(delivered.errorMessage, null);
+      assert.equal(delivered.errorCode, null);
     });
 
     test('a 201 whose body is not JSON is uncertain: waited for, never resent', async () => {

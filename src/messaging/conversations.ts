@@ -469,12 +469,14 @@ export interface StatusUpdate {
 // outranks our outbox states (message_status_rank). The SID, once known, never changes.
 // A reply flagged for a human that Twilio now reports loses the flag's text: it was no
 // alarm after all (`was_flagged` tells the caller, read from the row before the update).
+// So does one recorded "not sent" (a 5xx after which the message went out all the same),
+// with its error code: "delivered · not sent: Twilio is unavailable" said both.
 const STATUS_UPDATE_SQL = `
   update messages m
   set status = $3,
       twilio_sid = $2,
-      error_code = coalesce($4, m.error_code),
-      error_message = coalesce($5, case when m.status = 'flagged' or (m.status = 'failed' and m.twilio_sid is null) then null else m.error_message end),
+      error_code = coalesce($4, case when m.status = 'send_failed' or (m.status = 'failed' and m.twilio_sid is null) then null else m.error_code end),
+      error_message = coalesce($5, case when m.status in ('flagged', 'send_failed') or (m.status = 'failed' and m.twilio_sid is null) then null else m.error_message end),
       status_updated_at = now()
   from (select id, status = 'flagged' as was_flagged from messages
         where (id = $1::uuid or twilio_sid = $2) and source <> 'inbound') before
