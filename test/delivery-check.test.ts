@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { adminReplySend, outcomeText } from '../src/http/admin/conversation-actions.ts';
 import { DELIVERY_CHECK, deliveryStatusRecord, type DeliveryCheckResult } from '../src/jobs/delivery-status.ts';
 import { twilioErrorText } from '../src/messaging/twilio.ts';
 import { jobEnqueue, jobGet, scheduleList } from '../src/queue/index.ts';
@@ -125,6 +126,48 @@ describe('delivery check', () => {
         assert.deepEqual({ status: late.status, error: late.error_message }, { status: 'delivered', error: null });
       }
     }
+  });
+
+  // Found by a Twilio probe: an admin reply refused with a 5xx that went out all the same was
+  // "Not sent … Try again in a moment" in the dashboard and send_failed for good, while the
+  // contact had it; sending it again sent it twice.
+  test('an admin reply refused with a 5xx is settled by Twilio\'s list: confirmed if it went out all the same, else not sent; the notice does not say "try again"', async () => {
+    for (const twilioHasIt of [true, false]) {
+      const phone = twilioHasIt ? '+31612350021' : '+31612350022';
+      const reply = await answered(phone, `Vraag na een 502 ${twilioHasIt}`);
+      const { conversation_id: conversationId } = (await s.t.db.query<{ conversation_id: string }>('select conversation_id from messages where id = $1', [reply.id])).rows[0]!;
+      const body = `Antwoord na een 502 (${twilioHasIt})`;
+      s.twilioApi.fault(twilioHasIt ? { kind: 'accept-then-http', status: 502, html: true } : { kind: 'http', status: 502, code: 20502 });
+      // What the dashboard's reply form does, and the notice it shows after.
+      const { message, outcome } = await adminReplySend(s.m.runtime, conversationId, body);
+      const notice = outcomeText(outcome);
+      assert.match(notice, /does not prove it was not sent/, `the notice: ${notice}`);
+      assert.doesNotMatch(notice, /Try again in a moment/);
+      const { id } = message;
+      assert.equal((await stateOf(id)).status, 'send_failed');
+      await s.t.db.query(`update messages set send_started_at = now() - interval '1 hour' where id = $1`, [id]);
+      const settled = await checkRun();
+      const state = await stateOf(id);
+      if (twilioHasIt) {
+        assert.equal(settled.adminConfirmed, 1);
+        assert.deepEqual({ status: state.status, error: state.error_message }, { status: 'queued', error: null });
+      } else {
+        assert.equal(settled.adminNotSent, 1);
+        assert.equal(state.status, 'failed');
+      }
+      assert.equal(s.twilioApi.sendCount({ body }), twilioHasIt ? 1 : 0, 'never resent');
+    }
+    // A 429 is Twilio's word that nothing was taken: not asked about.
+    const throttled = await answered('+31612350023', 'Vraag na een 429');
+    const { conversation_id: conversationId } = (await s.t.db.query<{ conversation_id: string }>('select conversation_id from messages where id = $1', [throttled.id])).rows[0]!;
+    s.twilioApi.fault({ kind: 'http', status: 429, code: 20429, message: 'Too Many Requests' });
+    const sent = await s.m.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/messages`, headers: { authorization: 'Bearer local' }, payload: { body: 'Na een 429' } });
+    assert.equal(sent.json().outcome, 'retry');
+    await s.t.db.query(`update messages set send_started_at = now() - interval '1 hour' where id = $1`, [sent.json().message.id]);
+    const lists = s.twilioApi.requests.filter((r) => r.outcome === 'list').length;
+    await checkRun();
+    assert.equal(s.twilioApi.requests.filter((r) => r.outcome === 'list').length, lists);
+    assert.equal((await stateOf(sent.json().message.id)).status, 'send_failed');
   });
 
   test('an admin reply sent as a template whose send was cut off is flagged for a human: Twilio\'s list cannot match a template', async () => {

@@ -76,13 +76,16 @@ const ASKED_SQL = `update messages set status_checked_at = now() where id = any(
 
 // An admin's reply whose send ended uncertain and that no callback confirmed by its deadline
 // (REPLY_CONFIRM_TIMEOUT_SECONDS): no job waits on it, so it would stay unconfirmed for good.
-// Through the outbox's index of open sends.
+// Also one refused with anything but a 429 (a 5xx may come with a message that went out all
+// the same): it said "not sent" for good while the contact had it. Through the outbox's index
+// of open sends.
 const ADMIN_UNCONFIRMED_SQL = `
   select m.*, k.whatsapp_number as contact_number
   from messages m
   join conversations c on c.id = m.conversation_id
   join contacts k on k.id = c.contact_id
-  where m.status in ('pending', 'unconfirmed') and m.source = 'admin' and m.twilio_sid is null
+  where (m.status in ('pending', 'unconfirmed') or (m.status = 'send_failed' and m.error_code is distinct from 20429))
+    and m.source = 'admin' and m.twilio_sid is null
     and coalesce(m.send_started_at, m.created_at) + make_interval(secs => $1) < now()
     and m.created_at > now() - make_interval(days => $2)
     and (m.status_checked_at is null or m.status_checked_at < now() - make_interval(mins => $3))

@@ -20,8 +20,11 @@ export type ReplyOutcome =
   | { kind: 'flagged'; reply: Message; reason: string }
   /** Twilio refused it for good (4xx): `reason` says why, with Twilio's code. */
   | { kind: 'rejected'; reply: Message; code?: number; reason: string }
-  /** Nothing went out (429, 5xx, unreachable): send again, after `retryAfterMs` when given. */
-  | { kind: 'retry'; reply: Message; reason: string; throttled: boolean; retryAfterMs?: number }
+  /**
+   * Nothing went out (429, 5xx, unreachable): send again, after `retryAfterMs` when given.
+   * `maybeSent`: Twilio answered a 5xx, which does not prove that (a retry asks its list first).
+   */
+  | { kind: 'retry'; reply: Message; reason: string; throttled: boolean; retryAfterMs?: number; maybeSent?: boolean }
   /** Outside the 24-hour window without a usable template: written, never sent; a human decides. */
   | { kind: 'held'; reply: Message; reason: string };
 
@@ -643,7 +646,7 @@ async function twilioListed(deps: OutboxDeps, reply: Message, to: string): Promi
 const ADMIN_REPLY_ABSENT_SQL = `
   update messages set status = 'failed', status_updated_at = now(),
          error_message = 'not sent: the send was interrupted and Twilio has no record of it (its Messages list); send it again if it still matters'
-  where id = $1 and source = 'admin' and status in ('pending', 'unconfirmed') and twilio_sid is null
+  where id = $1 and source = 'admin' and status in ('pending', 'unconfirmed', 'send_failed') and twilio_sid is null
   returning *`;
 
 /**
@@ -653,6 +656,8 @@ const ADMIN_REPLY_ABSENT_SQL = `
  * it cannot say → left unconfirmed, to be asked again.
  */
 export async function adminReplySettle(deps: OutboxDeps, reply: Message, to: string): Promise<'confirmed' | 'not sent' | 'flagged' | 'unknown'> {
+  // Refused with a 5xx and sent as a template: Twilio's list cannot tell; it keeps its reason.
+  if (reply.templateSid && reply.status === 'send_failed') return 'unknown';
   // A template's text is not ours, so Twilio's list cannot be matched: a human checks.
   if (reply.templateSid) {
     const reason = `reply ${reply.id} flagged for a human: its send was cut off, no confirmation came within ${deps.confirmTimeoutSeconds} s, and it went as template ${reply.templateSid}, which Twilio's Messages list cannot match. Check the Twilio console for a message to this contact; send again if it did not arrive.`;
@@ -721,7 +726,8 @@ export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string
     }
     const current = updated.rows[0] ? messageFromRow(updated.rows[0] as never) : reply;
     if (error.kind === 'rejected') return { kind: 'rejected', reply: current, code: error.code, reason: error.message };
-    return { kind: 'retry', reply: current, reason: error.message, throttled: error.kind === 'throttled', retryAfterMs: error.details.retryAfterMs };
+    const maybeSent = (error.details.httpStatus ?? 0) >= 500;
+    return { kind: 'retry', reply: current, reason: error.message, throttled: error.kind === 'throttled', retryAfterMs: error.details.retryAfterMs, ...(maybeSent ? { maybeSent } : {}) };
   }
   const confirmed = await deps.db.query(REPLY_CONFIRM_SQL, [reply.id, sent.sid, sent.status]);
   return { kind: 'sent', reply: messageFromRow(confirmed.rows[0] as never) };

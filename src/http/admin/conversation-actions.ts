@@ -45,6 +45,11 @@ export function outcomeText(outcome: ReplyOutcome): string {
     case 'rejected':
       return `Twilio refused it: ${outcome.reason}`;
     case 'retry':
+      // A 5xx may come with a message that went out all the same: sending again at once
+      // would send it twice. The delivery check settles it by Twilio's list.
+      if (outcome.maybeSent) {
+        return `Twilio answered with an error (${outcome.reason}), which does not prove it was not sent. Look at this conversation again before sending it again: the message shows as sent once Twilio confirms it (at once with a status callback, else within about 15 minutes), or as "not sent" once Twilio's list proves it never went out.`;
+      }
       return `Not sent: ${outcome.reason}. Try again in a moment.`;
   }
 }
