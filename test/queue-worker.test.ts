@@ -173,6 +173,26 @@ for (const backend of BACKENDS) {
       await worker.stop();
     });
 
+    test('a throttled job that asks for no wait (Retry-After: 0) still waits a second, not retried at once', async () => {
+      let calls = 0;
+      const worker = await startWorker({
+        handlers: [handler('throttled_now', async () => {
+          calls++;
+          throw new RetryLaterError('429 from provider, Retry-After: 0', { delayMs: 0, countsAsAttempt: false });
+        })],
+      });
+      const id = await jobEnqueue(t.db, { type: 'throttled_now', payload: {}, maxAttempts: 2 });
+      await waitFor(async () => (await jobGet(t.db, id))!.errors.length >= 1, 'first throttle');
+      const job = (await jobGet(t.db, id))!;
+      const wait = (job.nextRunAt.getTime() - job.updatedAt.getTime()) / 1000;
+      assert.ok(wait >= 0.99, `waits at least a second (got ${wait})`);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      // Without the floor the job ran as fast as the worker could claim it (dozens of calls).
+      assert.ok(calls <= 3, `called ${calls} times in 1.5 s`);
+      assert.equal((await jobGet(t.db, id))!.attempts, 0, 'the attempts were given back');
+      await worker.stop();
+    });
+
     test('a hanging handler times out, is aborted, and is retried', async () => {
       let aborted = 0;
       const worker = await startWorker({

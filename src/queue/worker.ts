@@ -41,6 +41,8 @@ const MAX_FLUSHES_IN_FLIGHT = 2;
 /** The longest delay setTimeout keeps (2^31 - 1 ms, about 24.8 days). */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
+/** The shortest wait of a throttled job that keeps its attempt (RetryLaterError, countsAsAttempt false). */
+export const MIN_REFUND_DELAY_MS = 1000;
 export interface WorkerOptions {
   db: Database;
   handlers: JobHandler<any>[];
@@ -551,6 +553,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const retryLater = error instanceof RetryLaterError ? error : undefined;
     const withinThrottleWindow = Date.now() - job.createdAt.getTime() < this.throttleWindowMs;
     const refund = retryLater !== undefined && !retryLater.countsAsAttempt && withinThrottleWindow;
+    // A refunded retry waits at least MIN_REFUND_DELAY_MS: it costs no attempt, so a delay of
+    // 0 (`Retry-After: 0` from a throttling API) made the job due at once, again and again,
+    // as fast as the worker could call the API, for the whole throttle window.
     const delaySeconds = refund ? retryLater!.delayMs / 1000 : retryDelaySeconds(job.attempts, this.backoff, retryLater?.delayMs);
     await this.writeFailure({ job, durationMs, error, message: describeError(error), permanent, delaySeconds, refund }, 3);
     this.wake();
