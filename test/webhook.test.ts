@@ -87,6 +87,23 @@ describe('inbound webhook (PostgreSQL server)', () => {
     assert.equal((await t.db.query<{ profile_name: string }>('select profile_name from contacts')).rows[0]!.profile_name, 'Anna');
   });
 
+  test('an empty or blank ProfileName keeps the name the contact is known by', async () => {
+    // Twilio posts ProfileName empty when WhatsApp gives no name; the name known from an
+    // earlier message was overwritten with it, and a template that fills {{1}} with the
+    // name then held every reply outside the window ("WhatsApp gave no profile name").
+    assert.equal((await injectSigned(m.app, WHATSAPP, inboundParams('Hoi', '+31612345678'))).statusCode, 200);
+    for (const blank of ['', '   ']) {
+      assert.equal((await injectSigned(m.app, WHATSAPP, inboundParams('nog een', '+31612345678', { ProfileName: blank }))).statusCode, 200);
+      assert.equal((await t.db.query<{ profile_name: string }>('select profile_name from contacts')).rows[0]!.profile_name, 'Anna', `after ProfileName ${JSON.stringify(blank)}`);
+    }
+    // A contact who never gave a name has none: not an empty string.
+    assert.equal((await injectSigned(m.app, WHATSAPP, inboundParams('Hallo', '+31612345679', { ProfileName: '' }))).statusCode, 200);
+    assert.equal((await t.db.query<{ profile_name: string | null }>(`select profile_name from contacts where whatsapp_number = '+31612345679'`)).rows[0]!.profile_name, null);
+    // A new name replaces the old one.
+    assert.equal((await injectSigned(m.app, WHATSAPP, inboundParams('weer', '+31612345678', { ProfileName: 'Anna de Vries' }))).statusCode, 200);
+    assert.equal((await t.db.query<{ profile_name: string }>(`select profile_name from contacts where whatsapp_number = '+31612345678'`)).rows[0]!.profile_name, 'Anna de Vries');
+  });
+
   test('wrong, missing, changed-parameter and other-URL signatures: 403 and nothing stored', async () => {
     const params = inboundParams('hallo');
     const good = signedForm(`http://localhost:80${WHATSAPP}`, params);

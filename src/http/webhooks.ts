@@ -26,7 +26,9 @@ const inboundSchema = z.object({
   To: text.min(1),
   Body: text.default(''),
   NumMedia: z.coerce.number().int().min(0).max(10).default(0),
-  ProfileName: text.optional(),
+  // Empty when WhatsApp gives no name: that is no name, not a new one (it would overwrite
+  // the name known from earlier messages, which a template's name variable needs).
+  ProfileName: text.optional().transform((name) => (name?.trim() ? name : undefined)),
   // The message this one quotes (a swipe-to-reply). Context only: one that is not a SID
   // is dropped rather than the message refused, which Twilio would not send again.
   OriginalRepliedMessageSid: sid('[A-Z]{2}').optional().catch(undefined),
