@@ -312,6 +312,30 @@ test('knowledge documents that name a person: export hands over their lines, era
   await t.db.query('delete from documents');
 });
 
+test('a number typed with its trunk 0 after the country code ("+31 06 …") finds the WhatsApp contact, and the old person record written so', async () => {
+  // WhatsApp writes +31611220033; an operator often types "+31 06 11 22 00 33". Looked up
+  // only as typed (+310611220033, for people records imported so before the 0 was dropped),
+  // the contact was not found: export said nothing is held and erasure "not found", while
+  // their conversations stayed (found by a WhatsApp probe).
+  const DEE = '+31611220033';
+  const TYPED = '+31 06 11 22 00 33';
+  await send(DEE, 'Mijn adres is veranderd');
+  await settled();
+  // A person record from an import before the trunk 0 was dropped.
+  await t.db.query(`insert into people (name, phone, content_hash) values ('Dee Oud', '+310611220033', 'x')`);
+  const exported = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(TYPED)}`, headers: BEARER });
+  assert.equal(exported.statusCode, 200, exported.body);
+  assert.equal(exported.json().conversations.length, 1, 'the WhatsApp conversation is handed over');
+  assert.equal(exported.json().conversations[0].messages[0].body, 'Mijn adres is veranderd');
+  assert.equal(exported.json().person?.name, 'Dee Oud', 'and the record imported with the 0');
+  const erased = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: TYPED } });
+  assert.equal(erased.statusCode, 200, erased.body);
+  assert.deepEqual([erased.json().counts.contacts, erased.json().counts.people, erased.json().counts.conversations], [1, 1, 1]);
+  assert.deepEqual(await whereFound(t.db, '611220033'), [], 'nothing holds the number after the erasure');
+  const audit = (await t.db.query<{ result: string }>(`select result from audit_log where action = 'erase' order by at desc limit 1`)).rows;
+  assert.equal(audit[0]!.result, 'ok');
+});
+
 test('an erasure while the reply is being composed leaves nothing behind and sends nothing', async () => {
   const carla = '+31611112222';
   const sendsBefore = twilio.messages.length;

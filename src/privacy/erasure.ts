@@ -9,7 +9,7 @@
 // nothing, and a reply it tries to store fails on the deleted conversation; nothing is
 // re-created afterwards. A message that arrives later from the same number is a new contact.
 import type { Database, Queryable } from '../db/types.ts';
-import { phoneWrittenE164 } from '../knowledge/people.ts';
+import { phoneToE164, phoneWrittenE164 } from '../knowledge/people.ts';
 import { auditRecord } from './audit.ts';
 import { documentsAboutPerson } from './documents-about.ts';
 import { emailPattern, nationalPartOf, personMatcher, spelledNumberPattern } from './written-forms.ts';
@@ -47,6 +47,18 @@ export function erasurePhone(raw: string): string {
   const phone = phoneWrittenE164(raw);
   if (!phone) throw new ErasureInputError(`"${raw}" is not a phone number in international form (e.g. +31612345678)`);
   return phone;
+}
+
+/**
+ * Every form the number is held under: as typed (a person record imported before the trunk 0
+ * after the country code was dropped holds +310612345678), and as WhatsApp and the people
+ * table write it now (+31612345678), when that differs. "+31 06 …" looked up only as typed
+ * missed the person's WhatsApp contact: export said nothing was held, erasure "not found".
+ */
+export function erasurePhones(raw: string): string[] {
+  const written = erasurePhone(raw);
+  const current = phoneToE164(raw);
+  return current && current !== written ? [written, current] : [written];
 }
 
 /**
@@ -154,11 +166,11 @@ const RETRYABLE = new Set(['40P01', '40001']);
 const ERASURE_TABLES = ['contacts', 'conversations', 'messages', 'message_media', 'suggestions', 'people', 'ai_jobs', 'imports', 'ai_usage'] as const;
 
 export async function personErase(db: Database, rawPhone: string, actor: string): Promise<ErasureOutcome> {
-  const phone = erasurePhone(rawPhone);
+  const phones = erasurePhones(rawPhone);
   // Recorded before the rows go: a process killed between the erasure and its purge (or in
   // it) purges when it next opens the database (found by an operations probe).
   const pendingBefore = db.purgePending?.(ERASURE_TABLES) ?? false;
-  const outcome = await eraseWithRetries(db, phone, actor).catch((err: unknown) => {
+  const outcome = await eraseWithRetries(db, phones, actor).catch((err: unknown) => {
     if (!pendingBefore) db.purgePending?.(null);
     throw err;
   });
@@ -174,10 +186,10 @@ export async function personErase(db: Database, rawPhone: string, actor: string)
   }
 }
 
-async function eraseWithRetries(db: Database, phone: string, actor: string): Promise<ErasureOutcome> {
+async function eraseWithRetries(db: Database, phones: string[], actor: string): Promise<ErasureOutcome> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await eraseOnce(db, phone, actor);
+      return await eraseOnce(db, phones, actor);
     } catch (err) {
       if (err instanceof ErasureBusyError) return { status: 'busy', reason: err.message };
       if (attempt >= 5 || !RETRYABLE.has((err as { code?: string }).code ?? '')) throw err;
@@ -186,28 +198,44 @@ async function eraseWithRetries(db: Database, phone: string, actor: string): Pro
   }
 }
 
-async function eraseOnce(db: Database, phone: string, actor: string): Promise<ErasureOutcome> {
+async function eraseOnce(db: Database, phones: string[], actor: string): Promise<ErasureOutcome> {
   return db.transaction(async (tx) => {
-    // Row locks first: a webhook for this number waits, then finds no contact and makes a new one.
-    const contact = (await tx.query<{ id: string }>('select id from contacts where whatsapp_number = $1 for update', [phone])).rows[0];
-    const person = (await tx.query<{ id: string; name: string; email: string | null }>('select id, name, email from people where phone = $1 for update', [phone])).rows[0];
-    const conversations = contact ? (await tx.query<{ id: string }>('select id from conversations where contact_id = $1', [contact.id])).rows.map((r) => r.id) : [];
-    const messages = (await tx.query<{ id: string }>('select id from messages where conversation_id = any($1::uuid[])', [conversations])).rows.map((r) => r.id);
-    const jobs = await tx.query(JOBS_DELETE_SQL, [conversations, messages, person?.id ?? null]);
-    // Usage rows stay for the cost figures; their link to the erased rows goes.
-    await tx.query('update ai_usage set subject_id = null where subject_id = any($1::uuid[])', [[...messages, ...(person ? [person.id] : [])]]);
-    if (contact) await tx.query('delete from contacts where id = $1', [contact.id]); // cascades: conversations, messages, suggestions
-    if (person) await tx.query('delete from people where id = $1', [person.id]);
-    const importsScrubbed = await uploadsScrub(tx, phone, person?.email ?? null);
-    const textsScrubbed = (await tx.query<{ n: number }>(TEXTS_SCRUB_SQL, [spelledNumberPattern(nationalPartOf(phone)), emailPattern(person?.email ?? null)])).rows[0]!.n;
-    const documents = await documentsAboutPerson(tx, phone, person?.email ?? null);
+    // Each form the number is held under (erasurePhones), in one transaction, one audit record.
+    const counts: ErasureCounts = { contacts: 0, people: 0, conversations: 0, messages: 0, jobs: 0, importsScrubbed: 0, textsScrubbed: 0 };
+    const documents = new Map<string, { id: string; title: string }>();
+    for (const phone of phones) {
+      const erased = await eraseForm(tx, phone);
+      for (const key of Object.keys(counts) as Array<keyof ErasureCounts>) counts[key] += erased.counts[key];
+      for (const document of erased.documents) documents.set(document.id, document);
+    }
     // Without a contact or a person record their number can still be held: a line of a
     // stored upload whose row was refused, an error text that quotes it.
-    if (!contact && !person && importsScrubbed + textsScrubbed === 0) {
-      await auditRecord(tx, { actor, action: 'erase', result: 'not_found', details: { documentsNamingThem: documents.length } });
-      return { status: 'not_found', documentsNamingThem: titlesOf(documents) } as const;
+    if (counts.contacts + counts.people + counts.importsScrubbed + counts.textsScrubbed === 0) {
+      await auditRecord(tx, { actor, action: 'erase', result: 'not_found', details: { documentsNamingThem: documents.size } });
+      return { status: 'not_found', documentsNamingThem: titlesOf([...documents.values()]) } as const;
     }
-    const counts: ErasureCounts = {
+    await auditRecord(tx, { actor, action: 'erase', result: 'ok', details: { ...counts, documentsNamingThem: documents.size } });
+    return { status: 'erased', counts, documentsNamingThem: titlesOf([...documents.values()]) } as const;
+  });
+}
+
+/** Erases what is held under one form of the number, inside the caller's transaction. */
+async function eraseForm(tx: Queryable, phone: string): Promise<{ counts: ErasureCounts; documents: Array<{ id: string; title: string }> }> {
+  // Row locks first: a webhook for this number waits, then finds no contact and makes a new one.
+  const contact = (await tx.query<{ id: string }>('select id from contacts where whatsapp_number = $1 for update', [phone])).rows[0];
+  const person = (await tx.query<{ id: string; name: string; email: string | null }>('select id, name, email from people where phone = $1 for update', [phone])).rows[0];
+  const conversations = contact ? (await tx.query<{ id: string }>('select id from conversations where contact_id = $1', [contact.id])).rows.map((r) => r.id) : [];
+  const messages = (await tx.query<{ id: string }>('select id from messages where conversation_id = any($1::uuid[])', [conversations])).rows.map((r) => r.id);
+  const jobs = await tx.query(JOBS_DELETE_SQL, [conversations, messages, person?.id ?? null]);
+  // Usage rows stay for the cost figures; their link to the erased rows goes.
+  await tx.query('update ai_usage set subject_id = null where subject_id = any($1::uuid[])', [[...messages, ...(person ? [person.id] : [])]]);
+  if (contact) await tx.query('delete from contacts where id = $1', [contact.id]); // cascades: conversations, messages, suggestions
+  if (person) await tx.query('delete from people where id = $1', [person.id]);
+  const importsScrubbed = await uploadsScrub(tx, phone, person?.email ?? null);
+  const textsScrubbed = (await tx.query<{ n: number }>(TEXTS_SCRUB_SQL, [spelledNumberPattern(nationalPartOf(phone)), emailPattern(person?.email ?? null)])).rows[0]!.n;
+  const documents = await documentsAboutPerson(tx, phone, person?.email ?? null);
+  return {
+    counts: {
       contacts: contact ? 1 : 0,
       people: person ? 1 : 0,
       conversations: conversations.length,
@@ -215,10 +243,9 @@ async function eraseOnce(db: Database, phone: string, actor: string): Promise<Er
       jobs: jobs.rowCount,
       importsScrubbed,
       textsScrubbed,
-    };
-    await auditRecord(tx, { actor, action: 'erase', result: 'ok', details: { ...counts, documentsNamingThem: documents.length } });
-    return { status: 'erased', counts, documentsNamingThem: titlesOf(documents) } as const;
-  });
+    },
+    documents: titlesOf(documents),
+  };
 }
 
 /**

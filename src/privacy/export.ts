@@ -5,7 +5,7 @@
 // erasure removes or scrubs, the export hands over first), and the lines of knowledge
 // documents that name them.
 import type { Queryable } from '../db/types.ts';
-import { erasurePhone, IMPORT_TEXTS_NAMING_PERSON, JOB_TEXTS_NAMING_PERSON, JOBS_ABOUT_PERSON, MESSAGE_ERRORS_NAMING_PERSON, uploadLineText, uploadsAboutPerson } from './erasure.ts';
+import { erasurePhones, IMPORT_TEXTS_NAMING_PERSON, JOB_TEXTS_NAMING_PERSON, JOBS_ABOUT_PERSON, MESSAGE_ERRORS_NAMING_PERSON, uploadLineText, uploadsAboutPerson } from './erasure.ts';
 import { emailPattern, nationalPartOf, personMatcher, spelledNumberPattern } from './written-forms.ts';
 import { documentsAboutPerson, type DocumentAboutPerson } from './documents-about.ts';
 
@@ -55,9 +55,46 @@ export interface PersonExport {
   documents: DocumentAboutPerson[];
 }
 
-/** Null when aiq holds nothing for the number. */
+/**
+ * Null when aiq holds nothing for the number. Looked up under every form it is held under
+ * (erasurePhones: as typed, and as WhatsApp writes it), as erasure does.
+ */
 export async function personExport(db: Queryable, rawPhone: string): Promise<PersonExport | null> {
-  const phone = erasurePhone(rawPhone);
+  const phones = erasurePhones(rawPhone);
+  const found: PersonExport[] = [];
+  for (const phone of phones) {
+    const document = await exportForm(db, phone);
+    if (document) found.push(document);
+  }
+  if (found.length === 0) return null;
+  return found.reduce((merged, more) => ({ ...merged, phone: phones[0]!, ...mergedForms(merged, more) }));
+}
+
+/** Two forms' exports as one: their records, and the rest without what both found. */
+function mergedForms(a: PersonExport, b: PersonExport): Omit<PersonExport, 'exportedAt' | 'phone'> {
+  const union = <T>(left: T[], right: T[], key: (item: T) => string) => {
+    const seen = new Set(left.map(key));
+    return [...left, ...right.filter((item) => !seen.has(key(item)))];
+  };
+  const conversations = union(a.conversations, b.conversations, (c) => c.id);
+  const jobs = union(a.jobs, b.jobs, (j) => j.id);
+  // As for one form: a job or message that is theirs is not also a mention of them.
+  const jobIds = new Set(jobs.map((j) => j.id));
+  const ownMessages = new Set(conversations.flatMap((c) => c.messages.map((m) => m.id)));
+  return {
+    contact: a.contact ?? b.contact,
+    person: a.person ?? b.person,
+    conversations,
+    jobs,
+    mentions: union(a.mentions, b.mentions, (j) => j.jobId).filter((j) => !jobIds.has(j.jobId)),
+    messageErrors: union(a.messageErrors, b.messageErrors, (m) => m.messageId).filter((m) => !ownMessages.has(m.messageId)),
+    imports: union(a.imports, b.imports, (i) => i.id),
+    documents: union(a.documents, b.documents, (d) => d.id),
+  };
+}
+
+/** What is held under one form of the number, or null. */
+async function exportForm(db: Queryable, phone: string): Promise<PersonExport | null> {
   const contact = (await db.query<{ id: string; profile_name: string | null; opted_out_at: Date | null; opted_out_by: string | null; opted_in_at: Date | null; created_at: Date; updated_at: Date }>(
     'select id, profile_name, opted_out_at, opted_out_by, opted_in_at, created_at, updated_at from contacts where whatsapp_number = $1',
     [phone],
