@@ -2,6 +2,7 @@
 // content hash that makes re-imports no-ops, batch upserts by phone, look-ups, and how a
 // record reads as text (for prompts). Knows nothing of CSV or providers.
 import { createHash } from 'node:crypto';
+import { phoneSearchDigits } from '../db/like.ts';
 import type { Queryable } from '../db/types.ts';
 import { EMAIL_IN_TEXT } from '../logger.ts';
 
@@ -44,6 +45,16 @@ export function phoneWrittenE164(raw: string): string | null {
   let digits = text.replace(/[^\d+]/g, '');
   if (digits.startsWith('00')) digits = `+${digits.slice(2)}`;
   return /^\+[1-9]\d{6,14}$/.test(digits) ? digits : null;
+}
+
+/**
+ * A search box's text as the digits to look for in a stored number (contacts and people hold
+ * E.164): a number in international form as it is held (the trunk 0 after the country code
+ * dropped, a `whatsapp:` prefix as Twilio's console shows it), else as phoneSearchDigits
+ * reads it (national forms, parts of a number); null for text that is no number.
+ */
+export function phoneSearchOf(search: string): string | null {
+  return phoneToE164(search)?.slice(1) ?? phoneSearchDigits(search);
 }
 
 // Country codes of two digits (ITU E.164); 1 and 7 have one; every other has three.

@@ -2,8 +2,9 @@
 // newest first with their last message and markers (outbound problems, pending
 // suggestions, waiting for a reply). Keyset-paged on (last_message_at, id), the time to the
 // microsecond (a cursor cut to the millisecond skipped conversations active in the same one).
-import { escapeLike, phoneSearchDigits } from '../../db/like.ts';
+import { escapeLike } from '../../db/like.ts';
 import type { Queryable } from '../../db/types.ts';
+import { phoneSearchOf } from '../../knowledge/people.ts';
 import { answeredSinceSql, UNDELIVERED_REPLY_STATUSES_SQL } from '../../messaging/conversations.ts';
 import { cursorTimeSql, timeCursorDecode, timeCursorEncode } from '../../queue/index.ts';
 
@@ -80,7 +81,7 @@ export async function conversationList(db: Queryable, options: { search?: string
     last_source: ConversationSummary['lastSource'];
     problems: number;
     pending_suggestions: number;
-  }>(LIST_SQL, [cursor?.time ?? null, cursor?.id ?? null, search, limit + 1, options.number ?? null, options.search ? phoneSearchDigits(options.search) : null]);
+  }>(LIST_SQL, [cursor?.time ?? null, cursor?.id ?? null, search, limit + 1, options.number ?? null, options.search ? phoneSearchOf(options.search) : null]);
   const conversations = result.rows.slice(0, limit).map((r) => ({
     id: r.id,
     whatsappNumber: r.whatsapp_number,

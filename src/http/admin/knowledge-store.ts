@@ -2,12 +2,13 @@
 // search, the document list (searched, paged, with embedding state), the import list (with
 // progress), and the two writes, "add a document" and "import a CSV", each one transaction
 // with its job, so the job exists exactly when the data does.
-import { escapeLike, phoneSearchDigits } from '../../db/like.ts';
+import { escapeLike } from '../../db/like.ts';
 import type { Queryable } from '../../db/types.ts';
 import { documentAdd } from '../../jobs/embed-record.ts';
 import { importPeopleEnqueue } from '../../jobs/import-people.ts';
 import { chunkSettingsOf } from '../../knowledge/chunking.ts';
 import type { DocumentSaveOutcome } from '../../knowledge/documents.ts';
+import { phoneSearchOf } from '../../knowledge/people.ts';
 import type { Runtime } from '../../runtime.ts';
 import { cursorTimeSql, timeCursorDecode, timeCursorEncode } from '../../queue/index.ts';
 
@@ -38,7 +39,7 @@ export async function personSearch(db: Queryable, options: { search?: string; af
     options.after?.name ?? null,
     options.after?.id ?? null,
     Math.min(Math.max(options.limit ?? 100, 1), 500),
-    options.search ? phoneSearchDigits(options.search) : null,
+    options.search ? phoneSearchOf(options.search) : null,
   ]);
   return result.rows;
 }
