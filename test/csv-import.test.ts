@@ -2,7 +2,7 @@
 // aliases, re-runs that change nothing, no embedding jobs for people, and a
 // 100,000-row file streamed with bounded memory (its peak RSS is printed).
 import assert from 'node:assert/strict';
-import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
@@ -196,6 +196,30 @@ for (const backend of BACKENDS) {
       const nul = await upload('nul.csv', Buffer.from('name,phone\nGood,+31699999991\nBad,+3169999\u00009992\n'));
       assert.deepEqual([nul.counts.inserted, nul.counts.rejected, nul.record.status], [1, 1, 'done']);
       assert.deepEqual(nul.record.rowErrors, [{ line: 3, reason: 'the row holds NUL characters: save the file as UTF-8 CSV' }]);
+    });
+
+    test('a large Windows-1252 or UTF-8 file whose first accent comes after the first 64 KB: read as what it is', async () => {
+      const person = async (phone: string) => (await t.db.query<{ name: string; department: string | null }>('select name, department from people where phone = $1', [phone])).rows[0];
+      // An Excel export (Windows-1252, semicolons, CRLF) sorted so that its first 2,000
+      // rows (~70 KB) are plain ASCII: the accents come after the part that was sampled.
+      const ascii = Array.from({ length: 2000 }, (_, i) => `Medewerker ${i};+3161${String(1_000_000 + i)};Verkoop`);
+      const latin1 = join(dir, `late-accent-${backend.name}.csv`);
+      writeFileSync(latin1, Buffer.from(['Naam;Telefoon;Afdeling', ...ascii, 'José Müller;+31699000001;Financiën', ''].join('\r\n'), 'latin1'));
+      const first = await runImport(t.db, latin1);
+      assert.deepEqual([first.record.status, first.counts.inserted, first.counts.rejected], ['done', 2001, 0]);
+      assert.deepEqual(await person('+31699000001'), { name: 'José Müller', department: 'Financiën' }, 'not "Jos\uFFFD M\uFFFDller"');
+
+      // UTF-8 without a mark whose first accent is cut by the read's 64 KB chunk border:
+      // "ë" (2 bytes) at bytes 65,535 and 65,536.
+      let head = 'name,phone\n';
+      for (let i = 0; Buffer.byteLength(head) < 64 * 1024 - 600; i++) head += `Medewerker ${i},+3162${String(1_000_000 + i)}\n`;
+      const filler = 64 * 1024 - 1 - Buffer.byteLength(head) - ',+31699000003\nZo'.length;
+      const utf8 = join(dir, `late-utf8-${backend.name}.csv`);
+      writeFileSync(utf8, `${head}${'F'.repeat(filler)},+31699000003\nZoë Ünal,+31699000002\n`);
+      assert.equal(Buffer.from(readFileSync(utf8)).subarray(64 * 1024 - 1, 64 * 1024 + 1).toString('utf8'), 'ë');
+      const second = await runImport(t.db, utf8);
+      assert.equal(second.record.status, 'done');
+      assert.equal((await person('+31699000002'))!.name, 'Zoë Ünal');
     });
 
     test('a file with fewer columns updates only those: the others are kept, an empty cell clears its own field', async () => {

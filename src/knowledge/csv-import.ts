@@ -9,7 +9,7 @@ import { CsvError, parse } from 'csv-parse';
 import { z } from 'zod';
 import type { Database, Queryable } from '../db/types.ts';
 import { personUpsertMany, phoneToE164, type PersonColumns, type PersonInput } from './people.ts';
-import { textEncodingOf } from './text-encoding.ts';
+import { textStreamDecoder } from './text-encoding.ts';
 import { auditRecord } from '../privacy/audit.ts';
 import { maskPhone } from '../logger.ts';
 
@@ -393,7 +393,7 @@ function rowFrom(cells: string[], plan: HeaderPlan, line: number): { person: Per
 type CsvRow = string[] & { line: number };
 
 /**
- * The records of a csv-parse stream over the source, decoded as textEncodingOf says,
+ * The records of a csv-parse stream over the source, decoded as textStreamDecoder says,
  * delimiter sniffed from the first line (`,`, `;` or tab: spreadsheets in many locales write
  * `;`). A quote inside an unquoted value is kept as written (Jan "Johnny" Smit). A record the
  * parser cannot read goes to `onSkip` with its line, and the rest of the file is read on.
@@ -407,8 +407,8 @@ type CsvRow = string[] & { line: number };
 async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: number, reason: string) => void): Promise<AsyncIterable<CsvRow>> {
   const iterator = source[Symbol.asyncIterator]();
   const first = await iterator.next();
-  const decoder = new TextDecoder(first.done ? 'utf-8' : textEncodingOf(first.value.subarray(0, 64 * 1024)));
-  const firstText = first.done ? '' : decoder.decode(first.value, { stream: true });
+  const decoder = textStreamDecoder();
+  const firstText = first.done ? '' : decoder.write(first.value);
   const firstLine = firstText.split(/\r?\n/, 1)[0] ?? '';
   const delimiter = [',', ';', '\t'].map((d) => ({ d, n: firstLine.split(d).length })).sort((a, b) => b.n - a.n)[0]!.d;
   // Line breaks inside the cells of the records read so far: csv-parse counts them as lines.
@@ -453,10 +453,10 @@ async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: numb
       for (;;) {
         const next = await iterator.next();
         if (next.done) break;
-        const text = lf(decoder.decode(next.value, { stream: true }));
+        const text = lf(decoder.write(next.value));
         if (text) yield text;
       }
-      const rest = lf(decoder.decode(), true);
+      const rest = lf(decoder.end(), true);
       if (rest) yield rest;
     })(),
     { objectMode: false },

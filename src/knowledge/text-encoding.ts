@@ -8,11 +8,18 @@ export type TextEncoding = 'utf-8' | 'utf-16le' | 'utf-16be' | 'windows-1252';
 
 const startsWithUtf8Mark = (bytes: Uint8Array): boolean => bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
 
-/** The encoding of a file from its first bytes (a sample of tens of kilobytes is plenty). */
-export function textEncodingOf(head: Uint8Array): TextEncoding {
+/** The encoding a byte-order mark at the start says, if there is one. */
+function markedEncoding(head: Uint8Array): TextEncoding | undefined {
   if (startsWithUtf8Mark(head)) return 'utf-8';
   if (head[0] === 0xff && head[1] === 0xfe) return 'utf-16le';
   if (head[0] === 0xfe && head[1] === 0xff) return 'utf-16be';
+  return undefined;
+}
+
+/** The encoding of a file from its first bytes (a sample of tens of kilobytes is plenty). */
+export function textEncodingOf(head: Uint8Array): TextEncoding {
+  const marked = markedEncoding(head);
+  if (marked) return marked;
   try {
     // `stream`: a character cut at the end of the sample is not an error.
     new TextDecoder('utf-8', { fatal: true }).decode(head, { stream: true });
@@ -43,4 +50,66 @@ export function textDecode(bytes: Uint8Array, charset?: string): string {
     }
   }
   return new TextDecoder(encoding).decode(bytes);
+}
+
+/** Bytes looked at to tell UTF-8 from Windows-1252 once the first non-ASCII byte comes. */
+const SAMPLE_BYTES = 64 * 1024;
+
+/**
+ * A decoder for a file read in chunks (the CSV import's stream), by textEncodingOf's rule:
+ * a byte-order mark decides at once; otherwise the first bytes that are not ASCII decide,
+ * wherever in the file they stand (ASCII reads the same in UTF-8 and Windows-1252). Decided
+ * by the file's first 64 KB alone, an Excel export whose first thousand rows held no accent
+ * was read as UTF-8, and every later "é" was stored as U+FFFD without a word (found by an
+ * import probe).
+ */
+export function textStreamDecoder(): { write(bytes: Uint8Array): string; end(): string } {
+  let decoder: TextDecoder | undefined;
+  // Undecided bytes held back: a start too short for a byte-order mark, or the first
+  // non-ASCII bytes when too few of them have come to tell.
+  let held: Uint8Array = new Uint8Array(0);
+  let started = false;
+  const ascii = (bytes: Uint8Array) => new TextDecoder('utf-8').decode(bytes);
+  const undecided = (bytes: Uint8Array, last: boolean): string => {
+    if (!started) {
+      if (bytes.length < 3 && !last) {
+        held = bytes;
+        return '';
+      }
+      started = true;
+      const marked = markedEncoding(bytes);
+      if (marked) {
+        decoder = new TextDecoder(marked);
+        return decoder.decode(bytes, { stream: !last });
+      }
+    }
+    const at = bytes.findIndex((b) => b >= 0x80);
+    if (at < 0) return ascii(bytes);
+    if (!last && bytes.length - at < 4) {
+      held = bytes.slice(at);
+      return ascii(bytes.subarray(0, at));
+    }
+    const sample = bytes.subarray(at, at + SAMPLE_BYTES);
+    let encoding: TextEncoding = 'utf-8';
+    try {
+      new TextDecoder('utf-8', { fatal: true }).decode(sample, { stream: !(last && at + SAMPLE_BYTES >= bytes.length) });
+    } catch {
+      encoding = 'windows-1252';
+    }
+    // Mid-file: a byte-order mark's bytes here are a character, not a mark.
+    decoder = new TextDecoder(encoding, { ignoreBOM: true });
+    return ascii(bytes.subarray(0, at)) + decoder.decode(bytes.subarray(at), { stream: !last });
+  };
+  const joined = (bytes: Uint8Array) => {
+    if (held.length === 0) return bytes;
+    const all = new Uint8Array(held.length + bytes.length);
+    all.set(held);
+    all.set(bytes, held.length);
+    held = new Uint8Array(0);
+    return all;
+  };
+  return {
+    write: (bytes) => (decoder ? decoder.decode(bytes, { stream: true }) : undecided(joined(bytes), false)),
+    end: () => (decoder ? decoder.decode() : undecided(joined(new Uint8Array(0)), true)),
+  };
 }
