@@ -65,6 +65,13 @@ test('phones are normalised to E.164 or refused', () => {
   assert.equal(phoneToE164('+0612345678'), null);
   assert.equal(phoneToE164('+1234567890123456'), null); // 16 digits
   assert.equal(phoneToE164('call me'), null);
+  // As copied from WhatsApp, Outlook or Teams (direction marks around it), and as a word
+  // processor writes it (a non-breaking hyphen, an en dash, a zero-width space): the number
+  // the admin sees, not a refusal of it.
+  assert.equal(phoneToE164('\u202A+31 6 12345678\u202C'), '+31612345678');
+  assert.equal(phoneToE164('\u200E+31 6\u201112345678'), '+31612345678');
+  assert.equal(phoneToE164('+31 6 \u2013 1234\u200B5678'), '+31612345678');
+  assert.equal(erasurePhone('\u202A+31 06 12345678\u202C'), '+310612345678');
 });
 
 for (const backend of BACKENDS) {

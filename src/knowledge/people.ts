@@ -39,7 +39,14 @@ export function phoneToE164(raw: string): string | null {
  * dropped (+310612345678) can still be found, and erased, by it.
  */
 export function phoneWrittenE164(raw: string): string | null {
-  let text = raw.trim().replace(/^whatsapp:/i, '');
+  // Invisible marks are no part of a number: a number copied from WhatsApp, Outlook or
+  // Teams comes between direction marks (U+202A … U+202C), and a word processor types
+  // its own hyphens and dashes. Kept, they refused a number that looks right on screen.
+  let text = raw
+    .replace(/\p{Cf}/gu, '')
+    .replace(/[\u2010-\u2015\u2212]/g, '-')
+    .trim()
+    .replace(/^whatsapp:/i, '');
   text = text.replace(/\(0\)/g, '');
   if (!/^[+\d][\d\s().\-/]*$/.test(text)) return null;
   let digits = text.replace(/[^\d+]/g, '');
