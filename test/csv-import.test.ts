@@ -244,6 +244,10 @@ for (const backend of BACKENDS) {
       assert.deepEqual(await eva(), { name: 'Eva Smit', email: null, department: 'Finance', role: 'Controller', attributes: { Location: 'Utrecht' } });
       // The same file again changes nothing.
       assert.equal((await upload('name,phone,email,Badge\nEva Smit,+31688888881,,\n')).unchanged, 1);
+      // The column again, its header written otherwise (another export, a hand edit): the
+      // value replaced, not a second "location" beside the stale one.
+      await upload('name,phone,LOCATION \nEva Smit,+31688888881,Rotterdam\n');
+      assert.deepEqual((await eva())!.attributes, { 'LOCATION': 'Rotterdam' });
     });
 
     // One 5 MB cell went into every reply's prompt and out as a reply of 3,151 messages

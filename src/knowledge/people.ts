@@ -168,11 +168,16 @@ async function withStoredFields(db: Queryable, people: PersonInput[], columns: P
   );
   const stored = new Map(rows.map((row) => [row.phone, row]));
   const carried = new Set<string>(columns.fields);
+  // A column names the stored attribute however its header is cased or spaced this time
+  // ("Locatie" then "locatie", as headers are, like the fields', compared): kept under the
+  // old spelling, the old value stayed beside the new one, and replies read both.
+  const attributeKey = (name: string) => name.toLowerCase().replace(/[^\p{L}\p{N}]/gu, '');
+  const replaced = new Set(columns.attributes.map(attributeKey));
   return people.map((person) => {
     const before = stored.get(person.phone);
     if (!before) return person;
     const kept = (field: 'email' | 'department' | 'role') => (carried.has(field) ? (person[field] ?? null) : before[field]);
-    const attributes = Object.fromEntries(Object.entries(before.attributes ?? {}).filter(([name]) => !columns.attributes.includes(name)));
+    const attributes = Object.fromEntries(Object.entries(before.attributes ?? {}).filter(([name]) => !replaced.has(attributeKey(name))));
     return { ...person, email: kept('email'), department: kept('department'), role: kept('role'), attributes: { ...attributes, ...person.attributes } };
   });
 }
