@@ -178,6 +178,32 @@ for (const backend of BACKENDS) {
       assert.equal(row.rows[0]!.phone, '+32470123456');
     });
 
+    test('headers as Dutch, Belgian and German exports write them; a landline beside the mobile stays an attribute', async () => {
+      const upload = async (csv: string) => {
+        const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'hr.csv', content: Buffer.from(csv) }));
+        await importPeopleExecute(t.db, importId).catch(() => {});
+        return (await importGet(t.db, importId))!;
+      };
+      const person = async (phone: string) => (await t.db.query('select name, email, department, role, attributes from people where phone = $1', [phone])).rows[0];
+      for (const csv of [
+        'Naam;Mobiel nummer;E-mailadres;Afdeling;Rol\nNina;+31 6 55555501;nina@example.nl;HR;Adviseur\n',
+        'Naam;GSM;E-mail\nGeert;+32 470 55 55 02;geert@example.be\n',
+        'Name;Telefon;E-Mail-Adresse;Abteilung;Funktion\nJürgen;+49 151 55555503;j@example.de;Vertrieb;Leiter\n',
+      ]) {
+        const record = await upload(csv);
+        assert.deepEqual([record.status, record.inserted, record.error], ['done', 1, null], csv);
+      }
+      assert.deepEqual(await person('+4915155555503'), { name: 'Jürgen', email: 'j@example.de', department: 'Vertrieb', role: 'Leiter', attributes: {} });
+      // "Telefoon" (the desk) and "Mobiel" in one export: the mobile is the number WhatsApp knows.
+      const both = await upload('Naam;Telefoon;Mobiel\nOtto;+31 30 5555504;+31 6 55555505\n');
+      assert.equal(both.status, 'done');
+      assert.deepEqual(await person('+31655555505'), { name: 'Otto', email: null, department: null, role: null, attributes: { Telefoon: '+31 30 5555504' } });
+      // A header nothing knows says how to map it (the dashboard and the API take no mapping).
+      const unknown = await upload('Naam;Nummer\nPiet;+31655555506\n');
+      assert.equal(unknown.status, 'failed');
+      assert.match(unknown.error!, /--map "Header=phone"/);
+    });
+
     test('files as people save them: a quote inside a value, Latin-1, UTF-16, a stray NUL; every good row imported, each bad one reported', async () => {
       const upload = async (filename: string, content: Buffer) => {
         const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename, content }));

@@ -17,17 +17,24 @@ export type PersonField = 'name' | 'phone' | 'email' | 'department' | 'role';
 
 /**
  * Header names understood without configuration, compared lower-cased with everything but
- * letters and digits removed (`E-mail`, `Phone number`, `Mobiel` …). English and Dutch.
+ * letters and digits removed (`E-mail`, `Phone number`, `Mobiel nummer` …). English, Dutch
+ * (with Belgium's `GSM`) and German: the dashboard and the API take no mapping, so a header
+ * not here cannot be imported from them without editing the file.
  * Any other column becomes a free attribute under its own header.
  */
 export const HEADER_ALIASES: Record<string, PersonField> = {
-  name: 'name', fullname: 'name', naam: 'name', employee: 'name', volledigenaam: 'name',
-  phone: 'phone', phonenumber: 'phone', mobile: 'phone', mobilephone: 'phone', mobilenumber: 'phone',
-  telephone: 'phone', tel: 'phone', telefoon: 'phone', telefoonnummer: 'phone', mobiel: 'phone', whatsapp: 'phone',
-  email: 'email', emailaddress: 'email', mail: 'email', emailadres: 'email',
-  department: 'department', dept: 'department', afdeling: 'department', team: 'department',
-  role: 'role', title: 'role', jobtitle: 'role', functie: 'role', position: 'role',
+  name: 'name', fullname: 'name', naam: 'name', employee: 'name', volledigenaam: 'name', naammedewerker: 'name',
+  phone: 'phone', phonenumber: 'phone', mobile: 'phone', mobilephone: 'phone', mobilenumber: 'phone', cellphone: 'phone',
+  telephone: 'phone', tel: 'phone', telefoon: 'phone', telefoonnummer: 'phone', mobiel: 'phone', whatsapp: 'phone', whatsappnummer: 'phone',
+  mobielnummer: 'phone', mobieltelefoon: 'phone', mobieltelefoonnummer: 'phone', mobielenummer: 'phone', gsm: 'phone', gsmnummer: 'phone',
+  telefon: 'phone', telefonnummer: 'phone', handy: 'phone', handynummer: 'phone', mobil: 'phone', mobilnummer: 'phone', mobiltelefon: 'phone',
+  email: 'email', emailaddress: 'email', mail: 'email', emailadres: 'email', emailadresse: 'email',
+  department: 'department', dept: 'department', afdeling: 'department', team: 'department', abteilung: 'department',
+  role: 'role', title: 'role', jobtitle: 'role', functie: 'role', position: 'role', rol: 'role', functietitel: 'role', funktion: 'role',
 };
+
+/** Phone headers that name a mobile number, preferred to a landline's beside them. */
+const MOBILE_HEADERS = new Set(['mobile', 'mobilephone', 'mobilenumber', 'cellphone', 'mobiel', 'whatsapp', 'whatsappnummer', 'mobielnummer', 'mobieltelefoon', 'mobieltelefoonnummer', 'mobielenummer', 'gsm', 'gsmnummer', 'handy', 'handynummer', 'mobil', 'mobilnummer', 'mobiltelefon']);
 
 const BATCH_SIZE = 1000;
 /** Row errors kept on the import record; the `rejected` count stays exact beyond it. */
@@ -340,11 +347,22 @@ function headerPlan(cells: string[], explicit: Record<string, PersonField> = {})
   // A header cell names an attribute, stored as a JSON key: PostgreSQL stores no NUL there.
   if (cells.some((cell) => cell.includes('\u0000'))) throw new ImportFileError('the header line holds NUL characters: save the file as UTF-8 CSV');
   const explicitNormalised = new Map(Object.entries(explicit).map(([k, v]) => [normaliseHeader(k), v]));
+  // Which column fills a field that two could fill: one mapped explicitly, then for the
+  // phone a mobile one (HR systems export a landline beside it: "Telefoon" and "Mobiel",
+  // "Telefon" and "Handy"; WhatsApp is on the mobile), which leaves the other an attribute.
+  const candidates = cells.map((cell) => {
+    const key = normaliseHeader(cell);
+    const mapped = explicitNormalised.get(key);
+    const field = mapped ?? HEADER_ALIASES[key];
+    return field && { field, rank: mapped ? 2 : field === 'phone' && MOBILE_HEADERS.has(key) ? 1 : 0 };
+  });
+  const best = new Map<PersonField, number>();
+  for (const c of candidates) if (c) best.set(c.field, Math.max(best.get(c.field) ?? 0, c.rank));
   const taken = new Map<PersonField, string>();
   const columns = cells.map((cell, index) => {
-    const key = normaliseHeader(cell);
-    const field = explicitNormalised.get(key) ?? HEADER_ALIASES[key];
-    if (!field) return { attribute: cell.trim() || `column ${index + 1}` };
+    const candidate = candidates[index];
+    if (!candidate || candidate.rank < best.get(candidate.field)!) return { attribute: cell.trim() || `column ${index + 1}` };
+    const { field } = candidate;
     if (taken.has(field)) throw new ImportFileError(`columns "${taken.get(field)}" and "${cell}" both map to ${field}: rename one or map it explicitly`);
     taken.set(field, cell);
     return { field };
@@ -358,7 +376,9 @@ function headerPlan(cells: string[], explicit: Record<string, PersonField> = {})
     const found = looksLikeData
       ? `the first line holds a phone number or an email address, so it looks like a person, not a header (not quoted here: it is personal data); add a header line`
       : `found: ${cells.map((c) => `"${c}"`).join(', ')}; name the columns`;
-    throw new ImportFileError(`the header has no ${missing.join(' or ')} column (${found}), e.g. name, phone, email, department, role, or map them explicitly`);
+    throw new ImportFileError(
+      `the header has no ${missing.join(' or ')} column (${found}), e.g. name, phone, email, department, role; or rename the column, or map it with \`aiq import-people <file> --map "Header=${missing[0]}"\``,
+    );
   }
   return { columns, width: cells.length };
 }
