@@ -178,6 +178,20 @@ for (const backend of BACKENDS) {
       assert.equal(row.rows[0]!.phone, '+32470123456');
     });
 
+    test('a Dutch or Belgian number of the wrong length is reported, not stored as a number no one has', async () => {
+      const csv = ['name,phone', 'Fien,+31 6 1234 567', 'Hans,+31612345673.0', 'Desk,+31 970 1000 0003', 'Ann,+32 2 555 12 12', 'Bert,+32 470 12 39 56', 'Bas,+32 470 12 34 56 7', 'Ok,+31 6 12345699'].join('\n');
+      const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'lengths.csv', content: Buffer.from(csv) }));
+      const counts = await importPeopleExecute(t.db, importId);
+      assert.deepEqual([counts.inserted, counts.rejected], [4, 3]);
+      assert.deepEqual((await importGet(t.db, importId))!.rowErrors, [
+        { line: 2, reason: 'phone "+31 6 1234 567" has 8 digits after +31; a Dutch number has 9 (a digit missing or one too many?)' },
+        { line: 3, reason: 'phone "+31612345673.0" has 10 digits after +31; a Dutch number has 9 (a digit missing or one too many?)' },
+        { line: 7, reason: 'phone "+32 470 12 34 56 7" has 10 digits after +32; a Belgian number has 8 or 9 (a digit missing or one too many?)' },
+      ]);
+      const stored = await t.db.query<{ name: string }>(`select name from people where phone = any($1) order by phone`, [['+31612345699', '+3197010000003', '+3225551212', '+32470123956']]);
+      assert.deepEqual(stored.rows.map((r) => r.name), ['Ok', 'Desk', 'Ann', 'Bert']);
+    });
+
     test('headers as Dutch, Belgian and German exports write them; a landline beside the mobile stays an attribute', async () => {
       const upload = async (csv: string) => {
         const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'hr.csv', content: Buffer.from(csv) }));

@@ -65,12 +65,33 @@ function emailFault(address: string): string {
   return '';
 }
 
+/**
+ * Where a country's numbers all have one length, a number of another length is a typing
+ * or spreadsheet error (a digit lost, a ".0" a number format added): stored, it matches no
+ * WhatsApp sender and the person is silently never recognised. The Netherlands: 9 digits
+ * after +31 (mobiles, landlines, 085/088), 11 for 097 (machine and business numbers);
+ * Belgium: 8 (landlines) or 9 (mobiles).
+ */
+function nationalLengthFault(e164: string): string | null {
+  const national = (code: string) => (e164.startsWith(`+${code}`) ? e164.slice(1 + code.length) : null);
+  const nl = national('31');
+  if (nl !== null && nl.length !== (nl.startsWith('97') ? 11 : 9)) return `has ${nl.length} digits after +31; a Dutch number has ${nl.startsWith('97') ? 11 : 9} (a digit missing or one too many?)`;
+  const be = national('32');
+  if (be !== null && be.length !== 8 && be.length !== 9) return `has ${be.length} digits after +32; a Belgian number has 8 or 9 (a digit missing or one too many?)`;
+  return null;
+}
+
 const rowSchema = z.object({
   name: z.string().trim().min(1, 'name is empty'),
   phone: z.string().transform((value, ctx) => {
     const e164 = phoneToE164(value);
     if (!e164) {
       ctx.addIssue({ code: 'custom', message: `phone "${value}" is not an international number (E.164 with country code, e.g. +31612345678)` });
+      return z.NEVER;
+    }
+    const fault = nationalLengthFault(e164);
+    if (fault) {
+      ctx.addIssue({ code: 'custom', message: `phone "${value}" ${fault}` });
       return z.NEVER;
     }
     return e164;
