@@ -115,6 +115,29 @@ describe('dashboard with ADMIN_TOKEN', () => {
     assert.equal((await jobGet(t.runtime.db, id))!.status, 'pending');
   });
 
+  test('an upload over the limit is refused on its form\'s page with what to do, not as JSON', async () => {
+    const { cookie } = await login(t);
+    const imports = await t.app.inject({ url: '/admin/imports', headers: { cookie } });
+    const csrf = csrfOf(imports.body);
+    // ~17 MB of CSV is more than 20 MB as a form sends it (every ";" and line break as %XX).
+    const csv = `Naam;Telefoon\r\n${'Medewerker 1;+31 6 12345678\r\n'.repeat(600_000)}`;
+    for (const [url, fields, says] of [
+      ['/admin/imports', { filename: 'big.csv', content: csv }, /aiq import-people/],
+      ['/admin/documents', { title: 'Big', body: csv }, /add it in parts/],
+    ] as const) {
+      const payload = new URLSearchParams({ _csrf: csrf, ...fields }).toString();
+      assert.ok(payload.length > 20 * 1024 * 1024);
+      const refused = await t.app.inject({ method: 'POST', url, headers: { cookie, origin: 'http://localhost', 'content-type': 'application/x-www-form-urlencoded' }, payload });
+      assert.equal(refused.statusCode, 303, refused.body.slice(0, 200));
+      const shown = await t.app.inject({ url: String(refused.headers.location), headers: { cookie } });
+      assert.equal(shown.statusCode, 200);
+      assert.match(shown.body, /class="problem" role="alert">[^<]*too large/);
+      assert.match(shown.body, says);
+    }
+    // Other errors on dashboard routes are the app's as before.
+    assert.equal((await t.app.inject({ method: 'POST', url: '/admin/imports', headers: { cookie, origin: 'http://localhost', 'content-type': 'application/json' }, payload: '{' })).statusCode, 400);
+  });
+
   test('user text in payloads and errors is escaped', async () => {
     const { cookie } = await login(t);
     const id = await jobEnqueue(t.runtime.db, { type: 'xss', payload: { body: '<script>alert(1)</script>' } });

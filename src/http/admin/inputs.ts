@@ -45,7 +45,7 @@ export const SimulateBody = z.object({
 });
 
 /** Uploaded documents and CSV files travel as form fields; far above the webhook limit. */
-const UPLOAD_BODY_LIMIT = 20 * 1024 * 1024;
+export const UPLOAD_BODY_LIMIT = 20 * 1024 * 1024;
 
 /**
  * The route options of an upload: its size limit, and the field that carries the file. The

@@ -8,7 +8,8 @@ import type { Runtime } from '../../runtime.ts';
 import type { AuthFailureLimiter } from '../auth-failures.ts';
 import { embeddingsProblem } from '../health.ts';
 import type { AdminAuth } from '../auth.ts';
-import { dashboardAccess } from './access.ts';
+import { actionQuery, dashboardAccess } from './access.ts';
+import { UPLOAD_BODY_LIMIT } from '../admin/inputs.ts';
 import { conversationPages } from './conversation-pages.ts';
 import { auditPages } from './audit-pages.ts';
 import { schedulePages } from './schedule-pages.ts';
@@ -41,6 +42,21 @@ export const dashboard: FastifyPluginAsync<DashboardOptions> = async (app, { run
     reply.header('content-security-policy', "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'");
     reply.header('referrer-policy', 'same-origin');
     return payload;
+  });
+
+  // An upload over its limit is refused while its body is read, before the route runs: its
+  // form's page says so, as it says any other problem, where the browser showed the JSON an
+  // API client gets ({"error":"Request body is too large",…}; a form sends a file of ~16 MB
+  // as more than 20 MB). Anything else goes on to the app's handler.
+  app.setErrorHandler((error: Error & { code?: string }, request, reply) => {
+    const { fileField } = (request.routeOptions?.config ?? {}) as { fileField?: string };
+    if (error.code !== 'FST_ERR_CTP_BODY_TOO_LARGE' || !fileField) throw error;
+    const limit = Math.round(UPLOAD_BODY_LIMIT / 1024 / 1024);
+    const problem =
+      fileField === 'content'
+        ? `The file is too large for an upload here (${limit} MB as the form sends it): import it with \`aiq import-people <file>\`, which reads a file of any size, or in parts.`
+        : `The document is too large for an upload here (${limit} MB as the form sends it; a document holds at most 1,000,000 characters): add it in parts (a chapter each).`;
+    return reply.redirect(`${request.url.split('?')[0]}${actionQuery(request, { problem })}`, 303);
   });
 
   app.get('/admin/assets/app.js', async (_request, reply) =>
