@@ -367,6 +367,16 @@ describe('admin API: people, documents and imports', () => {
       assert.equal((await t.app.inject({ method: 'POST', url: '/api/documents', headers: auth, payload: bad })).statusCode, 400, JSON.stringify(bad));
     }
     assert.equal((await t.app.inject({ url: '/api/documents?limit=0', headers: auth })).statusCode, 400);
+    // A web page's source (a wiki's export) is refused with the reason, where its tags were
+    // embedded and quoted in answers; Markdown with a few tags in it is a document.
+    const page = '<div class="wiki-content"><h2 id="Verlof">Vakantiedagen</h2><p>Je hebt <strong>25</strong>&nbsp;vakantiedagen per jaar &amp; ze vervallen op 1&nbsp;juli.</p><ul><li>Aanvragen via <a href="https://hr.example.com/verlof">het HR-portaal</a></li></ul></div>';
+    for (const body of [page, `<!DOCTYPE html>\n<html><body><p>Open from 9 to 17.</p></body></html>`]) {
+      const html = await t.app.inject({ method: 'POST', url: '/api/documents', headers: auth, payload: { title: 'Wiki', body } });
+      assert.equal(html.statusCode, 400, html.body);
+      assert.match(html.json().error, /is HTML \(a web page's source\)/);
+    }
+    const markdown = { title: 'With tags', body: '# Parking\n\nThe garage opens at 7.<br>\nIt closes at 19.\n\n<details><summary>Bikes</summary>\n\nBikes go in the shed.\n</details>\n' };
+    assert.equal((await t.app.inject({ method: 'POST', url: '/api/documents', headers: auth, payload: markdown })).statusCode, 201);
     // Not JSON: 415, saying what is wanted, where a text/plain body was a 400 "expected object"
     // (found by a new-user probe).
     const text = await t.app.inject({ method: 'POST', url: '/api/documents', headers: { ...auth, 'content-type': 'text/plain' }, payload: 'Opening hours: 9 to 17' });

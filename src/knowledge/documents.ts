@@ -11,6 +11,26 @@ export function documentContentHash(title: string, body: string): string {
   return createHash('sha256').update(JSON.stringify([title, body])).digest('hex');
 }
 
+const HTML_PAGE = /^\s*<(?:!doctype\s+html|html|head|body)[\s>]/i;
+const HTML_MARKUP = /<\/?[a-z][a-z0-9]*(?:\s[^<>]*)?\/?>|&(?:nbsp|amp|lt|gt|quot|#\d+);/gi;
+
+/**
+ * A web page's source (a saved .html file, a wiki's export): it begins as a page does, or
+ * markup is more than a fifth of its text. A Markdown file with a few tags (<br>, <details>)
+ * is not. Saved, it was chunked and embedded tags and all, and an answer quoted
+ * `<p>Je hebt <strong>25</strong>&nbsp;vakantiedagen` (found by an import probe).
+ */
+function looksLikeHtml(body: string): boolean {
+  if (HTML_PAGE.test(body)) return true;
+  let tags = 0;
+  let markup = 0;
+  for (const match of body.matchAll(HTML_MARKUP)) {
+    tags += 1;
+    markup += match[0].length;
+  }
+  return tags >= 10 && markup * 5 > body.replace(/\s+/g, '').length;
+}
+
 export interface DocumentSaveInput {
   title: string;
   body: string;
@@ -53,6 +73,11 @@ export async function documentSave(tx: Queryable, input: DocumentSaveInput, sett
   const body = input.body.replace(/\r\n?/g, '\n');
   if (body.length > DOCUMENT_MAX_CHARS) {
     throw new DocumentContentError(`document "${title}" is ${body.length.toLocaleString('en')} characters, more than ${DOCUMENT_MAX_CHARS.toLocaleString('en')}: add it in parts (a chapter each)`);
+  }
+  if (looksLikeHtml(body)) {
+    throw new DocumentContentError(
+      `document "${title}" is HTML (a web page's source): its tags and entities would be searched and quoted in replies; copy the page's text from the browser, or save it as plain text or Markdown`,
+    );
   }
   const chunks = documentContentCheck(title, body, settings);
   const hash = documentContentHash(title, body);
