@@ -178,6 +178,19 @@ for (const backend of BACKENDS) {
       assert.equal(row.rows[0]!.phone, '+32470123456');
     });
 
+    test('a number a spreadsheet turned into a number is reported as such', async () => {
+      const csv = ['naam;telefoon', 'Anna;3,16123E+10', 'Bram;31612345678', 'Chris;612345678', 'Dora;0612345678'].join('\r\n');
+      const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'excel.csv', content: Buffer.from(csv) }));
+      await importPeopleExecute(t.db, importId);
+      const reasons = (await importGet(t.db, importId))!.rowErrors.map((e) => `${e.line}: ${e.reason}`);
+      assert.deepEqual(reasons, [
+        '2: phone "3,16123E+10" is in scientific notation, as a spreadsheet shows a long number (its last digits are lost): format the column as text, type the numbers with their +, and export again',
+        '3: phone "31612345678" has neither a + nor a leading 0 (a spreadsheet drops both from a number): write it with its country code (e.g. +31612345678) in a column formatted as text',
+        '4: phone "612345678" has neither a + nor a leading 0 (a spreadsheet drops both from a number): write it with its country code (e.g. +31612345678) in a column formatted as text',
+        '5: phone "0612345678" is not an international number (E.164 with country code, e.g. +31612345678)',
+      ]);
+    });
+
     test('a Dutch or Belgian number of the wrong length is reported, not stored as a number no one has', async () => {
       const csv = ['name,phone', 'Fien,+31 6 1234 567', 'Hans,+31612345673.0', 'Desk,+31 970 1000 0003', 'Ann,+32 2 555 12 12', 'Bert,+32 470 12 39 56', 'Bas,+32 470 12 34 56 7', 'Ok,+31 6 12345699'].join('\n');
       const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'lengths.csv', content: Buffer.from(csv) }));

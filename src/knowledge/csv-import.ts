@@ -81,12 +81,25 @@ function nationalLengthFault(e164: string): string | null {
   return null;
 }
 
+/**
+ * What a spreadsheet did to a number typed as +31612345678 or 0612345678, which it reads
+ * as a number: the + or the 0 is gone; in a narrow column, or saved so, it is 3,16123E+10
+ * and digits are gone too. Said as such, the row error tells the admin what to fix in the sheet.
+ */
+function spreadsheetFault(value: string): string | null {
+  if (/^\d+([.,]\d+)?E\+?\d+$/i.test(value)) return 'is in scientific notation, as a spreadsheet shows a long number (its last digits are lost): format the column as text, type the numbers with their +, and export again';
+  // Which it lost, the + before a country code or the 0 before a national number, the
+  // digits do not tell (31612345678 is Dutch, 612345678 a Dutch mobile without its 0).
+  if (/^[1-9]\d{5,14}$/.test(value)) return 'has neither a + nor a leading 0 (a spreadsheet drops both from a number): write it with its country code (e.g. +31612345678) in a column formatted as text';
+  return null;
+}
+
 const rowSchema = z.object({
   name: z.string().trim().min(1, 'name is empty'),
   phone: z.string().transform((value, ctx) => {
     const e164 = phoneToE164(value);
     if (!e164) {
-      ctx.addIssue({ code: 'custom', message: `phone "${value}" is not an international number (E.164 with country code, e.g. +31612345678)` });
+      ctx.addIssue({ code: 'custom', message: `phone "${value}" ${spreadsheetFault(value.trim()) ?? 'is not an international number (E.164 with country code, e.g. +31612345678)'}` });
       return z.NEVER;
     }
     const fault = nationalLengthFault(e164);
