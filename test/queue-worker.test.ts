@@ -174,23 +174,21 @@ for (const backend of BACKENDS) {
     });
 
     test('a throttled job that asks for no wait (Retry-After: 0) still waits a second, not retried at once', async () => {
-      let calls = 0;
+      const calls: number[] = [];
       const worker = await startWorker({
         handlers: [handler('throttled_now', async () => {
-          calls++;
+          calls.push(performance.now());
           throw new RetryLaterError('429 from provider, Retry-After: 0', { delayMs: 0, countsAsAttempt: false });
         })],
       });
       const id = await jobEnqueue(t.db, { type: 'throttled_now', payload: {}, maxAttempts: 2 });
-      await waitFor(async () => (await jobGet(t.db, id))!.errors.length >= 1, 'first throttle');
-      const job = (await jobGet(t.db, id))!;
-      const wait = (job.nextRunAt.getTime() - job.updatedAt.getTime()) / 1000;
-      assert.ok(wait >= 0.99, `waits at least a second (got ${wait})`);
-      await new Promise((resolve) => setTimeout(resolve, 1500));
-      // Without the floor the job ran as fast as the worker could claim it (dozens of calls).
-      assert.ok(calls <= 3, `called ${calls} times in 1.5 s`);
-      assert.equal((await jobGet(t.db, id))!.attempts, 0, 'the attempts were given back');
+      await waitFor(async () => calls.length >= 2, 'the second call');
       await worker.stop();
+      // Without the floor the second call came as soon as the worker could claim the job again.
+      const gap = calls[1]! - calls[0]!;
+      assert.ok(gap >= 950, `the second call came ${gap.toFixed(0)} ms after the first`);
+      const job = (await jobGet(t.db, id))!;
+      assert.ok(job.errors.length >= 1 && job.errors.every((e) => e.refunded), 'each throttled attempt was given back');
     });
 
     test('a hanging handler times out, is aborted, and is retried', async () => {

@@ -556,7 +556,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // A refunded retry waits at least MIN_REFUND_DELAY_MS: it costs no attempt, so a delay of
     // 0 (`Retry-After: 0` from a throttling API) made the job due at once, again and again,
     // as fast as the worker could call the API, for the whole throttle window.
-    const delaySeconds = refund ? retryLater!.delayMs / 1000 : retryDelaySeconds(job.attempts, this.backoff, retryLater?.delayMs);
+    const delaySeconds = refund ? Math.max(retryLater!.delayMs, MIN_REFUND_DELAY_MS) / 1000 : retryDelaySeconds(job.attempts, this.backoff, retryLater?.delayMs);
     await this.writeFailure({ job, durationMs, error, message: describeError(error), permanent, delaySeconds, refund }, 3);
     this.wake();
   }
