@@ -248,6 +248,12 @@ for (const backend of BACKENDS) {
       assert.equal(latin1.counts.inserted, 1);
       assert.deepEqual(await person('+31633333334'), { name: 'José Müller', department: 'Fïnance' });
 
+      // Excel's `sep=;` first line names the delimiter; Excel numbers the header 1 beneath it.
+      const sep = await upload('sep.csv', Buffer.from('\uFEFFsep=;\r\nnaam;telefoon;afdeling\r\nSep Een;+31633333335;HR, Payroll\r\nSep Twee;0612;IT\r\n'));
+      assert.deepEqual([sep.counts.inserted, sep.counts.rejected, sep.record.status], [1, 1, 'done']);
+      assert.deepEqual(await person('+31633333335'), { name: 'Sep Een', department: 'HR, Payroll' });
+      assert.equal(sep.record.rowErrors[0]!.line, 3);
+
       // Excel's "Unicode text": UTF-16 with a byte-order mark.
       const utf16 = await upload('unicode.csv', Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('name,phone\nÅsa Berg,+46701234567\n', 'utf16le')]));
       assert.equal(utf16.counts.inserted, 1);

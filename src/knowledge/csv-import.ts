@@ -464,7 +464,11 @@ async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: numb
   const decoder = textStreamDecoder();
   const firstText = first.done ? '' : decoder.write(first.value);
   const firstLine = firstText.split(/\r?\n/, 1)[0] ?? '';
-  const delimiter = [',', ';', '\t'].map((d) => ({ d, n: firstLine.split(d).length })).sort((a, b) => b.n - a.n)[0]!.d;
+  // Excel's `sep=;` line names the delimiter (some HR systems write it so that Excel opens
+  // the file in any locale). Excel shows the header as row 1 beneath it, and so do we. Taken
+  // for the header, it failed the import ("found: sep=").
+  const separatorLine = /^"?sep=(.)"?\s*$/i.exec(firstLine);
+  const delimiter = separatorLine?.[1] ?? [',', ';', '\t'].map((d) => ({ d, n: firstLine.split(d).length })).sort((a, b) => b.n - a.n)[0]!.d;
   // Line breaks inside the cells of the records read so far: csv-parse counts them as lines.
   let breaksInCells = 0;
   const parser = parse({
@@ -503,7 +507,9 @@ async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: numb
   };
   const input = Readable.from(
     (async function* () {
-      if (firstText) yield lf(firstText);
+      // Without the `sep=` line: csv-parse numbers the header 1, as Excel does beneath it.
+      const text = separatorLine ? firstText.slice(firstLine.length).replace(/^\r?\n/, '') : firstText;
+      if (text) yield lf(text);
       for (;;) {
         const next = await iterator.next();
         if (next.done) break;
