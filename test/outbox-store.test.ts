@@ -1,6 +1,7 @@
 // The outbox protocol and the conversation store on both databases (PostgreSQL server and
 // embedded PGlite): the same statements must hold the same guarantees on each. Sends go to
-// the fake Twilio over real HTTP.
+// the fake Twilio over real HTTP, with its faults: a send cut off and then confirmed at once,
+// a 201 that is not JSON, a 5xx after the message was accepted.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { conversationThread, inboundReplyState, messageAnsweredBy, messageGet, messageListRecent, messageStatusUpdate } from '../src/messaging/conversations.ts';
@@ -337,6 +338,86 @@ for (const backend of BACKENDS) {
       assert.ok(read.earlier.every((m) => m.createdAt instanceof Date && !Number.isNaN(m.createdAt.getTime())));
       assert.deepEqual(read.earlier[1]!.citations, citations);
       assert.equal(read.unanswered[1]!.mediaUrls.length, 1);
+    });
+
+    // Twilio's less common answers, found by a Twilio probe. replySend returned the first
+    // part's outcome whenever it was not 'sent', so a first part confirmed by Twilio's list
+    // right after a cut connection (no PUBLIC_URL) ended the job done with parts 2… left
+    // `unsent` for good: a truncated answer.
+    test('a reply in parts whose first send was cut off and then confirmed by Twilio\'s list still sends the rest, once each', async () => {
+      fake.reset();
+      const blind: OutboxDeps = { ...deps, statusCallbackUrl: () => undefined };
+      const m = await inbound('lange vraag');
+      fake.fault({ kind: 'accept-then-drop' });
+      const outcome = await replySend(blind, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['deel (1/3)', 'deel (2/3)', 'deel (3/3)'], contextUntilSeq: null }, TO);
+      const parts = await replyPartsForInbound(t.db, m.messageId);
+      assert.deepEqual(
+        parts.map((p) => [p.body, p.twilioSid !== null]),
+        [
+          ['deel (1/3)', true],
+          ['deel (2/3)', true],
+          ['deel (3/3)', true],
+        ],
+        'every part confirmed',
+      );
+      assert.deepEqual(fake.messages.map((x) => x.body), ['deel (1/3)', 'deel (2/3)', 'deel (3/3)'], 'each part sent once, in order');
+      assert.equal(outcome.kind, 'sent');
+      assert.equal(outcome.reply.id, parts[2]!.id, 'the outcome is the last part');
+    });
+
+    // Found by a Twilio probe: a reply refused with a 5xx that went out all the same, then
+    // confirmed by its status callback, read "delivered · not sent: Twilio is unavailable".
+    test('a status callback for a reply recorded "not sent" replaces that verdict, error code and text', async () => {
+      fake.reset();
+      const m = await inbound('toch bezorgd');
+      fake.fault({ kind: 'accept-then-http', status: 500, code: 20500, message: 'Internal Server Error' });
+      const refused = await replySend(deps, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['bezorgd na een 500'], contextUntilSeq: null }, TO);
+      assert.equal(refused.kind, 'retry');
+      assert.match(refused.reply.errorMessage!, /^not sent: /);
+      assert.ok(await messageStatusUpdate(t.db, { messageId: refused.reply.id, twilioSid: fake.messages[0]!.sid, status: 'delivered' }));
+      const delivered = (await messageGet(t.db, refused.reply.id))!;
+      assert.equal(delivered.status, 'delivered');
+      assert.equal(delivered.errorMessage, null);
+      assert.equal(delivered.errorCode, null);
+    });
+
+    test('a 201 whose body is not JSON is uncertain: waited for, never resent', async () => {
+      fake.reset();
+      const m = await inbound('kapot antwoord');
+      fake.fault({ kind: 'accept-then-body', body: '<html>OK</html>', contentType: 'text/html' });
+      const outcome = await replySend(deps, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['ontvangen?'], contextUntilSeq: null }, TO);
+      assert.equal(outcome.kind, 'waiting');
+      assert.equal(outcome.reply.status, 'unconfirmed');
+      assert.equal(fake.sendCount({ body: 'ontvangen?' }), 1);
+    });
+
+    // Twilio's 5xx is not proof that nothing went out: a gateway that timed out waiting for
+    // Twilio's answer (502/504), or a 500 raised after the message was stored. Without a
+    // status callback to confirm it first, the retry resent it: the contact got it twice.
+    test('a 5xx after Twilio accepted the message: the retry does not send it a second time', async () => {
+      fake.reset();
+      const blind: OutboxDeps = { ...deps, statusCallbackUrl: () => undefined };
+      const m = await inbound('gateway');
+      fake.fault({ kind: 'accept-then-http', status: 504, html: true });
+      const first = await replySend(blind, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['één keer graag'], contextUntilSeq: null }, TO);
+      assert.equal(first.kind, 'retry');
+      const again = await replyResume(blind, (await replyPartsForInbound(t.db, m.messageId))[0]!, TO);
+      assert.equal(fake.sendCount({ body: 'één keer graag' }), 1, 'sent exactly once');
+      assert.equal(again.kind, 'already-sent');
+      assert.equal(again.reply.twilioSid, fake.messages[0]!.sid);
+      assert.equal(again.reply.errorMessage, null, 'no "not sent" left on a reply that went');
+
+      // Twilio's own 500 after storing it, and a 500 that truly took nothing: once each.
+      const n = await inbound('interne fout');
+      fake.fault({ kind: 'accept-then-http', status: 500, code: 20500, message: 'Internal Server Error' });
+      assert.equal((await replySend(blind, { conversationId: n.conversationId, replyToMessageId: n.messageId, parts: ['toch aangekomen'], contextUntilSeq: null }, TO)).kind, 'retry');
+      assert.equal((await replyResume(blind, (await replyPartsForInbound(t.db, n.messageId))[0]!, TO)).kind, 'already-sent');
+      const o = await inbound('echt niet');
+      fake.fault({ kind: 'http', status: 500, code: 20500, message: 'Internal Server Error' });
+      assert.equal((await replySend(blind, { conversationId: o.conversationId, replyToMessageId: o.messageId, parts: ['nu wel'], contextUntilSeq: null }, TO)).kind, 'retry');
+      assert.equal((await replyResume(blind, (await replyPartsForInbound(t.db, o.messageId))[0]!, TO)).kind, 'sent');
+      assert.equal(fake.sendCount({ body: 'toch aangekomen' }), 1);
+      assert.equal(fake.sendCount({ body: 'nu wel' }), 1);
     });
   });
 }

@@ -136,6 +136,21 @@ describe('reply delivery through the outbox', () => {
     assert.equal(sent.error_code, null, 'the passing error is cleared once sent');
   });
 
+  // Found by a Twilio probe: a 429 with `Retry-After: 0` made the throttled job due at once,
+  // without spending an attempt, so the worker sent to Twilio again and again as fast as it
+  // could for the whole throttle window (15 minutes): a retry storm against a throttling API.
+  test('429 with Retry-After: 0: not retried at once, again and again', async () => {
+    fake.fault(...Array.from({ length: 50 }, () => ({ kind: 'http' as const, status: 429, code: 20429, message: 'Too Many Requests', retryAfterSeconds: 0 })));
+    const inbound = await receive(m, t, 'Te druk?');
+    await fake.waitForRequests(1);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const throttled = fake.requests.filter((r) => r.outcome === 'fault:http-429').length;
+    assert.ok(throttled <= 2, `${throttled} sends to a throttling Twilio within 1.5 s`);
+    fake.reset();
+    await untilJob(t, inbound, 'job done once Twilio takes it', (j) => j.status === 'done');
+    assert.equal(fake.messages.length, 1);
+  });
+
   test('500 and a refused connection are retried with backoff; the reply goes out once', async () => {
     fake.fault({ kind: 'http', status: 500, code: 20500, message: 'Internal Server Error' });
     const inbound = await receive(m, t, 'Storing?');
