@@ -225,6 +225,15 @@ for (const backend of BACKENDS) {
       const both = await upload('Naam;Telefoon;Mobiel\nOtto;+31 30 5555504;+31 6 55555505\n');
       assert.equal(both.status, 'done');
       assert.deepEqual(await person('+31655555505'), { name: 'Otto', email: null, department: null, role: null, attributes: { Telefoon: '+31 30 5555504' } });
+      // An alias added for these exports does not make a file that imported before fail:
+      // "Functie" beside "Rol", "Team" beside "Abteilung" each import as they did, the other
+      // column an attribute (not "both map to role" for the whole file).
+      const functie = await upload('Naam;Telefoon;Functie;Rol\nRia;+31 6 55555507;Recruiter;Beheerder\n');
+      assert.deepEqual([functie.status, functie.error], ['done', null]);
+      assert.deepEqual(await person('+31655555507'), { name: 'Ria', email: null, department: null, role: 'Recruiter', attributes: { Rol: 'Beheerder' } });
+      const team = await upload('Name,Phone,Abteilung,Team\nUte,+49 151 55555508,Vertrieb,Blau\n');
+      assert.deepEqual([team.status, team.error], ['done', null]);
+      assert.deepEqual(await person('+4915155555508'), { name: 'Ute', email: null, department: 'Blau', role: null, attributes: { Abteilung: 'Vertrieb' } });
       // A header nothing knows says how to map it (the dashboard and the API take no mapping).
       const unknown = await upload('Naam;Nummer\nPiet;+31655555506\n');
       assert.equal(unknown.status, 'failed');

@@ -36,6 +36,15 @@ export const HEADER_ALIASES: Record<string, PersonField> = {
 /** Phone headers that name a mobile number, preferred to a landline's beside them. */
 const MOBILE_HEADERS = new Set(['mobile', 'mobilephone', 'mobilenumber', 'cellphone', 'mobiel', 'whatsapp', 'whatsappnummer', 'mobielnummer', 'mobieltelefoon', 'mobieltelefoonnummer', 'mobielenummer', 'gsm', 'gsmnummer', 'handy', 'handynummer', 'mobil', 'mobilnummer', 'mobiltelefon']);
 
+/**
+ * Aliases that yield to another column of the same field, which then leaves them an
+ * attribute: they were added after files holding both had imported ("Functie" and "Rol",
+ * "Team" and "Abteilung": the role and the department, the other an attribute). Ranked
+ * alike, such a file failed as a whole with "both map to role", in the dashboard and the
+ * API with no mapping to give.
+ */
+const YIELDING_HEADERS = new Set(['naammedewerker', 'telefon', 'telefonnummer', 'emailadresse', 'abteilung', 'rol', 'functietitel', 'funktion']);
+
 const BATCH_SIZE = 1000;
 /** Row errors kept on the import record; the `rejected` count stays exact beyond it. */
 const MAX_STORED_ROW_ERRORS = 1000;
@@ -383,15 +392,16 @@ function headerPlan(cells: string[], explicit: Record<string, PersonField> = {})
   const explicitNormalised = new Map(Object.entries(explicit).map(([k, v]) => [normaliseHeader(k), v]));
   // Which column fills a field that two could fill: one mapped explicitly, then for the
   // phone a mobile one (HR systems export a landline beside it: "Telefoon" and "Mobiel",
-  // "Telefon" and "Handy"; WhatsApp is on the mobile), which leaves the other an attribute.
+  // "Telefon" and "Handy"; WhatsApp is on the mobile), then any but a yielding one
+  // (YIELDING_HEADERS), which leaves the other an attribute.
   const candidates = cells.map((cell) => {
     const key = normaliseHeader(cell);
     const mapped = explicitNormalised.get(key);
     const field = mapped ?? HEADER_ALIASES[key];
-    return field && { field, rank: mapped ? 2 : field === 'phone' && MOBILE_HEADERS.has(key) ? 1 : 0 };
+    return field && { field, rank: mapped ? 2 : field === 'phone' && MOBILE_HEADERS.has(key) ? 1 : YIELDING_HEADERS.has(key) ? -1 : 0 };
   });
   const best = new Map<PersonField, number>();
-  for (const c of candidates) if (c) best.set(c.field, Math.max(best.get(c.field) ?? 0, c.rank));
+  for (const c of candidates) if (c) best.set(c.field, Math.max(best.get(c.field) ?? -Infinity, c.rank));
   const taken = new Map<PersonField, string>();
   const columns = cells.map((cell, index) => {
     const candidate = candidates[index];
