@@ -336,6 +336,24 @@ test('a number typed with its trunk 0 after the country code ("+31 06 …") find
   assert.equal(audit[0]!.result, 'ok');
 });
 
+test('a number typed as WhatsApp writes it ("+31 6 …") also finds the old person record imported with the trunk 0', async () => {
+  // A record imported before the trunk 0 was dropped holds +310611220044; the operator types
+  // the number as WhatsApp shows it. Looked up as typed and as WhatsApp writes it only, the
+  // record was missed: the erasure erased the contact and left the person's name and email.
+  const EVE = '+31611220044';
+  await send(EVE, 'Graag alles wissen');
+  await settled();
+  await t.db.query(`insert into people (name, phone, email, content_hash) values ('Eve Oud', '+310611220044', 'eve@example.com', 'x')`);
+  const exported = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent('+31 6 11 22 00 44')}`, headers: BEARER });
+  assert.equal(exported.statusCode, 200, exported.body);
+  assert.equal(exported.json().conversations.length, 1);
+  assert.equal(exported.json().person?.name, 'Eve Oud', 'the record imported with the 0 is handed over');
+  const erased = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: '+31 6 11 22 00 44' } });
+  assert.equal(erased.statusCode, 200, erased.body);
+  assert.deepEqual([erased.json().counts.contacts, erased.json().counts.people], [1, 1]);
+  assert.equal((await t.db.query(`select 1 from people where email = 'eve@example.com'`)).rowCount, 0, 'no record of them is left');
+});
+
 test('an erasure while the reply is being composed leaves nothing behind and sends nothing', async () => {
   const carla = '+31611112222';
   const sendsBefore = twilio.messages.length;

@@ -86,6 +86,19 @@ function withoutTrunkZero(e164: string): string {
   return `+${code}${digits.slice(codeLength + 1)}`;
 }
 
+/**
+ * The form an import before the trunk 0 was dropped stored an E.164 number under
+ * (+31612345678 as +310612345678), or null where there is none (a country whose numbers
+ * begin with their 0, a number that already does, or one that would be too long).
+ */
+export function phoneWithTrunkZero(e164: string): string | null {
+  const digits = e164.slice(1);
+  const codeLength = countryCodeLength(digits);
+  const code = digits.slice(0, codeLength);
+  if (digits[codeLength] === '0' || ZERO_KEPT.has(code) || digits.length >= 15) return null;
+  return `+${code}0${digits.slice(codeLength)}`;
+}
+
 /** sha256 over the fields that make up the record, keys sorted: equal content, equal hash. */
 export function personContentHash(person: PersonInput): string {
   const attributes = Object.fromEntries(Object.entries(person.attributes ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));

@@ -9,7 +9,7 @@
 // nothing, and a reply it tries to store fails on the deleted conversation; nothing is
 // re-created afterwards. A message that arrives later from the same number is a new contact.
 import type { Database, Queryable } from '../db/types.ts';
-import { phoneToE164, phoneWrittenE164 } from '../knowledge/people.ts';
+import { phoneToE164, phoneWithTrunkZero, phoneWrittenE164 } from '../knowledge/people.ts';
 import { auditRecord } from './audit.ts';
 import { documentsAboutPerson } from './documents-about.ts';
 import { emailPattern, nationalPartOf, personMatcher, spelledNumberPattern } from './written-forms.ts';
@@ -50,15 +50,17 @@ export function erasurePhone(raw: string): string {
 }
 
 /**
- * Every form the number is held under: as typed (a person record imported before the trunk 0
- * after the country code was dropped holds +310612345678), and as WhatsApp and the people
- * table write it now (+31612345678), when that differs. "+31 06 …" looked up only as typed
- * missed the person's WhatsApp contact: export said nothing was held, erasure "not found".
+ * Every form the number is held under: as typed, as WhatsApp and the people table write it
+ * now (+31612345678), and as a person record imported before the trunk 0 after the country
+ * code was dropped holds it (+310612345678), whichever way it was typed. "+31 06 …" looked
+ * up only as typed missed the person's WhatsApp contact (export said nothing was held,
+ * erasure "not found"); "+31 6 …" missed such a person record, which kept their name and
+ * email after the erasure.
  */
 export function erasurePhones(raw: string): string[] {
   const written = erasurePhone(raw);
-  const current = phoneToE164(raw);
-  return current && current !== written ? [written, current] : [written];
+  const current = phoneToE164(raw) ?? written;
+  return [...new Set([written, current, phoneWithTrunkZero(current) ?? written])];
 }
 
 /**
