@@ -443,6 +443,15 @@ describe('admin API: people, documents and imports', () => {
     assert.equal(people.json().people.length, 1);
     const byNumber = await t.app.inject({ url: `/api/people?q=${encodeURIComponent('06 1111 1111')}`, headers: auth });
     assert.deepEqual(byNumber.json().people.map((p: { name: string }) => p.name), ['Anna de Vries'], 'found by the number written nationally');
+    // A record imported before the trunk 0 after the country code was dropped holds
+    // +310611113333: "+31 06 …" found it by its digits, and so does the number as WhatsApp
+    // writes it (the look-up by the number as held missed it).
+    await t.runtime.db.query(`insert into people (name, phone, content_hash) values ('Oud Record', '+310611113333', 'x')`);
+    for (const written of ['+31 06 1111 3333', '+31 6 1111 3333', '0611113333']) {
+      const found = await t.app.inject({ url: `/api/people?q=${encodeURIComponent(written)}`, headers: auth });
+      assert.deepEqual(found.json().people.map((p: { name: string }) => p.name), ['Oud Record'], written);
+    }
+    await t.runtime.db.query(`delete from people where phone = '+310611113333'`);
     const person = await t.app.inject({ url: `/api/people/${people.json().people[0].id}`, headers: auth });
     assert.equal(person.json().email, 'anna@example.com');
     assert.equal((await t.app.inject({ url: `/api/people/${NIL}`, headers: auth })).statusCode, 404);

@@ -55,13 +55,21 @@ export function phoneWrittenE164(raw: string): string | null {
 }
 
 /**
- * A search box's text as the digits to look for in a stored number (contacts and people hold
- * E.164): a number in international form as it is held (the trunk 0 after the country code
- * dropped, a `whatsapp:` prefix as Twilio's console shows it), else as phoneSearchDigits
- * reads it (national forms, parts of a number); null for text that is no number.
+ * A search box's text as the digit runs to look for in a stored number (contacts and people
+ * hold E.164), for `like any`: a number in international form as it is held (the trunk 0
+ * after the country code dropped, a `whatsapp:` prefix as Twilio's console shows it), and as
+ * a person record imported before that 0 was dropped holds it (+310612345678, which "+31 06
+ * …" found before); else as phoneSearchDigits reads it (national forms, parts of a number);
+ * null for text that is no number.
  */
-export function phoneSearchOf(search: string): string | null {
-  return phoneToE164(search)?.slice(1) ?? phoneSearchDigits(search);
+export function phoneSearchOf(search: string): string[] | null {
+  const e164 = phoneToE164(search);
+  if (!e164) {
+    const digits = phoneSearchDigits(search);
+    return digits ? [`%${digits}%`] : null;
+  }
+  const withZero = phoneWithTrunkZero(e164);
+  return [e164, ...(withZero ? [withZero] : [])].map((form) => `%${form.slice(1)}%`);
 }
 
 // Country codes of two digits (ITU E.164); 1 and 7 have one; every other has three.

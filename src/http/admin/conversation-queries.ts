@@ -50,7 +50,7 @@ const LIST_SQL = `
   ) last on true
   where ($1::timestamptz is null or (c.last_message_at, c.id) < ($1, $2::uuid))
     and ($3::text is null or k.whatsapp_number like '%' || $3 || '%' or k.profile_name ilike '%' || $3 || '%'
-         or k.whatsapp_number like '%' || $6 || '%')
+         or k.whatsapp_number like any($6::text[]))
     and ($5::text is null or ($5 = 'default' and c.business_number is null) or c.business_number = $5)
   order by c.last_message_at desc, c.id desc
   limit $4`;

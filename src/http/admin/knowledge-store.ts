@@ -27,7 +27,7 @@ const PEOPLE_SQL = `
   from people
   where ($1::text is null
          or name ilike '%' || $1 || '%' or phone like '%' || $1 || '%' or email ilike '%' || $1 || '%'
-         or department ilike '%' || $1 || '%' or role ilike '%' || $1 || '%' or phone like '%' || $5 || '%')
+         or department ilike '%' || $1 || '%' or role ilike '%' || $1 || '%' or phone like any($5::text[]))
     and ($2::text is null or (name, id) > ($2, $3::uuid))
   order by name, id
   limit $4`;
