@@ -53,4 +53,26 @@ describe('a reply in parts on its last attempt', () => {
     assert.deepEqual(fake.messages.map((x) => x.body.slice(-5)), ['(1/3)', '(2/3)', '(3/3)']);
     assert.equal((await jobGet(t.db, job.id))!.status, 'done');
   });
+
+  // Then the next part's send is cut off too, and no callback comes: on the last attempt it
+  // waited (the job then failed, its wait no longer refunded) instead of being flagged after
+  // Twilio's list: the reply stayed unconfirmed and unflagged, its last part never sent.
+  test('a later part cut off in turn on the last attempt is settled by Twilio\'s list as the first was', async () => {
+    fake.reset();
+    fake.statusCallbacks = false;
+    const params = inboundParams('Vertel nog eens alles over thuiswerken.', '+31622230002');
+    assert.equal((await injectSigned(m.app, '/webhooks/twilio/whatsapp', params, { signedUrl: `${m.url}/webhooks/twilio/whatsapp` })).statusCode, 200);
+    const inbound = (await t.db.query<{ id: string }>('select id from messages where twilio_sid = $1', [params.MessageSid])).rows[0]!.id;
+    const job = (await t.db.query<{ id: string }>(`select id from ai_jobs where payload->>'messageId' = $1`, [inbound])).rows[0]!;
+    // Its last attempt, past the window in which a wait costs no attempt.
+    await t.db.query(`update ai_jobs set max_attempts = 1, created_at = now() - interval '1 day' where id = $1`, [job.id]);
+    fake.fault({ kind: 'accept-then-drop' }, { kind: 'accept-then-drop' });
+    const worker = await m.startWorker();
+    await waitFor(async () => ['done', 'failed'].includes((await jobGet(t.db, job.id))!.status), 'the reply job to end');
+    await worker.stop();
+    const parts = (await t.db.query<{ part: number; status: string; twilio_sid: string | null }>(`select part, status, twilio_sid from messages where reply_to_message_id = $1 order by part`, [inbound])).rows;
+    assert.deepEqual(parts.map((p) => p.twilio_sid !== null), [true, true, true], `every part confirmed: ${JSON.stringify(parts)}`);
+    assert.deepEqual(fake.messages.map((x) => x.body.slice(-5)), ['(1/3)', '(2/3)', '(3/3)'], 'each part sent once, in order');
+    assert.equal((await jobGet(t.db, job.id))!.status, 'done');
+  });
 });

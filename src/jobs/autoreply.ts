@@ -319,7 +319,8 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
       }
       // Waiting with no attempt left would leave the reply unconfirmed and unflagged: flag now.
       // Harmless if Twilio's callback still comes: it outranks `flagged` and confirms it.
-      if (outcome.kind === 'waiting' && job.attempts >= job.maxAttempts) {
+      // A loop: a later part sent now may be cut off in turn and wait, with no attempt left.
+      while (outcome.kind === 'waiting' && job.attempts >= job.maxAttempts) {
         outcome = await replyFlag(deps, outcome.reply, undefined, to);
         // Twilio's list had it after all: the parts after it are due now, in order.
         if (outcome.kind === 'already-sent' && outcome.reply.part < outcome.reply.parts) {
