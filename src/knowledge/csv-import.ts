@@ -8,7 +8,7 @@ import { Readable } from 'node:stream';
 import { CsvError, parse } from 'csv-parse';
 import { z } from 'zod';
 import type { Database, Queryable } from '../db/types.ts';
-import { personUpsertMany, phoneToE164, type PersonColumns, type PersonInput } from './people.ts';
+import { columnNameKey, personUpsertMany, phoneToE164, type PersonColumns, type PersonInput } from './people.ts';
 import { textStreamDecoder } from './text-encoding.ts';
 import { auditRecord } from '../privacy/audit.ts';
 import { maskPhone } from '../logger.ts';
@@ -382,20 +382,16 @@ function columnsOf(plan: HeaderPlan): PersonColumns {
   return { fields, attributes };
 }
 
-function normaliseHeader(text: string): string {
-  return text.toLowerCase().replace(/[^\p{L}\p{N}]/gu, '');
-}
-
 function headerPlan(cells: string[], explicit: Record<string, PersonField> = {}): HeaderPlan {
   // A header cell names an attribute, stored as a JSON key: PostgreSQL stores no NUL there.
   if (cells.some((cell) => cell.includes('\u0000'))) throw new ImportFileError('the header line holds NUL characters: save the file as UTF-8 CSV');
-  const explicitNormalised = new Map(Object.entries(explicit).map(([k, v]) => [normaliseHeader(k), v]));
+  const explicitNormalised = new Map(Object.entries(explicit).map(([k, v]) => [columnNameKey(k), v]));
   // Which column fills a field that two could fill: one mapped explicitly, then for the
   // phone a mobile one (HR systems export a landline beside it: "Telefoon" and "Mobiel",
   // "Telefon" and "Handy"; WhatsApp is on the mobile), then any but a yielding one
   // (YIELDING_HEADERS), which leaves the other an attribute.
   const candidates = cells.map((cell) => {
-    const key = normaliseHeader(cell);
+    const key = columnNameKey(cell);
     const mapped = explicitNormalised.get(key);
     const field = mapped ?? HEADER_ALIASES[key];
     return field && { field, rank: mapped ? 2 : field === 'phone' && MOBILE_HEADERS.has(key) ? 1 : YIELDING_HEADERS.has(key) ? -1 : 0 };

@@ -181,6 +181,11 @@ export interface PersonColumns {
   attributes: readonly string[];
 }
 
+
+/** How column names compare, headers and stored attributes alike: without case, spaces or punctuation. */
+export function columnNameKey(name: string): string {
+  return name.toLowerCase().replace(/[^\p{L}\p{N}]/gu, '');
+}
 /** `people` with what `columns` leaves out taken from the stored records of the same phones. */
 async function withStoredFields(db: Queryable, people: PersonInput[], columns: PersonColumns): Promise<PersonInput[]> {
   const { rows } = await db.query<Pick<PersonRow, 'phone' | 'email' | 'department' | 'role' | 'attributes'>>(
@@ -190,15 +195,14 @@ async function withStoredFields(db: Queryable, people: PersonInput[], columns: P
   const stored = new Map(rows.map((row) => [row.phone, row]));
   const carried = new Set<string>(columns.fields);
   // A column names the stored attribute however its header is cased or spaced this time
-  // ("Locatie" then "locatie", as headers are, like the fields', compared): kept under the
-  // old spelling, the old value stayed beside the new one, and replies read both.
-  const attributeKey = (name: string) => name.toLowerCase().replace(/[^\p{L}\p{N}]/gu, '');
-  const replaced = new Set(columns.attributes.map(attributeKey));
+  // ("Locatie" then "locatie", compared as headers are): kept under the old spelling, the
+  // old value stayed beside the new one, and replies read both.
+  const replaced = new Set(columns.attributes.map(columnNameKey));
   return people.map((person) => {
     const before = stored.get(person.phone);
     if (!before) return person;
     const kept = (field: 'email' | 'department' | 'role') => (carried.has(field) ? (person[field] ?? null) : before[field]);
-    const attributes = Object.fromEntries(Object.entries(before.attributes ?? {}).filter(([name]) => !replaced.has(attributeKey(name))));
+    const attributes = Object.fromEntries(Object.entries(before.attributes ?? {}).filter(([name]) => !replaced.has(columnNameKey(name))));
     return { ...person, email: kept('email'), department: kept('department'), role: kept('role'), attributes: { ...attributes, ...person.attributes } };
   });
 }
