@@ -181,11 +181,11 @@ export interface PersonColumns {
   attributes: readonly string[];
 }
 
-
 /** How column names compare, headers and stored attributes alike: without case, spaces or punctuation. */
 export function columnNameKey(name: string): string {
   return name.toLowerCase().replace(/[^\p{L}\p{N}]/gu, '');
 }
+
 /** `people` with what `columns` leaves out taken from the stored records of the same phones. */
 async function withStoredFields(db: Queryable, people: PersonInput[], columns: PersonColumns): Promise<PersonInput[]> {
   const { rows } = await db.query<Pick<PersonRow, 'phone' | 'email' | 'department' | 'role' | 'attributes'>>(
