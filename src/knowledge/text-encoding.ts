@@ -16,17 +16,22 @@ function markedEncoding(head: Uint8Array): TextEncoding | undefined {
   return undefined;
 }
 
-/** The encoding of a file from its first bytes (a sample of tens of kilobytes is plenty). */
-export function textEncodingOf(head: Uint8Array): TextEncoding {
-  const marked = markedEncoding(head);
-  if (marked) return marked;
+/**
+ * UTF-8 when `bytes` are valid UTF-8, else Windows-1252. Unless `whole`, a character cut at
+ * the end of the sample is not an error.
+ */
+function unmarkedEncoding(bytes: Uint8Array, whole = false): TextEncoding {
   try {
-    // `stream`: a character cut at the end of the sample is not an error.
-    new TextDecoder('utf-8', { fatal: true }).decode(head, { stream: true });
+    new TextDecoder('utf-8', { fatal: true }).decode(bytes, { stream: !whole });
     return 'utf-8';
   } catch {
     return 'windows-1252';
   }
+}
+
+/** The encoding of a file from its first bytes (a sample of tens of kilobytes is plenty). */
+export function textEncodingOf(head: Uint8Array): TextEncoding {
+  return markedEncoding(head) ?? unmarkedEncoding(head);
 }
 
 /**
@@ -89,13 +94,7 @@ export function textStreamDecoder(): { write(bytes: Uint8Array): string; end(): 
       held = bytes.slice(at);
       return ascii(bytes.subarray(0, at));
     }
-    const sample = bytes.subarray(at, at + SAMPLE_BYTES);
-    let encoding: TextEncoding = 'utf-8';
-    try {
-      new TextDecoder('utf-8', { fatal: true }).decode(sample, { stream: !(last && at + SAMPLE_BYTES >= bytes.length) });
-    } catch {
-      encoding = 'windows-1252';
-    }
+    const encoding = unmarkedEncoding(bytes.subarray(at, at + SAMPLE_BYTES), last && at + SAMPLE_BYTES >= bytes.length);
     // Mid-file: a byte-order mark's bytes here are a character, not a mark.
     decoder = new TextDecoder(encoding, { ignoreBOM: true });
     return ascii(bytes.subarray(0, at)) + decoder.decode(bytes.subarray(at), { stream: !last });

@@ -130,10 +130,6 @@ export class LogTransport implements Transport {
 const REQUEST_TIMEOUT_MS = 15_000;
 // Twilio rarely sends Retry-After on a 429; without it, wait this long.
 const DEFAULT_THROTTLE_MS = 5_000;
-// The shortest wait after a 429, whatever Retry-After says: a throttled send costs no attempt,
-// so `Retry-After: 0` made the job due at once, and it sent again and again to a throttling
-// Twilio as fast as the worker could, for the whole throttle window.
-const MIN_THROTTLE_MS = 1_000;
 // Connection errors that happen before any byte of the request left: nothing was sent.
 const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ERR_INVALID_URL']);
 // The API's TLS certificate was refused: the handshake failed before any byte of the request
@@ -296,7 +292,9 @@ function classify(err: unknown): SendError {
 function retryAfterMs(headers: Record<string, unknown> | undefined): number {
   const value = headers?.['retry-after'];
   const seconds = Number(Array.isArray(value) ? value[0] : value);
-  return Number.isFinite(seconds) && seconds >= 0 ? Math.max(seconds * 1000, MIN_THROTTLE_MS) : DEFAULT_THROTTLE_MS;
+  // As Twilio says, 0 included: the worker waits at least a second before a throttled job's
+  // next run (MIN_REFUND_DELAY_MS), for Twilio's 429s and the LLM's alike.
+  return Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : DEFAULT_THROTTLE_MS;
 }
 
 function safeJson(text: string): unknown {
