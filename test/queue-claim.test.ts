@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { openPostgres } from '../src/db/postgres.ts';
 import { jobClaim, jobCompleteMany, jobEnqueue, jobEnqueueMany, jobFail, jobGet, jobHeartbeat, jobReclaimExpired } from '../src/queue/index.ts';
 import { jobNextDueInMs } from '../src/queue/store.ts';
+import type { Queryable } from '../src/db/types.ts';
 import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 
 for (const backend of BACKENDS) {
@@ -25,20 +26,42 @@ for (const backend of BACKENDS) {
       await t.db.query(`delete from ai_jobs`);
     });
 
+    /** Rows of `ai_jobs` read so far, by index or by scan, once `db`'s pending counts are written. */
+    const rowsRead = async (db: Queryable) => {
+      await db.query('select pg_stat_force_next_flush()');
+      const { rows } = await t.db.query<{ n: string }>(`select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_user_tables where relname = 'ai_jobs'`);
+      return Number(rows[0]!.n);
+    };
+
     test('a claim reads the jobs it takes, not every due job, also before the table has statistics', async () => {
       // Without statistics (a table just filled, autovacuum off) the planner read every due
       // job and sorted them at every claim: 20,000 rows for 10 (migration 0027).
       await t.db.query(`insert into ai_jobs (type, payload) select 'many', '{}' from generate_series(1, 20000)`);
-      const fetched = async () => {
-        await t.db.query('select pg_stat_force_next_flush()');
-        const { rows } = await t.db.query<{ n: string }>(`select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n from pg_stat_user_tables where relname = 'ai_jobs'`);
-        return Number(rows[0]!.n);
-      };
-      const before = await fetched();
+      const before = await rowsRead(t.db);
       assert.equal((await jobClaim(t.db, 10, 'w1', 30, ['many'])).length, 10);
-      const read = (await fetched()) - before;
+      const read = (await rowsRead(t.db)) - before;
       assert.ok(read < 1000, `rows read for a claim of 10 out of 20,000 due: ${read}`);
       await t.db.query(`delete from ai_jobs`);
+    });
+
+    test("a completion reads the jobs it completes, not the table, also in a connection's first runs before the table has statistics", async () => {
+      // Planned for its given ids, as a prepared statement's first five runs on each
+      // connection are (and every run where statements are not prepared), 500 completions
+      // out of 20,000 jobs read the whole table (migration 0028).
+      await t.db.query(`insert into ai_jobs (type, payload) select 'many', '{}' from generate_series(1, 20000)`);
+      const running = await jobClaim(t.db, 500, 'w1', 60, ['many']);
+      assert.equal(running.length, 500);
+      const completer = t.url ? openPostgres({ connectionString: t.url, poolSize: 1 }) : t.db;
+      try {
+        const before = await rowsRead(completer);
+        const completed = await jobCompleteMany(completer, 'w1', running.map((j) => ({ id: j.id, attempt: j.attempts })));
+        const read = (await rowsRead(completer)) - before;
+        assert.equal(completed.length, 500);
+        assert.ok(read < 2000, `rows read for 500 completions out of 20,000 jobs: ${read}`);
+      } finally {
+        if (completer !== t.db) await completer.close();
+        await t.db.query(`delete from ai_jobs`);
+      }
     });
 
     test('claims due jobs only, by priority then next_run_at', async () => {

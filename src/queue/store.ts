@@ -190,18 +190,10 @@ export interface Completion {
 //   * Results ride along as one JSON object keyed by id/attempt (null when no job
 //     returned anything, the common case), so a stale attempt's result can never be
 //     written to the attempt that completes.
-const COMPLETE_MANY_SQL = `
-  update ai_jobs j
-  set status = 'done',
-      result = $3::jsonb -> (j.id::text || '/' || j.attempts),
-      locked_until = null,
-      finished_at = now(),
-      updated_at = now()
-  where j.id = any($1::uuid[])
-    and ($2::jsonb -> j.id::text) @> to_jsonb(j.attempts)
-    and j.locked_by = $4
-    and j.locked_until is not null
-  returning j.id, j.ordering_key`;
+//   * The statement is a function (migration 0028) that always takes the generic plan:
+//     planned for its given ids, a connection's first five runs (and every run behind a
+//     pooler) read the whole table where it has no statistics yet.
+const COMPLETE_MANY_SQL = `select completed_id as id, completed_ordering_key as ordering_key from complete_ai_jobs($1::uuid[], $2::jsonb, $3::jsonb, $4)`;
 
 /**
  * jsonb and text columns refuse NUL characters and lone surrogates. One such string in a
