@@ -317,10 +317,15 @@ test('the prompt of the "I don\'t know" path carries no knowledge and the rule t
   assert.ok(!String(normal.messages[0]!.content).includes(NO_ANSWER_RULE));
 });
 
-test('REPLY_CITE_SOURCES: the source line names the distinct sections, best first, at most three, and never on "I don\'t know"', () => {
+test('REPLY_CITE_SOURCES: the source line names the distinct relevant sections, best first, at most three, and never on "I don\'t know"', () => {
   const source = (title: string, headingPath: string[]) => ({ chunkId: 'c', documentId: 'd', title, headingPath, score: 0.03, relevance: 0.4 });
   const cited = { sources: [source('Handboek', ['Verlof', 'Vakantiedagen']), source('Handboek', ['Verlof', 'Vakantiedagen']), source('IT', ['VPN']), source('IT', []), source('Extra', ['X'])], relevance: 0.4, threshold: 0.13, noAnswer: false };
   assert.equal(sourceLine(cited), '📄 Handboek › Verlof › Vakantiedagen; IT › VPN; IT');
   assert.equal(sourceLine({ ...cited, noAnswer: true }), null);
   assert.equal(sourceLine({ ...cited, sources: [] }), null);
+  // A chunk in the prompt that is not relevant itself is not cited: none at all, or below the gate.
+  const weak = (title: string, relevance: number) => ({ ...source(title, []), relevance });
+  const mixed = { ...cited, sources: [source('IT', ['VPN']), weak('Kantine', 0), weak('Parkeren', 0.1), source('Handboek', ['Verlof'])] };
+  assert.equal(sourceLine(mixed), '📄 IT › VPN; Handboek › Verlof');
+  assert.equal(sourceLine({ ...mixed, threshold: 0 }), '📄 IT › VPN; Parkeren; Handboek › Verlof', 'with the gate off, any similarity counts');
 });

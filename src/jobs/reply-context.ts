@@ -59,9 +59,15 @@ function citationsOf(knowledge: KnowledgeItem[], rag: { relevance: number; thres
   };
 }
 
-/** "📄 Handbook › Leave; IT › VPN": the distinct sections a reply drew on, best first, at most three. */
+/**
+ * "📄 Handbook › Leave; IT › VPN": the distinct sections a reply drew on, best first, at most
+ * three. Only sections relevant in their own right: the prompt carries the best k chunks,
+ * and a weak one among them (a word in common, a similarity below the gate's threshold, or
+ * none at all) was cited as if the answer came from it.
+ */
 export function sourceLine(citations: Citations): string | null {
-  const places = [...new Set(citations.sources.map((s) => chunkLocation(s.title, s.headingPath)))].slice(0, 3);
+  const relevant = citations.sources.filter((s) => s.relevance > 0 && s.relevance >= citations.threshold);
+  const places = [...new Set(relevant.map((s) => chunkLocation(s.title, s.headingPath)))].slice(0, 3);
   return places.length > 0 && !citations.noAnswer ? `📄 ${places.join('; ')}` : null;
 }
 
