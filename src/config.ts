@@ -70,6 +70,9 @@ const schema = z.object({
   WEBHOOK_BODY_LIMIT_BYTES: int(1024, 10 * 1024 * 1024, 64 * 1024),
   // Off by default: X-Forwarded-* is believed only from the proxies named here (see trustProxyOf).
   TRUST_PROXY: optionalText,
+  // Host names the dashboard, admin API and /metrics answer to besides PUBLIC_URL's, IP
+  // addresses, localhost and one-label names (see allowedHostsOf); others get 403.
+  ALLOWED_HOSTS: optionalText,
   METRICS_TOKEN: optionalText.pipe(z.string().min(12, 'must be at least 12 characters').optional()),
   AUTH_FAILURE_LIMIT: int(1, 10_000, 10),
   AUTH_FAILURE_WINDOW_SECONDS: int(1, 86_400, 900),
@@ -241,6 +244,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Env {
   } catch (err) {
     problems.push(`TRUST_PROXY: ${(err as Error).message}`);
   }
+  try {
+    allowedHostsOf(config);
+  } catch (err) {
+    problems.push(`ALLOWED_HOSTS: ${(err as Error).message}`);
+  }
   // The schedules' settings are checked here too, not first by the worker that installs
   // them: `aiq doctor` and `aiq serve` would otherwise accept what the worker refuses.
   for (const [names, cron, zone] of [
@@ -337,6 +345,36 @@ export function trustProxyOf(config: Pick<Env, 'TRUST_PROXY'>): boolean | string
     throw new Error(`must be true, false, a hop count, or a comma-separated list of proxy addresses/CIDRs; "${bad ?? value}" is none of these`);
   }
   return entries;
+}
+
+/** The host names the admin side answers to, besides those every install has (http/host-names.ts). */
+export interface AllowedHosts {
+  /** `ALLOWED_HOSTS=*`: any name (the DNS-rebinding check is off). */
+  any: boolean;
+  /** Exact names, lower case, without a trailing dot. */
+  names: Set<string>;
+  /** `.example.com` entries: the name and every name under it. */
+  domains: string[];
+}
+
+/**
+ * ALLOWED_HOSTS (comma-separated names, `.example.com` for a domain and its subdomains, or
+ * `*`) with PUBLIC_URL's host name and HOST's when it is a name: the names an admin may
+ * reach aiq by. Throws on an entry that is no host name.
+ */
+export function allowedHostsOf(config: Pick<Env, 'ALLOWED_HOSTS' | 'PUBLIC_URL' | 'HOST'>): AllowedHosts {
+  const allowed: AllowedHosts = { any: false, names: new Set(), domains: [] };
+  for (const raw of (config.ALLOWED_HOSTS ?? '').split(',')) {
+    const entry = raw.trim().toLowerCase().replace(/\.$/, '');
+    if (entry === '') continue;
+    if (entry === '*') allowed.any = true;
+    else if (entry.startsWith('.') && isHostAddress(entry.slice(1)) && isIP(entry.slice(1)) === 0) allowed.domains.push(entry.slice(1));
+    else if (isHostAddress(entry)) allowed.names.add(entry);
+    else throw new Error(`must be host names (aiq.example.com), .example.com for a domain and its subdomains, or *, comma-separated; "${raw.trim()}" is none of these (no scheme, port or path)`);
+  }
+  if (config.PUBLIC_URL) allowed.names.add(new URL(config.PUBLIC_URL).hostname.toLowerCase().replace(/\.$/, ''));
+  if (isIP(config.HOST) === 0) allowed.names.add(config.HOST.toLowerCase().replace(/\.$/, ''));
+  return allowed;
 }
 
 /** An IP address, or a host name of letters, digits, hyphens and dots (not a malformed IPv4 address). */

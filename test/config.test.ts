@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseEnv } from 'node:util';
-import { CONFIG_VARIABLES, ConfigError, dotEnvProblem, loadConfig, trustProxyOf } from '../src/config.ts';
+import { allowedHostsOf, CONFIG_VARIABLES, ConfigError, dotEnvProblem, loadConfig, trustProxyOf } from '../src/config.ts';
 
 test('defaults need no variables at all', () => {
   const config = loadConfig({});
@@ -35,6 +35,13 @@ test('a bad value is refused with the variable named', () => {
   // request ("invalid IP address") or by listen (found by a new-user probe).
   for (const bad of ['999.1.1.1', '10.0.0.0/33', '::1/129', '1.2.3', '10.0.0.0/8/8']) assert.throws(() => loadConfig({ TRUST_PROXY: bad }), new RegExp(`TRUST_PROXY: .*"${bad.replace(/[./]/g, '\\$&')}" is none of these`), bad);
   for (const good of ['127.0.0.1', '10.0.0.0/8', '::1', 'fd00::/8', 'loopback', '10.0.0.1, 192.168.0.0/16']) assert.doesNotThrow(() => trustProxyOf(loadConfig({ TRUST_PROXY: good })), good);
+  // A URL or a port where a name belongs would match nothing and lock the admin out: said at start.
+  for (const bad of ['https://aiq.example.com', 'aiq.example.com:443', '*.example.com', 'bad host']) assert.throws(() => loadConfig({ ALLOWED_HOSTS: `ok.example, ${bad}` }), /ALLOWED_HOSTS: .*is none of these/, bad);
+  assert.deepEqual(allowedHostsOf(loadConfig({ ALLOWED_HOSTS: 'Admin.Example.org., .corp.example', PUBLIC_URL: 'https://aiq.example.com/base', HOST: '0.0.0.0' })), {
+    any: false,
+    names: new Set(['admin.example.org', 'aiq.example.com']),
+    domains: ['corp.example'],
+  });
   for (const bad of ['999.999.1.1', '1.2.3', 'bad host', 'a..b']) assert.throws(() => loadConfig({ HOST: bad }), /HOST: must be an IP address or a host name/, bad);
   for (const good of ['0.0.0.0', '::', 'localhost', 'aiq.internal', 'host.docker.internal']) assert.equal(loadConfig({ HOST: good }).HOST, good);
 });

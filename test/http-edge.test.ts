@@ -3,7 +3,7 @@
 // headers, guessing the admin token, and scraping metrics from elsewhere; and the front
 // door a newcomer meets (GET /, the icon).
 import assert from 'node:assert/strict';
-import { get as httpGet } from 'node:http';
+import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Writable } from 'node:stream';
@@ -12,6 +12,8 @@ import { buildApp } from '../src/http/app.ts';
 import { createLogger } from '../src/logger.ts';
 import { jobEnqueue } from '../src/queue/index.ts';
 import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
+import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN } from './helpers/fake-twilio.ts';
+import { inboundParams, signedForm } from './helpers/messaging.ts';
 import { waitFor } from './helpers/processes.ts';
 
 const EVIL = 'https://evil.example';
@@ -46,16 +48,22 @@ async function snapshot(t: AdminApp): Promise<string> {
   return JSON.stringify(result.rows[0]);
 }
 
-/** GET over a real socket with the Host header of our choosing (fetch would not let us set it). */
-function fetchWithHost(port: number, path: string, host: string): Promise<{ status: number; body: string }> {
+/** A request over a real socket with the Host header of our choosing (fetch would not let us set it). */
+function requestWithHost(
+  port: number,
+  path: string,
+  host: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const request = httpGet({ host: '127.0.0.1', port, path, headers: { host } }, (response) => {
+    const request = httpRequest({ host: '127.0.0.1', port, path, method: options.method ?? 'GET', headers: { ...options.headers, host } }, (response) => {
       let body = '';
       response.setEncoding('utf8');
       response.on('data', (chunk: string) => (body += chunk));
       response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
     });
     request.on('error', reject);
+    request.end(options.body);
   });
 }
 
@@ -340,6 +348,109 @@ describe('failed admin authentication is rate-limited per client address', () =>
   });
 });
 
+describe('token mode: a page that DNS-rebinds its own name to aiq', () => {
+  // The admin's browser opens evil.test, whose DNS then points at aiq: the page's requests
+  // are same-origin to the browser (no CORS, any header), come from the admin's own address
+  // and carry Host: evil.test. Each wrong token it sends counted against that address.
+  const LIMIT = 3;
+  const PUBLIC = 'https://aiq.example.com';
+  const METRICS_TOKEN = 'metrics-token-0123456789';
+  let t: AdminApp;
+  before(async () => {
+    t = await startAdminApp({ AUTH_FAILURE_LIMIT: String(LIMIT), AUTH_FAILURE_WINDOW_SECONDS: '600', PUBLIC_URL: PUBLIC, METRICS_TOKEN });
+  });
+  after(() => t.close());
+
+  test('cannot spend the admin’s failure budget: its guesses are refused before they count', async () => {
+    await t.app.listen({ host: '127.0.0.1', port: 0 });
+    const port = (t.app.server.address() as AddressInfo).port;
+    const evil = `evil.test:${port}`;
+    // What the page's fetch() and form carry (Sec-Fetch-* only where the browser sends them).
+    const page = { origin: `http://${evil}`, 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'cors' };
+    for (let i = 0; i <= LIMIT; i++) {
+      const api = await requestWithHost(port, '/api/stats', evil, { headers: { ...page, authorization: 'Bearer wrong-token-guess' } });
+      assert.equal(api.status, 403, `API guess ${i + 1}: ${api.body}`);
+      assert.match(api.body, /ALLOWED_HOSTS/);
+      const login = await requestWithHost(port, '/admin/login', evil, {
+        method: 'POST',
+        headers: { ...page, 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'token=wrong-token-guess&next=%2Fadmin',
+      });
+      assert.equal(login.status, 403, `login guess ${i + 1}: ${login.body}`);
+      const metrics = await requestWithHost(port, '/metrics', evil, { headers: { authorization: 'Bearer wrong-token-guess' } });
+      assert.equal(metrics.status, 403, `metrics guess ${i + 1}: ${metrics.body}`);
+    }
+    // The admin, from the same address, under the names aiq answers to: not locked out.
+    const right = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, 'aiq.example.com']) {
+      const answer = await requestWithHost(port, '/api/stats', host, { headers: right });
+      assert.equal(answer.status, 200, `${host}: ${answer.body}`);
+    }
+    const login = await requestWithHost(port, '/admin/login', 'aiq.example.com', {
+      method: 'POST',
+      headers: { origin: PUBLIC, 'content-type': 'application/x-www-form-urlencoded' },
+      body: `token=${TEST_ADMIN_TOKEN}&next=%2Fadmin`,
+    });
+    assert.equal(login.status, 303, login.body);
+    assert.equal((await requestWithHost(port, '/metrics', `127.0.0.1:${port}`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).status, 200);
+  });
+
+  test('names that only look like ours are foreign; every name a request carries must be ours', async () => {
+    const wrong = { authorization: 'Bearer wrong-token-guess' };
+    const right = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+    for (const host of ['aiq.example.com.evil.test', 'evil-aiq.example.com', '127.0.0.1.evil.test', 'localhost.evil.test:3000', 'evil.test.', 'xn--aiq-example-com.test']) {
+      for (const headers of [wrong, right]) {
+        const answer = await t.app.inject({ url: '/api/stats', headers: { ...headers, host }, remoteAddress: '192.0.2.60' });
+        assert.equal(answer.statusCode, 403, `${host}: ${answer.body}`);
+      }
+    }
+    // A forged X-Forwarded-Host cannot make a foreign Host ours, and one that names a foreign
+    // host is refused even without TRUST_PROXY: a proxy in front says what the browser asked for.
+    assert.equal((await t.app.inject({ url: '/api/stats', headers: { ...right, host: 'evil.test', 'x-forwarded-host': 'aiq.example.com' } })).statusCode, 403);
+    assert.equal((await t.app.inject({ url: '/api/stats', headers: { ...right, host: 'aiq.example.com', 'x-forwarded-host': 'evil.test' } })).statusCode, 403);
+    assert.equal((await t.app.inject({ url: '/admin', headers: { host: 'evil.test' } })).statusCode, 403);
+    // None of those counted: the address still has its whole budget.
+    for (let i = 0; i < LIMIT; i++) assert.equal((await t.app.inject({ url: '/api/stats', headers: wrong, remoteAddress: '192.0.2.60' })).statusCode, 401);
+    assert.equal((await t.app.inject({ url: '/api/stats', headers: wrong, remoteAddress: '192.0.2.60' })).statusCode, 429);
+  });
+
+  test('ours: PUBLIC_URL’s name, ALLOWED_HOSTS, IP addresses, localhost, a machine name; behind a proxy the name it reports', async () => {
+    const right = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+    const named = await startAdminApp({ PUBLIC_URL: PUBLIC, ALLOWED_HOSTS: 'admin.example.org, .corp.example' }, t.database);
+    const proxied = await startAdminApp({ PUBLIC_URL: PUBLIC, TRUST_PROXY: '127.0.0.1' }, t.database);
+    try {
+      const ours = ['AIQ.example.com:443', 'aiq.example.com.', 'admin.example.org:8443', 'corp.example', 'hr.corp.example', '10.0.0.5:3000', '[2001:db8::1]:3000', 'aiq:3000', 'localhost', 'app.localhost:3000'];
+      for (const host of ours) assert.equal((await named.app.inject({ url: '/api/stats', headers: { ...right, host } })).statusCode, 200, host);
+      for (const host of ['admin.example.org.evil.test', 'xcorp.example', 'evil.test']) {
+        assert.equal((await named.app.inject({ url: '/api/stats', headers: { ...right, host } })).statusCode, 403, host);
+      }
+      // nginx's default: Host is the upstream's name, X-Forwarded-Host what the browser asked for.
+      const behind = (host: string, forwarded: string) => proxied.app.inject({ url: '/api/stats', headers: { ...right, host, 'x-forwarded-host': forwarded }, remoteAddress: '127.0.0.1' });
+      assert.equal((await behind('aiq:3000', 'aiq.example.com')).statusCode, 200);
+      assert.equal((await behind('127.0.0.1:3000', 'aiq.example.com')).statusCode, 200);
+      assert.equal((await behind('aiq:3000', 'evil.test')).statusCode, 403);
+      // Caddy's: Host passed on; a page behind it adds a name of ours itself.
+      assert.equal((await behind('evil.test', 'aiq.example.com')).statusCode, 403);
+      assert.equal((await behind('aiq.example.com', 'aiq.example.com, evil.test')).statusCode, 403);
+    } finally {
+      await proxied.close();
+      await named.close();
+    }
+  });
+
+  test('the Twilio webhook answers under any name: its signature is the check', async () => {
+    const m = await startAdminApp({ TWILIO_ACCOUNT_SID: FAKE_ACCOUNT_SID, TWILIO_AUTH_TOKEN: FAKE_AUTH_TOKEN, TWILIO_WHATSAPP_FROM: 'whatsapp:+14155238886' }, t.database);
+    try {
+      const path = '/webhooks/twilio/whatsapp';
+      const form = signedForm(`http://webhooks.example.net${path}`, inboundParams('under a name aiq does not know'));
+      const answer = await m.app.inject({ method: 'POST', url: path, headers: { ...form.headers, host: 'webhooks.example.net' }, payload: form.payload });
+      assert.equal(answer.statusCode, 200, answer.body);
+    } finally {
+      await m.close();
+    }
+  });
+});
+
 test('no admin page or API read answers 500 to a bad query string', async () => {
   const t = await startAdminApp();
   try {
@@ -432,7 +543,7 @@ describe('/metrics is not public by accident', () => {
       await t.app.listen({ host: '127.0.0.1', port: 0 });
       const port = (t.app.server.address() as AddressInfo).port;
       // Over a real socket from this machine, as the browser of a rebinding page connects.
-      const get = (host: string) => fetchWithHost(port, '/metrics', host);
+      const get = (host: string) => requestWithHost(port, '/metrics', host);
       const rebound = await get('evil.test');
       assert.equal(rebound.status, 403);
       assert.doesNotMatch(rebound.body, /aiq_jobs/);

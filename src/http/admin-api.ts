@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { usageReport } from '../ai/costs.ts';
 import { jobCount, jobGet, jobList, jobRetry, jobRetryCount, jobRetryMany, jobStats, scheduleEnable, scheduleList } from '../queue/index.ts';
 import { jobCancelChecked, REPLY_IN_FLIGHT } from '../jobs/cancel-guard.ts';
+import { allowedHostsOf } from '../config.ts';
 import type { Runtime } from '../runtime.ts';
 import { conversationApi } from './admin-api-conversations.ts';
 import { knowledgeApi } from './admin-api-knowledge.ts';
@@ -16,6 +17,7 @@ import { parseOr400 } from './api-input.ts';
 import type { AuthFailureLimiter } from './auth-failures.ts';
 import { OPEN_ELSEWHERE, admit, bearerToken, fromThisMachine, type AdminAuth } from './auth.ts';
 import { crossSiteRefusal, isStateChanging } from './cross-site.ts';
+import { hostRefusal } from './host-names.ts';
 import { IdParams, JobFilterQuery, RetryBound, toJobFilter } from './admin/inputs.ts';
 import { jobMinuteStats, jobSlowList } from './admin/queue-queries.ts';
 
@@ -45,9 +47,13 @@ export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth; l
   // JSON only: a text/plain body (fastify parses one by default) reached the routes as a
   // string and was refused as "expected object", a 400 that hid the real mistake (415).
   app.removeContentTypeParser('text/plain');
+  const allowedHosts = allowedHostsOf(runtime.config);
 
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     if (auth.open && !fromThisMachine(request)) return reply.status(403).send({ error: OPEN_ELSEWHERE });
+    // Before the token is read: a rebinding page's wrong guesses must not count (host-names.ts).
+    const foreignHost = hostRefusal(request, allowedHosts);
+    if (foreignHost) return reply.status(403).send({ error: foreignHost });
     const crossSite = crossSiteRefusal(request, runtime.config.PUBLIC_URL);
     if (crossSite) return reply.status(403).send({ error: crossSite });
     const token = bearerToken(request);

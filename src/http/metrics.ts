@@ -4,13 +4,14 @@
 // timings app code reports through `runtime.metrics`.
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { type Env } from '../config.ts';
+import { allowedHostsOf, type Env } from '../config.ts';
 import type { TokenUsage } from '../ai/types.ts';
 import type { Queryable } from '../db/types.ts';
 import { jobStats, type Worker } from '../queue/index.ts';
 import type { AppMetrics, CallOutcome } from '../runtime.ts';
 import type { AuthFailureLimiter } from './auth-failures.ts';
 import { bearerToken, fromThisMachine, safeEqual } from './auth.ts';
+import { hostRefusal } from './host-names.ts';
 
 // Job and outside-call latencies: from a fast local handler (5 ms) to a slow LLM (2 min).
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -205,7 +206,11 @@ export function metricsRefusal(request: FastifyRequest, config: Pick<Env, 'METRI
  * a Prometheus scraper should not need the admin's key; it has its own (metricsRefusal).
  */
 export const metricsRoutes: FastifyPluginAsync<{ metrics: AppMetrics; config: Env; limiter: AuthFailureLimiter }> = async (app, { metrics, config, limiter }) => {
+  const allowedHosts = allowedHostsOf(config);
   app.get('/metrics', async (request, reply) => {
+    // Before the token is read: a rebinding page's wrong guesses must not count (host-names.ts).
+    const foreignHost = hostRefusal(request, allowedHosts);
+    if (foreignHost) return reply.status(403).send({ error: foreignHost });
     // Wrong tokens count against the address as the admin's do (auth-failures.ts): /metrics
     // may be reachable from anywhere, and guessing it would otherwise go on unslowed.
     if (config.METRICS_TOKEN && (await limiter.refuseIfBlocked(request, reply))) return reply;

@@ -4,7 +4,9 @@
 // the handlers to render with.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { OPEN_ELSEWHERE, admit, fromThisMachine, safeEqual, setSessionCookie, type AdminAuth, type Session } from '../auth.ts';
+import type { AllowedHosts } from '../../config.ts';
 import { crossSiteRefusal, requestOrigin } from '../cross-site.ts';
+import { hostRefusal } from '../host-names.ts';
 import type { PageContext } from './layout.ts';
 
 interface RequestContext extends PageContext {
@@ -75,15 +77,23 @@ export interface AccessOptions {
   /** Transport `log`: the simulate form is offered. */
   logTransport: boolean;
   publicUrl: string | undefined;
+  /** The host names the dashboard answers to (allowedHostsOf). */
+  allowedHosts: AllowedHosts;
   /** A standing problem to show on every page (read per page view), or null. */
   alert: () => Promise<string | null>;
 }
 
-export function dashboardAccess({ auth, logTransport, publicUrl, alert }: AccessOptions) {
+export function dashboardAccess({ auth, logTransport, publicUrl, allowedHosts, alert }: AccessOptions) {
   return {
     async onRequest(request: FastifyRequest, reply: FastifyReply): Promise<void> {
       if (auth.open && !fromThisMachine(request)) {
         await reply.status(403).type('text/plain').send(OPEN_ELSEWHERE);
+        return;
+      }
+      // Before the login form reads a token: see host-names.ts.
+      const foreignHost = hostRefusal(request, allowedHosts);
+      if (foreignHost) {
+        await reply.status(403).type('text/plain').send(foreignHost);
         return;
       }
       const crossSite = crossSiteRefusal(request, publicUrl);

@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import formbody from '@fastify/formbody';
 import type { FastifyPluginAsync } from 'fastify';
+import { allowedHostsOf } from '../../config.ts';
 import type { Runtime } from '../../runtime.ts';
 import type { AuthFailureLimiter } from '../auth-failures.ts';
 import { embeddingsProblem } from '../health.ts';
@@ -33,7 +34,7 @@ export const dashboard: FastifyPluginAsync<DashboardOptions> = async (app, { run
   // The webhook plugin may already parse forms at the root; a second parser would throw.
   if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) await app.register(formbody);
 
-  const access = dashboardAccess({ auth, logTransport, publicUrl: runtime.config.PUBLIC_URL, alert: () => embeddingsProblem(runtime) });
+  const access = dashboardAccess({ auth, logTransport, publicUrl: runtime.config.PUBLIC_URL, allowedHosts: allowedHostsOf(runtime.config), alert: () => embeddingsProblem(runtime) });
   app.addHook('onRequest', access.onRequest);
   app.addHook('preHandler', access.preHandler);
   app.addHook('onSend', async (_request, reply, payload) => {
