@@ -599,6 +599,23 @@ describe('/metrics is not public by accident', () => {
       await t.close();
     }
   });
+  test('with METRICS_TOKEN: a request without a token is no guess, so another site cannot lock the admin out with it', async () => {
+    // Any page in the admin's browser can load <img src="http://aiq:3000/metrics"> under aiq's
+    // own name, as often as it likes, without a token: each counted as a wrong one, and past
+    // the limit the admin's own /api and /admin answered 429 (found by a security probe).
+    const t = await startAdminApp({ METRICS_TOKEN: 'metrics-token-0123456789', AUTH_FAILURE_LIMIT: '3', AUTH_FAILURE_WINDOW_SECONDS: '600' });
+    try {
+      const admin = '203.0.113.12';
+      for (let i = 0; i < 6; i++) {
+        const image = await t.app.inject({ url: '/metrics', remoteAddress: admin, headers: { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'no-cors', 'sec-fetch-dest': 'image' } });
+        assert.equal(image.statusCode, 401, `request ${i + 1}`);
+      }
+      assert.equal((await t.app.inject({ url: '/api/stats', remoteAddress: admin, headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` } })).statusCode, 200);
+      assert.equal((await t.app.inject({ url: '/metrics', remoteAddress: admin, headers: { authorization: 'Bearer metrics-token-0123456789' } })).statusCode, 200);
+    } finally {
+      await t.close();
+    }
+  });
 });
 
 describe('the front door', () => {

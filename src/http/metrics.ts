@@ -215,7 +215,9 @@ export const metricsRoutes: FastifyPluginAsync<{ metrics: AppMetrics; config: En
     // may be reachable from anywhere, and guessing it would otherwise go on unslowed.
     if (config.METRICS_TOKEN && (await limiter.refuseIfBlocked(request, reply))) return reply;
     const refusal = metricsRefusal(request, config);
-    if (refusal?.status === 401) await limiter.recordFailure(request);
+    // Only a wrong token is a guess. A request with none is what any page can have the
+    // admin's browser send (<img src=…/metrics>), and the budget is the admin's too.
+    if (refusal?.status === 401 && bearerToken(request) !== undefined) await limiter.recordFailure(request);
     if (refusal) return reply.status(refusal.status).send({ error: refusal.error });
     const { contentType, body } = await metrics.scrape();
     return reply.type(contentType).send(body);
