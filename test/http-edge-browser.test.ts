@@ -2,13 +2,15 @@
 // attacker's page on another port of the same machine, both opened in Chromium. The page
 // fires the requests a page can send without the server's consent (a no-cors fetch, an
 // auto-submitted form); nothing changes. The same action from aiq's own page still works.
+// And a token-mode aiq reached by a page whose name rebinds to it: same-origin to the
+// browser, its wrong guesses must not lock the admin out.
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { chromium, type Browser } from 'playwright-core';
 import { jobEnqueue, jobGet } from '../src/queue/index.ts';
-import { startAdminApp, type AdminApp } from './helpers/admin-app.ts';
+import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
 
 describe('another site in the admin’s browser', () => {
   let t: AdminApp;
@@ -89,5 +91,57 @@ describe('another site in the admin’s browser', () => {
     await page.waitForURL(`${base}/admin/jobs/${jobId}`);
     assert.equal(responses.get(`/admin/jobs/${jobId}`), 200, 'a link clicked on another site opens the page');
     await page.close();
+  });
+});
+
+describe('a page that DNS-rebinds its own name to aiq, in the admin’s browser (token mode)', () => {
+  test('its wrong tokens and logins are refused before they count: the admin still logs in', async () => {
+    const limit = 3;
+    const t = await startAdminApp({ AUTH_FAILURE_LIMIT: String(limit), AUTH_FAILURE_WINDOW_SECONDS: '600' });
+    let browser: Browser | undefined;
+    try {
+      await t.app.listen({ host: '127.0.0.1', port: 0 });
+      const port = (t.app.server.address() as AddressInfo).port;
+      // evil.test resolves to aiq's address, as the attacker's DNS answers once its page is
+      // loaded. Chromium's Private Network Access would stop a public page reaching this
+      // loopback port; it is off here, as it is in Firefox and Safari, and as it does not
+      // apply when aiq is on a public address (where token mode is meant to be).
+      browser = await chromium.launch({
+        executablePath: '/usr/bin/chromium',
+        args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--host-resolver-rules=MAP evil.test 127.0.0.1', '--disable-features=BlockInsecurePrivateNetworkRequests,PrivateNetworkAccessSendPreflights,LocalNetworkAccessChecks'],
+      });
+      const page = await browser.newPage();
+      // The attacker's page as its own server gave it, before the rebind; everything it asks
+      // for afterwards goes to aiq, same-origin to the browser.
+      await page.route(`http://evil.test:${port}/`, (route) =>
+        route.fulfill({
+          contentType: 'text/html',
+          body: `<!doctype html><script>
+(async () => {
+  const statuses = [];
+  for (let i = 0; i < ${2 * limit}; i++) {
+    statuses.push((await fetch('/api/stats', { headers: { authorization: 'Bearer guess-' + i } })).status);
+    statuses.push((await fetch('/admin/login', { method: 'POST', body: new URLSearchParams({ token: 'guess-' + i, next: '/admin' }), redirect: 'manual' })).status);
+  }
+  document.title = 'done ' + statuses.join(',');
+})().catch((err) => { document.title = 'done error ' + err; });
+</script>`,
+        }),
+      );
+      await page.goto(`http://evil.test:${port}/`);
+      await page.waitForFunction(() => document.title.startsWith('done'));
+      const statuses = (await page.title()).slice('done '.length).split(',');
+      assert.deepEqual(new Set(statuses), new Set(['403']), `every guess refused, none counted: ${statuses.join(',')}`);
+
+      // The admin, from the same browser and address, logs in as usual.
+      await page.goto(`http://127.0.0.1:${port}/admin/login`);
+      await page.fill('input[name=token]', TEST_ADMIN_TOKEN);
+      await page.click('button[type=submit]');
+      await page.waitForURL(`http://127.0.0.1:${port}/admin`);
+      await page.close();
+    } finally {
+      await browser?.close();
+      await t.close();
+    }
   });
 });
