@@ -257,6 +257,12 @@ for (const backend of BACKENDS) {
       assert.equal(latin1.counts.inserted, 1);
       assert.deepEqual(await person('+31633333334'), { name: 'José Müller', department: 'Fïnance' });
 
+      // Windows-1252's own characters at 0x80-0x9F: Excel's apostrophe (Belgian names), the
+      // euro sign, an en dash. Node 20's decoder read them as control characters.
+      const cp1252 = await upload('excel-quotes.csv', Buffer.from('naam;telefoon;afdeling\nLien D\x92Hondt;+31633333336;R&D \x96 \x80\n', 'latin1'));
+      assert.equal(cp1252.counts.inserted, 1);
+      assert.deepEqual(await person('+31633333336'), { name: 'Lien D\u2019Hondt', department: 'R&D \u2013 \u20ac' });
+
       // Excel's `sep=;` first line names the delimiter; Excel numbers the header 1 beneath it.
       const sep = await upload('sep.csv', Buffer.from('\uFEFFsep=;\r\nnaam;telefoon;afdeling\r\nSep Een;+31633333335;HR, Payroll\r\nSep Twee;0612;IT\r\n'));
       assert.deepEqual([sep.counts.inserted, sep.counts.rejected, sep.record.status], [1, 1, 'done']);

@@ -56,6 +56,9 @@ test('a source in Windows-1252 or UTF-16, as HR systems and spreadsheets export:
     // Servers often declare UTF-8 for any CSV: the bytes say otherwise.
     { type: 'text/csv; charset=utf-8', body: windows1252(list('Ren\u00e9e')), name: 'Ren\u00e9e' },
     { type: 'text/plain; charset=ISO-8859-1', body: windows1252(list('Ana\u00efs')), name: 'Ana\u00efs' },
+    // Windows-1252's apostrophe (0x92), read as a control character by Node 20's decoder.
+    { type: 'text/csv', body: windows1252(list('Lien D\x92Hondt')), name: 'Lien D\u2019Hondt' },
+    { type: 'text/csv; charset=ISO-8859-1', body: windows1252(list('Lien D\x92Hondt')), name: 'Lien D\u2019Hondt' },
     { type: 'text/csv', body: Buffer.from(`\ufeff${list('Zo\u00eb')}`, 'utf16le'), name: 'Zo\u00eb' },
     { type: 'text/csv; charset=utf-8', body: Buffer.from(list('S\u00f8ren \u{1F600}'), 'utf8'), name: 'S\u00f8ren \u{1F600}' },
     // And the other way round (Apache's AddDefaultCharset): UTF-8 bytes win over the label.

@@ -17,6 +17,27 @@ function markedEncoding(head: Uint8Array): TextEncoding | undefined {
 }
 
 /**
+ * Windows-1252's characters at 0x80-0x9F (U+0081, U+008D, U+008F, U+0090 and U+009D where it
+ * has none, as the WHATWG encoding standard reads them).
+ */
+const WINDOWS_1252_80_9F = '\u20ac\u0081\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\u008d\u017d\u008f\u0090\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u009d\u017e\u0178';
+
+/**
+ * A TextDecoder for `label`, except that Windows-1252 (also what "ISO-8859-1" and "latin1"
+ * name) reads 0x80-0x9F as the characters they are: Node 20's decoder, given the bytes in one
+ * call (not streamed), reads them as Latin-1's C1 control characters, so a people sync's or a
+ * document's "D’Hondt", "€ 25" and "R&D – Sales" were stored with U+0092, U+0080 and U+0096
+ * in them (Node 24's and a browser's decoder, the dashboard's, are right).
+ */
+function textDecoderFor(label: string, options?: TextDecoderOptions): Pick<TextDecoder, 'decode'> {
+  const decoder = new TextDecoder(label, options);
+  if (decoder.encoding !== 'windows-1252') return decoder;
+  return {
+    decode: (bytes, decodeOptions) => decoder.decode(bytes, decodeOptions).replace(/[\u0080-\u009f]/g, (c) => WINDOWS_1252_80_9F[c.charCodeAt(0) - 0x80]!),
+  };
+}
+
+/**
  * UTF-8 when `bytes` are valid UTF-8, else Windows-1252. Unless `whole`, a character cut at
  * the end of the sample is not an error.
  */
@@ -49,12 +70,12 @@ export function textDecode(bytes: Uint8Array, charset?: string): string {
   const unmarkedWide = encoding === 'utf-8' && /^\s*utf-?16/i.test(charset ?? '') && !startsWithUtf8Mark(bytes);
   if (charset && (encoding === 'windows-1252' || unmarkedWide)) {
     try {
-      return new TextDecoder(charset, { fatal: true }).decode(bytes);
+      return textDecoderFor(charset, { fatal: true }).decode(bytes);
     } catch {
       // A label no decoder has, or bytes that are not in it: read by the bytes.
     }
   }
-  return new TextDecoder(encoding).decode(bytes);
+  return textDecoderFor(encoding).decode(bytes);
 }
 
 /** Bytes looked at to tell UTF-8 from Windows-1252 once the first non-ASCII byte comes. */
@@ -69,7 +90,7 @@ const SAMPLE_BYTES = 64 * 1024;
  * import probe).
  */
 export function textStreamDecoder(): { write(bytes: Uint8Array): string; end(): string } {
-  let decoder: TextDecoder | undefined;
+  let decoder: Pick<TextDecoder, 'decode'> | undefined;
   // Undecided bytes held back: a start too short for a byte-order mark, or the first
   // non-ASCII bytes when too few of them have come to tell.
   let held: Uint8Array = new Uint8Array(0);
@@ -96,7 +117,7 @@ export function textStreamDecoder(): { write(bytes: Uint8Array): string; end(): 
     }
     const encoding = unmarkedEncoding(bytes.subarray(at, at + SAMPLE_BYTES), last && at + SAMPLE_BYTES >= bytes.length);
     // Mid-file: a byte-order mark's bytes here are a character, not a mark.
-    decoder = new TextDecoder(encoding, { ignoreBOM: true });
+    decoder = textDecoderFor(encoding, { ignoreBOM: true });
     return ascii(bytes.subarray(0, at)) + decoder.decode(bytes.subarray(at), { stream: !last });
   };
   const joined = (bytes: Uint8Array) => {
