@@ -4,12 +4,15 @@
 import assert from 'node:assert/strict';
 import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
+import { open } from 'node:fs/promises';
+import { setTimeout as delay } from 'node:timers/promises';
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { importGet, importPeopleRun } from '../src/knowledge/csv-import.ts';
 import { phoneToE164 } from '../src/knowledge/people.ts';
+import { textDecode, textStreamDecoder } from '../src/knowledge/text-encoding.ts';
 import { erasurePhone } from '../src/privacy/erasure.ts';
 import { importPeopleEnqueue, importPeopleExecute } from '../src/jobs/import-people.ts';
 import type { Database } from '../src/db/types.ts';
@@ -72,6 +75,39 @@ test('phones are normalised to E.164 or refused', () => {
   assert.equal(phoneToE164('\u200E+31 6\u201112345678'), '+31612345678');
   assert.equal(phoneToE164('+31 6 \u2013 1234\u200B5678'), '+31612345678');
   assert.equal(erasurePhone('\u202A+31 06 12345678\u202C'), '+310612345678');
+});
+
+// The import reads a file in chunks as they come (64 KB from disk, less from a pipe): the
+// encoding must be told the same however the bytes are cut.
+test('the stream decoder reads a file the same in chunks of 1-3 bytes as whole, UTF-8 and Windows-1252 alike', () => {
+  const windows1252 = (text: string) => Buffer.from(new Uint8Array([...text].map((c) => (c === '\u2013' ? 0x96 : c === '\u20ac' ? 0x80 : c.charCodeAt(0)))));
+  // Its first accents, ß and an en dash, are a valid UTF-8 sequence (DF 96); "José" a line on is not.
+  const excel = 'Naam;Plaats;Notitie\r\nUte Weber;Groß\u2013Gerau;\r\nJosé Müller;Köln;€ 5\r\nAnaïs;Liège;\r\n';
+  const files = [
+    { name: 'Windows-1252', bytes: windows1252(excel), text: excel },
+    { name: 'UTF-8', bytes: Buffer.from(excel), text: excel },
+    { name: 'UTF-8, 3- and 4-byte characters', bytes: Buffer.from('name\n\u20ac Zoë \u{1F600}\u{1F468}\u200D\u{1F469}\nSøren\n'), text: 'name\n\u20ac Zoë \u{1F600}\u{1F468}\u200D\u{1F469}\nSøren\n' },
+    { name: 'UTF-8 with a mark', bytes: Buffer.from('\uFEFFnaam\nZoë\n'), text: 'naam\nZoë\n' },
+    { name: 'UTF-16 with a mark', bytes: Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('naam\nZoë\n', 'utf16le')]), text: 'naam\nZoë\n' },
+    // Ends inside a character: not UTF-8, so Windows-1252 (as the stream decoder read it before).
+    { name: 'cut short', bytes: Buffer.from('naam\nZo\xc3', 'latin1'), text: 'naam\nZoÃ', streamed: true },
+  ];
+  const inChunks = (bytes: Buffer, size: (i: number) => number) => {
+    const decoder = textStreamDecoder();
+    let text = '';
+    for (let at = 0, i = 0; at < bytes.length; i++) {
+      const end = at + size(i);
+      text += decoder.write(bytes.subarray(at, end));
+      at = end;
+    }
+    return text + decoder.end();
+  };
+  for (const file of files) {
+    if (!('streamed' in file)) assert.equal(textDecode(file.bytes), file.text, `${file.name}, whole`);
+    assert.equal(inChunks(file.bytes, () => file.bytes.length), file.text, `${file.name}, one chunk`);
+    for (const size of [1, 2, 3]) assert.equal(inChunks(file.bytes, () => size), file.text, `${file.name}, chunks of ${size}`);
+    for (let seed = 0; seed < 50; seed++) assert.equal(inChunks(file.bytes, (i) => 1 + ((i * 7 + seed) % 3)), file.text, `${file.name}, chunks of 1-3 (${seed})`);
+  }
 });
 
 for (const backend of BACKENDS) {
@@ -301,6 +337,33 @@ for (const backend of BACKENDS) {
       const second = await runImport(t.db, utf8);
       assert.equal(second.record.status, 'done');
       assert.equal((await person('+31699000002'))!.name, 'Zoë Ünal');
+    });
+
+    // `aiq import-people <(curl …)` reads a pipe: its chunks are what has come, a few bytes
+    // at a time from a slow source. The first line read from "Na" alone found no delimiter.
+    test('a file read from a pipe a few bytes at a time imports as it does whole: delimiter, encoding', async () => {
+      const fifo = join(dir, `pipe-${backend.name}.csv`);
+      assert.equal(spawnSync('mkfifo', [fifo]).status, 0);
+      // Windows-1252, whose first accents (ß and an en dash) are also valid UTF-8.
+      const csv = Buffer.from('Naam;Telefoon;Plaats\r\nUte Weber;+4915155555509;Gro\xdf\x96Gerau\r\nJos\xe9 M\xfcller;+4915155555510;K\xf6ln\r\n', 'latin1');
+      const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'pipe.csv', path: fifo }));
+      const writing = (async () => {
+        const out = await open(fifo, 'w');
+        for (let at = 0, i = 0; at < csv.length; i++) {
+          const end = at + 1 + (i % 3);
+          await out.write(csv.subarray(at, end));
+          at = end;
+          await delay(2);
+        }
+        await out.close();
+      })();
+      const [counts] = await Promise.all([importPeopleExecute(t.db, importId), writing]);
+      assert.deepEqual([counts.inserted, counts.rejected], [2, 0]);
+      const people = await t.db.query<{ name: string; attributes: object }>(`select name, attributes from people where phone in ('+4915155555509', '+4915155555510') order by phone`);
+      assert.deepEqual(people.rows, [
+        { name: 'Ute Weber', attributes: { Plaats: 'Gro\u00df\u2013Gerau' } },
+        { name: 'Jos\u00e9 M\u00fcller', attributes: { Plaats: 'K\u00f6ln' } },
+      ]);
     });
 
     test('a file with fewer columns updates only those: the others are kept, an empty cell clears its own field', async () => {

@@ -449,6 +449,9 @@ function rowFrom(cells: string[], plan: HeaderPlan, line: number): { person: Per
   return { person: { ...parsed.data, attributes } };
 }
 
+/** Text read before the delimiter is sniffed from the first line, at most (more is no header). */
+const FIRST_LINE_CHARS = 64 * 1024;
+
 /** A record's cells, with its line as a spreadsheet numbers it (the header is line 1). */
 type CsvRow = string[] & { line: number };
 
@@ -466,9 +469,16 @@ type CsvRow = string[] & { line: number };
  */
 async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: number, reason: string) => void): Promise<AsyncIterable<CsvRow>> {
   const iterator = source[Symbol.asyncIterator]();
-  const first = await iterator.next();
   const decoder = textStreamDecoder();
-  const firstText = first.done ? '' : decoder.write(first.value);
+  // Up to the first line's end, with its LF after a CR (or the file's end, or 64 KB of text):
+  // a pipe's first chunk is what has come, a few bytes from a slow source, and the delimiter
+  // sniffed from "Na" was none (the header one column, the import failed).
+  let firstText = '';
+  for (let ended = false; !ended && !/\n|\r[^\n]/.test(firstText) && firstText.length < FIRST_LINE_CHARS; ) {
+    const next = await iterator.next();
+    if (next.done) ended = true;
+    else firstText += decoder.write(next.value);
+  }
   const firstLine = firstText.split(/\r?\n/, 1)[0] ?? '';
   // Excel's `sep=;` line names the delimiter (some HR systems write it so that Excel opens
   // the file in any locale). Excel shows the header as row 1 beneath it, and so do we. Taken

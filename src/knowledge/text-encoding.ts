@@ -88,48 +88,77 @@ const SAMPLE_BYTES = 64 * 1024;
  * by the file's first 64 KB alone, an Excel export whose first thousand rows held no accent
  * was read as UTF-8, and every later "é" was stored as U+FFFD without a word (found by an
  * import probe).
+ *
+ * The decision looks at the same bytes however the file is cut into chunks: the 64 KB from
+ * the first non-ASCII byte on (or to the end of the file), held back until they have come or
+ * one of them is not UTF-8. Decided from what the chunk holding that first byte happened to
+ * hold (as few as 4 bytes with small chunks), a Windows-1252 file whose first accents read as
+ * UTF-8 ("Groß–Gerau": ß and an en dash are a valid 2-byte sequence) was decoded as UTF-8, and
+ * its later "José" became "Jos\uFFFD" (seen in a fuzz run with chunks of 1-3 bytes).
  */
 export function textStreamDecoder(): { write(bytes: Uint8Array): string; end(): string } {
   let decoder: Pick<TextDecoder, 'decode'> | undefined;
-  // Undecided bytes held back: a start too short for a byte-order mark, or the first
-  // non-ASCII bytes when too few of them have come to tell.
-  let held: Uint8Array = new Uint8Array(0);
-  let started = false;
+  // The file's first bytes, until there are enough to tell a byte-order mark; then undefined.
+  let start: Uint8Array | undefined = new Uint8Array(0);
+  // From the first non-ASCII byte on, until decided: the bytes held back (copies: a caller
+  // may reuse its buffer), how many of the sample the check has seen, and the check itself.
+  let held: Uint8Array[] = [];
+  let sampled = 0;
+  let check: TextDecoder | undefined;
   const ascii = (bytes: Uint8Array) => new TextDecoder('utf-8').decode(bytes);
-  const undecided = (bytes: Uint8Array, last: boolean): string => {
-    if (!started) {
+  const decide = (encoding: TextEncoding, last: boolean): string => {
+    // Mid-file: a byte-order mark's bytes here are a character, not a mark.
+    decoder = textDecoderFor(encoding, { ignoreBOM: true });
+    let text = '';
+    for (const bytes of held) text += decoder.decode(bytes, { stream: true });
+    held = [];
+    return last ? text + decoder.decode() : text;
+  };
+  const undecided = (input: Uint8Array, last: boolean): string => {
+    let bytes = input;
+    if (start) {
+      bytes = joined(start, input);
       if (bytes.length < 3 && !last) {
-        held = bytes;
+        start = bytes.slice();
         return '';
       }
-      started = true;
+      start = undefined;
       const marked = markedEncoding(bytes);
       if (marked) {
         decoder = new TextDecoder(marked);
         return decoder.decode(bytes, { stream: !last });
       }
     }
-    const at = bytes.findIndex((b) => b >= 0x80);
-    if (at < 0) return ascii(bytes);
-    if (!last && bytes.length - at < 4) {
-      held = bytes.slice(at);
-      return ascii(bytes.subarray(0, at));
+    let text = '';
+    if (!check) {
+      const at = bytes.findIndex((b) => b >= 0x80);
+      if (at < 0) return ascii(bytes);
+      text = ascii(bytes.subarray(0, at));
+      bytes = bytes.subarray(at);
+      check = new TextDecoder('utf-8', { fatal: true });
     }
-    const encoding = unmarkedEncoding(bytes.subarray(at, at + SAMPLE_BYTES), last && at + SAMPLE_BYTES >= bytes.length);
-    // Mid-file: a byte-order mark's bytes here are a character, not a mark.
-    decoder = textDecoderFor(encoding, { ignoreBOM: true });
-    return ascii(bytes.subarray(0, at)) + decoder.decode(bytes.subarray(at), { stream: !last });
-  };
-  const joined = (bytes: Uint8Array) => {
-    if (held.length === 0) return bytes;
-    const all = new Uint8Array(held.length + bytes.length);
-    all.set(held);
-    all.set(bytes, held.length);
-    held = new Uint8Array(0);
-    return all;
+    held.push(bytes.slice());
+    const sample = bytes.subarray(0, SAMPLE_BYTES - sampled);
+    sampled += sample.length;
+    try {
+      // A character cut at the sample's end is no error; one cut by the file's end is.
+      check.decode(sample, { stream: true });
+      if (last) check.decode();
+    } catch {
+      return text + decide('windows-1252', last);
+    }
+    return sampled >= SAMPLE_BYTES || last ? text + decide('utf-8', last) : text;
   };
   return {
-    write: (bytes) => (decoder ? decoder.decode(bytes, { stream: true }) : undecided(joined(bytes), false)),
-    end: () => (decoder ? decoder.decode() : undecided(joined(new Uint8Array(0)), true)),
+    write: (bytes) => (decoder ? decoder.decode(bytes, { stream: true }) : undecided(bytes, false)),
+    end: () => (decoder ? decoder.decode() : undecided(new Uint8Array(0), true)),
   };
+}
+
+function joined(a: Uint8Array, b: Uint8Array): Uint8Array {
+  if (a.length === 0) return b;
+  const all = new Uint8Array(a.length + b.length);
+  all.set(a);
+  all.set(b, a.length);
+  return all;
 }
