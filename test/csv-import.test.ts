@@ -276,6 +276,57 @@ for (const backend of BACKENDS) {
       assert.match(unknown.error!, /--map "Header=phone"/);
     });
 
+    test('a name in parts (first, middle or tussenvoegsel, last) is joined; a filled name column is preferred', async () => {
+      const upload = async (csv: string, headerMap?: Record<string, 'phone'>) => {
+        const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'parts.csv', content: Buffer.from(csv), headerMap }));
+        await importPeopleExecute(t.db, importId, { headerMap }).catch(() => {});
+        return (await importGet(t.db, importId))!;
+      };
+      const person = async (phone: string) => (await t.db.query('select name, role, attributes from people where phone = $1', [phone])).rows[0];
+      const files: Array<[string, string, Record<string, 'phone'>?]> = [
+        ['Excel', 'First name,Last name,Phone\nAnna,de Vries,+31 6 77777511\n'],
+        ['Dutch HR', 'Voornaam;Tussenvoegsel;Achternaam;Mobiel\nJan;van der;Berg;+31 6 77777512\nEva;;Smit;+31 6 77777513\n'],
+        ['Belgian HR', 'Voornaam;Familienaam;GSM\nLien;D\u2019Hondt;+32 470 77 77 15\n'],
+        ['German HR', 'Vorname;Nachname;Handy\nJ\u00fcrgen;Klein;+49 151 77777516\n'],
+        // Google Contacts: "Name" where filled, else the parts; its phone column is mapped.
+        ['Google Contacts', 'Name,Given Name,Additional Name,Family Name,Phone 1 - Type,Phone 1 - Value\nPiet Jansen,Piet,,Jansen,Mobile,+31 6 77777517\n,Kees,,de Boer,Mobile,+31 6 77777518\n', { 'Phone 1 - Value': 'phone' }],
+        // Outlook: "Title" (Dr.) beside "Job Title" is an attribute, not a second role.
+        ['Outlook', 'Title,First Name,Middle Name,Last Name,Suffix,Company,Department,Job Title,Business Phone,Mobile Phone,E-mail Address\nDr.,Anna,Maria,Bakker,,Acme,R&D,Chemist,+31 30 7777719,+31 6 77777519,anna@example.com\n'],
+        ['Dutch Outlook', 'Titel;Voornaam;Middelste naam;Achternaam;Mobiele telefoon\n;Sanne;;Visser;+31 6 77777520\n'],
+        // "Name" beside "Vorname" (German and Dutch exports) is the family name, unless a row gives the whole name there.
+        ['Name and Vorname', 'Name;Vorname;Handy\nM\u00fcller;Hans;+49 151 77777521\nUte Weber;Ute;+49 151 77777522\nBerg, Jan;Jan;+49 151 77777523\n'],
+        ['Naam, Voornaam and Tussenvoegsel', 'Naam;Voornaam;Tussenvoegsel;Mobiel\nDijk;Tom;van;+31 6 77777524\n'],
+      ];
+      for (const [source, csv, headerMap] of files) {
+        const record = await upload(csv, headerMap);
+        assert.deepEqual([record.status, record.error], ['done', null], source);
+      }
+      const names = await t.db.query<{ phone: string; name: string }>(`select phone, name from people where phone like any($1) order by phone`, [['+316777775%', '+32470777715', '+4915177777%']]);
+      assert.deepEqual(Object.fromEntries(names.rows.map((r) => [r.phone, r.name])), {
+        '+31677777511': 'Anna de Vries',
+        '+31677777512': 'Jan van der Berg',
+        '+31677777513': 'Eva Smit',
+        '+31677777517': 'Piet Jansen',
+        '+31677777518': 'Kees de Boer',
+        '+31677777519': 'Anna Maria Bakker',
+        '+31677777520': 'Sanne Visser',
+        '+31677777524': 'Tom van Dijk',
+        '+32470777715': 'Lien D\u2019Hondt',
+        '+4915177777516': 'J\u00fcrgen Klein',
+        '+4915177777521': 'Hans M\u00fcller',
+        '+4915177777522': 'Ute Weber',
+        '+4915177777523': 'Berg, Jan',
+      });
+      assert.deepEqual(await person('+31677777519'), { name: 'Anna Maria Bakker', role: 'Chemist', attributes: { Title: 'Dr.', Company: 'Acme', 'Business Phone': '+31 30 7777719' } });
+      // A row without any part of the name is reported, as one without a name.
+      const empty = await upload('Voornaam;Achternaam;Mobiel\n;;+31 6 77777514\nBob;;+31 6 77777525\n');
+      assert.deepEqual([empty.inserted, empty.rowErrors], [1, [{ line: 2, reason: 'name is empty' }]]);
+      // Imported before the parts were known, "Voornaam" was an attribute: the name holds it now.
+      await t.db.query(`update people set name = 'Dijk', attributes = '{"Voornaam": "Tom"}', content_hash = 'as imported before' where phone = '+31677777524'`);
+      await upload('Naam;Voornaam;Tussenvoegsel;Mobiel\nDijk;Tom;van;+31 6 77777524\n');
+      assert.deepEqual(await person('+31677777524'), { name: 'Tom van Dijk', role: null, attributes: {} });
+    });
+
     test('files as people save them: a quote inside a value, Latin-1, UTF-16, a stray NUL; every good row imported, each bad one reported', async () => {
       const upload = async (filename: string, content: Buffer) => {
         const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename, content }));

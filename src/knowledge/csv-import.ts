@@ -15,6 +15,10 @@ import { maskPhone } from '../logger.ts';
 
 export type PersonField = 'name' | 'phone' | 'email' | 'department' | 'role';
 
+/** A part of the name in a column of its own; the parts make the name in this order. */
+type NamePart = 'firstName' | 'middleName' | 'lastName';
+const NAME_PARTS: readonly NamePart[] = ['firstName', 'middleName', 'lastName'];
+
 /**
  * Header names understood without configuration, compared lower-cased with everything but
  * letters and digits removed (`E-mail`, `Phone number`, `Mobiel nummer` …). English, Dutch
@@ -26,24 +30,39 @@ export const HEADER_ALIASES: Record<string, PersonField> = {
   name: 'name', fullname: 'name', naam: 'name', employee: 'name', volledigenaam: 'name', naammedewerker: 'name',
   phone: 'phone', phonenumber: 'phone', mobile: 'phone', mobilephone: 'phone', mobilenumber: 'phone', cellphone: 'phone',
   telephone: 'phone', tel: 'phone', telefoon: 'phone', telefoonnummer: 'phone', mobiel: 'phone', whatsapp: 'phone', whatsappnummer: 'phone',
-  mobielnummer: 'phone', mobieltelefoon: 'phone', mobieltelefoonnummer: 'phone', mobielenummer: 'phone', gsm: 'phone', gsmnummer: 'phone',
+  mobielnummer: 'phone', mobieltelefoon: 'phone', mobieletelefoon: 'phone', mobieltelefoonnummer: 'phone', mobielenummer: 'phone', gsm: 'phone', gsmnummer: 'phone',
   telefon: 'phone', telefonnummer: 'phone', handy: 'phone', handynummer: 'phone', mobil: 'phone', mobilnummer: 'phone', mobiltelefon: 'phone',
   email: 'email', emailaddress: 'email', mail: 'email', emailadres: 'email', emailadresse: 'email',
   department: 'department', dept: 'department', afdeling: 'department', team: 'department', abteilung: 'department',
   role: 'role', title: 'role', jobtitle: 'role', functie: 'role', position: 'role', rol: 'role', functietitel: 'role', funktion: 'role',
 };
 
+/**
+ * Headers of a part of the name, as Excel lists, Outlook ("First Name", "Middle Name", "Last
+ * Name"; in Dutch "Middelste naam", in German "Weitere Vornamen"), Google Contacts ("Given
+ * Name", "Additional Name", "Family Name") and Dutch, Belgian and German HR systems
+ * ("Voornaam", "Tussenvoegsel"/"Voorvoegsel", "Achternaam"/"Familienaam"; "Vorname",
+ * "Nachname") write them. The middle part goes between: "Jan" "van der" "Berg".
+ */
+const NAME_PART_ALIASES: Record<string, NamePart> = {
+  firstname: 'firstName', givenname: 'firstName', forename: 'firstName', voornaam: 'firstName', roepnaam: 'firstName', vorname: 'firstName',
+  middlename: 'middleName', additionalname: 'middleName', middelstenaam: 'middleName', tussenvoegsel: 'middleName', tussenvoegsels: 'middleName',
+  voorvoegsel: 'middleName', weiterevornamen: 'middleName', namensvorsatz: 'middleName',
+  lastname: 'lastName', surname: 'lastName', familyname: 'lastName', achternaam: 'lastName', familienaam: 'lastName', nachname: 'lastName', familienname: 'lastName',
+};
+
 /** Phone headers that name a mobile number, preferred to a landline's beside them. */
-const MOBILE_HEADERS = new Set(['mobile', 'mobilephone', 'mobilenumber', 'cellphone', 'mobiel', 'whatsapp', 'whatsappnummer', 'mobielnummer', 'mobieltelefoon', 'mobieltelefoonnummer', 'mobielenummer', 'gsm', 'gsmnummer', 'handy', 'handynummer', 'mobil', 'mobilnummer', 'mobiltelefon']);
+const MOBILE_HEADERS = new Set(['mobile', 'mobilephone', 'mobilenumber', 'cellphone', 'mobiel', 'mobieletelefoon', 'whatsapp', 'whatsappnummer', 'mobielnummer', 'mobieltelefoon', 'mobieltelefoonnummer', 'mobielenummer', 'gsm', 'gsmnummer', 'handy', 'handynummer', 'mobil', 'mobilnummer', 'mobiltelefon']);
 
 /**
  * Aliases that yield to another column of the same field, which then leaves them an
  * attribute: they were added after files holding both had imported ("Functie" and "Rol",
  * "Team" and "Abteilung": the role and the department, the other an attribute). Ranked
  * alike, such a file failed as a whole with "both map to role", in the dashboard and the
- * API with no mapping to give.
+ * API with no mapping to give. Outlook's export has "Title" (Mr., Dr.) beside "Job Title",
+ * and HR systems "Roepnaam" (the name used) beside "Voornaam" (the official one).
  */
-const YIELDING_HEADERS = new Set(['naammedewerker', 'telefon', 'telefonnummer', 'emailadresse', 'abteilung', 'rol', 'functietitel', 'funktion']);
+const YIELDING_HEADERS = new Set(['naammedewerker', 'telefon', 'telefonnummer', 'emailadresse', 'abteilung', 'rol', 'functietitel', 'funktion', 'title', 'roepnaam']);
 
 const BATCH_SIZE = 1000;
 /** Row errors kept on the import record; the `rejected` count stays exact beyond it. */
@@ -370,17 +389,30 @@ async function importPrune(tx: Queryable, importId: string, phones: string[], re
 }
 
 interface HeaderPlan {
-  /** Per column: the field it fills, or the attribute name it becomes. */
-  columns: Array<{ field: PersonField } | { attribute: string }>;
+  /** Per column: the field it fills, the part of the name it holds, or the attribute name it becomes. */
+  columns: Array<{ field: PersonField } | { namePart: NamePart; header: string } | { attribute: string }>;
+  /**
+   * With a first-name column but no last-name one, the name column holds the family name
+   * ("Name" and "Vorname", "Naam" and "Voornaam", as German and Dutch HR exports write them).
+   */
+  nameIsFamilyName: boolean;
   width: number;
 }
 
-/** The optional fields and attributes a file has columns for (personUpsertMany keeps the rest). */
+/**
+ * The optional fields and attributes a file has columns for (personUpsertMany keeps the
+ * rest). A name part's header counts as an attribute's: a file that imported before the
+ * parts were recognised kept "Voornaam" as an attribute, which the name now holds.
+ */
 function columnsOf(plan: HeaderPlan): PersonColumns {
   const fields = plan.columns.flatMap((c) => ('field' in c && (c.field === 'email' || c.field === 'department' || c.field === 'role') ? [c.field] : []));
-  const attributes = plan.columns.flatMap((c) => ('attribute' in c ? [c.attribute] : []));
+  const attributes = plan.columns.flatMap((c) => ('attribute' in c ? [c.attribute] : 'namePart' in c ? [c.header] : []));
   return { fields, attributes };
 }
+
+const ROLE_NAMES: Record<PersonField | NamePart, string> = {
+  name: 'name', phone: 'phone', email: 'email', department: 'department', role: 'role', firstName: 'first name', middleName: 'middle name', lastName: 'last name',
+};
 
 function headerPlan(cells: string[], explicit: Record<string, PersonField> = {}): HeaderPlan {
   // A header cell names an attribute, stored as a JSON key: PostgreSQL stores no NUL there.
@@ -393,21 +425,23 @@ function headerPlan(cells: string[], explicit: Record<string, PersonField> = {})
   const candidates = cells.map((cell) => {
     const key = columnNameKey(cell);
     const mapped = explicitNormalised.get(key);
-    const field = mapped ?? HEADER_ALIASES[key];
+    const field = mapped ?? HEADER_ALIASES[key] ?? NAME_PART_ALIASES[key];
     return field && { field, rank: mapped ? 2 : field === 'phone' && MOBILE_HEADERS.has(key) ? 1 : YIELDING_HEADERS.has(key) ? -1 : 0 };
   });
-  const best = new Map<PersonField, number>();
+  const best = new Map<PersonField | NamePart, number>();
   for (const c of candidates) if (c) best.set(c.field, Math.max(best.get(c.field) ?? -Infinity, c.rank));
-  const taken = new Map<PersonField, string>();
-  const columns = cells.map((cell, index) => {
+  const taken = new Map<PersonField | NamePart, string>();
+  const columns = cells.map((cell, index): HeaderPlan['columns'][number] => {
     const candidate = candidates[index];
     if (!candidate || candidate.rank < best.get(candidate.field)!) return { attribute: cell.trim() || `column ${index + 1}` };
     const { field } = candidate;
-    if (taken.has(field)) throw new ImportFileError(`columns "${taken.get(field)}" and "${cell}" both map to ${field}: rename one or map it explicitly`);
+    if (taken.has(field)) throw new ImportFileError(`columns "${taken.get(field)}" and "${cell}" both map to ${ROLE_NAMES[field]}: rename one or map it explicitly`);
     taken.set(field, cell);
-    return { field };
+    return (NAME_PARTS as readonly string[]).includes(field) ? { namePart: field as NamePart, header: cell.trim() } : { field: field as PersonField };
   });
-  const missing = (['name', 'phone'] as const).filter((f) => !taken.has(f));
+  // A name from its parts needs a first or a last name; a middle one alone is not a name.
+  const named = taken.has('name') || taken.has('firstName') || taken.has('lastName');
+  const missing = (['name', 'phone'] as const).filter((f) => (f === 'name' ? !named : !taken.has(f)));
   if (missing.length > 0) {
     // A first line with a number or an address in it is a person, not a header: quoted, it
     // would go wherever the error goes (the log, the job's history), where an erasure of
@@ -417,10 +451,25 @@ function headerPlan(cells: string[], explicit: Record<string, PersonField> = {})
       ? `the first line holds a phone number or an email address, so it looks like a person, not a header (not quoted here: it is personal data); add a header line`
       : `found: ${cells.map((c) => `"${c}"`).join(', ')}; name the columns`;
     throw new ImportFileError(
-      `the header has no ${missing.join(' or ')} column (${found}), e.g. name, phone, email, department, role; or rename the column, or map it with \`aiq import-people <file> --map "Header=${missing[0]}"\``,
+      `the header has no ${missing.join(' or ')} column (${found}), e.g. name (or first name and last name), phone, email, department, role; or rename the column, or map it with \`aiq import-people <file> --map "Header=${missing[0]}"\``,
     );
   }
-  return { columns, width: cells.length };
+  return { columns, nameIsFamilyName: taken.has('name') && taken.has('firstName') && !taken.has('lastName'), width: cells.length };
+}
+
+/**
+ * A row's name: the name column where it is filled, else its parts joined ("Jan" "van der"
+ * "Berg"). Where the name column holds the family name (plan.nameIsFamilyName), the first
+ * name goes before it, unless the row's name cell already holds it (a list that gives the
+ * whole name there, or "Berg, Jan").
+ */
+function nameOf(fields: Partial<Record<PersonField, string>>, parts: Partial<Record<NamePart, string>>, plan: HeaderPlan): string {
+  const full = (fields.name ?? '').trim();
+  const [first, middle, last] = NAME_PARTS.map((part) => (parts[part] ?? '').trim());
+  const joined = (...words: string[]) => words.filter((w) => w !== '').join(' ');
+  if (!plan.nameIsFamilyName) return full || joined(first!, middle!, last!);
+  const words = (text: string) => ` ${text.toLowerCase().replace(/[\s,]+/g, ' ')} `;
+  return first && !words(full).includes(words(first)) ? joined(first, middle!, full) : full || joined(first!, middle!);
 }
 
 // A record's cell holds a short fact. Every reply's prompt carries the sender's record, and
@@ -434,16 +483,19 @@ function rowFrom(cells: string[], plan: HeaderPlan, line: number): { person: Per
   const long = cells.findIndex((cell) => cell.length > MAX_CELL_CHARS);
   if (long >= 0) {
     const column = plan.columns[long]!;
-    const name = 'field' in column ? column.field : column.attribute;
+    const name = 'field' in column ? column.field : 'namePart' in column ? column.header : column.attribute;
     return { line, reason: `${name} holds ${cells[long]!.length} characters, more than ${MAX_CELL_CHARS}: a record holds short facts; put long texts in a knowledge document` };
   }
-  const fields: Record<string, string> = {};
+  const fields: Partial<Record<PersonField, string>> = {};
+  const parts: Partial<Record<NamePart, string>> = {};
   const attributes: Record<string, string> = {};
   plan.columns.forEach((column, i) => {
     const value = cells[i] ?? '';
     if ('field' in column) fields[column.field] = value;
+    else if ('namePart' in column) parts[column.namePart] = value;
     else if (value.trim() !== '') attributes[column.attribute] = value.trim();
   });
+  fields.name = nameOf(fields, parts, plan);
   const parsed = rowSchema.safeParse(fields);
   if (!parsed.success) return { line, reason: parsed.error.issues.map((i) => i.message).join('; ') };
   return { person: { ...parsed.data, attributes } };

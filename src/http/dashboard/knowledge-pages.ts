@@ -104,7 +104,7 @@ function importsPage(ctx: PageContext, imports: ImportSummary[]): Html {
     'Imports',
     html`<h1>Import people from CSV</h1>
 <div class="card"><form method="post" action="/admin/imports">${csrfField(ctx)}
-<p class="muted">A header row is required. Recognised columns: name, phone (required; E.164 or with a country code), email, department, role; other columns are kept as attributes. Rows that do not validate are listed per line; the rest are imported.</p>
+<p class="muted">A header row is required. Recognised columns: name (or first name, tussenvoegsel/middle name and last name), phone (required; E.164 or with a country code), email, department, role; other columns are kept as attributes. Rows that do not validate are listed per line; the rest are imported.</p>
 <div class="filters"><label>CSV file<input type="file" accept=".csv,text/csv" data-into="content" data-name-into="filename"></label>
 <label>File name<input name="filename" value="upload.csv" required></label></div>
 <label>Rows (filled from the file, or paste them)<textarea name="content" rows="6"></textarea></label>
