@@ -327,6 +327,33 @@ for (const backend of BACKENDS) {
       assert.deepEqual(await person('+31677777524'), { name: 'Tom van Dijk', role: null, attributes: {} });
     });
 
+    test('a title above the header, as Excel exports write one, is skipped and said; a person above it is a rejected row', async () => {
+      const upload = async (csv: string) => {
+        const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'titled.csv', content: Buffer.from(csv) }));
+        await importPeopleExecute(t.db, importId).catch(() => {});
+        return (await importGet(t.db, importId))!;
+      };
+      // A title with no delimiter in it (the file's is ';'), a blank row, then the header on line 3.
+      const bare = await upload('Personeelslijst december 2026\n\nNaam;Telefoon;Afdeling\nAnna;+31 6 88877701;HR\nBram;0612;IT\n');
+      assert.deepEqual([bare.status, bare.headerLine, bare.inserted, bare.rejected], ['done', 3, 1, 1]);
+      assert.deepEqual(bare.rowErrors.map((e) => e.line), [5], 'lines as Excel shows them');
+      // As Excel pads it, with a date line under it (a date is no phone number).
+      const padded = await upload('Personeelslijst december 2026;;\r\nAfgedrukt op 01-12-2026 14:30;;\r\n;;\r\nNaam;Telefoon;Afdeling\r\nCees;+31 6 88877702;IT\r\n');
+      assert.deepEqual([padded.status, padded.headerLine, padded.inserted, padded.rejected], ['done', 4, 1, 0]);
+      // A person's row above the header is not dropped: reported with its line.
+      const person = await upload('Contactlijst\nKees;+31 6 88877703;Sales\nNaam;Telefoon;Afdeling\nDirk;+31 6 88877704;IT\n');
+      assert.deepEqual([person.status, person.headerLine, person.inserted, person.rejected], ['done', 3, 1, 1]);
+      assert.deepEqual(person.rowErrors, [{ line: 2, reason: "above the header (line 3): not imported; a person's row belongs below the column names" }]);
+      const names = await t.db.query<{ name: string }>(`select name from people where phone like '+316888777%' order by phone`);
+      assert.deepEqual(names.rows.map((r) => r.name), ['Anna', 'Cees', 'Dirk']);
+      // A header that lacks a column is told of as the header, not the title above it.
+      const unknown = await upload('Personeelslijst december 2026\nNaam;Nummer\nPiet;+31 6 88877705\n');
+      assert.equal(unknown.status, 'failed');
+      assert.match(unknown.error!, /^the header \(line 2, below what looks like a title\) has no phone column \(found: "Naam", "Nummer"; name the columns\)/);
+      // A header on line 1 is where it was.
+      assert.equal((await upload('Naam;Telefoon\nEef;+31 6 88877706\n')).headerLine, 1);
+    });
+
     test('files as people save them: a quote inside a value, Latin-1, UTF-16, a stray NUL; every good row imported, each bad one reported', async () => {
       const upload = async (filename: string, content: Buffer) => {
         const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename, content }));

@@ -46,6 +46,12 @@ test('import-people reports new, unchanged and rejected rows with their lines', 
   writeFileSync(mapped, 'Wie,Nummer\nGijs,+31611112222\n');
   const withMap = await aiq(['import-people', mapped, '--map', 'Wie=name', '--map', 'Nummer=phone']);
   assert.match(withMap.out, /1 new/, withMap.out);
+  // A title above the header (an Excel export's): skipped, and said.
+  const titled = join(dir, 'titled.csv');
+  writeFileSync(titled, 'Personeelslijst december 2026;;\nNaam;Telefoon;Afdeling\nFien;+31611113344;HR\n');
+  const skipped = await aiq(['import-people', titled]);
+  assert.equal(skipped.code, 0, skipped.out);
+  assert.match(skipped.out, /1 new.*\n  the header is on line 2: line 1 above it was taken for a title and not imported/);
   const bad = await aiq(['import-people', mapped]);
   assert.equal(bad.code, 1);
   assert.match(bad.out, /the header has no name or phone column/);

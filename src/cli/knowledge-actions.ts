@@ -11,7 +11,7 @@ import type { Database } from '../db/types.ts';
 import { embeddingSpaceOf, type AiProvider } from '../ai/types.ts';
 import { documentAdd, embedRecord } from '../jobs/embed-record.ts';
 import { importPeopleExecute } from '../jobs/import-people.ts';
-import { importCreate, importFail, importGet, type PersonField } from '../knowledge/csv-import.ts';
+import { aboveHeaderNote, importCreate, importFail, importGet, type PersonField } from '../knowledge/csv-import.ts';
 import { chunkRelevance, knowledgeRetrieve, retrievalSettingsOf } from '../ai/rag.ts';
 import { chunkLocation, chunkSettingsOf, DocumentContentError } from '../knowledge/chunking.ts';
 import { QUESTION_MAX_CHARS, type SearchMode } from '../knowledge/search.ts';
@@ -233,6 +233,7 @@ export async function importPeople({ values, positionals }: CommandInput, config
       `imported ${record.rowsRead} rows from ${record.filename}: ${record.inserted} new, ${record.updated} updated, ` +
         `${record.unchanged} unchanged, ${record.rejected} rejected (import ${importId})`,
     );
+    if (record.headerLine > 1) console.log(`  ${aboveHeaderNote(record.headerLine)}`);
     for (const error of record.rowErrors.slice(0, SHOWN_ERRORS)) console.log(`  line ${error.line}: ${error.reason}`);
     if (record.rejected > SHOWN_ERRORS) console.log(`  … and ${record.rejected - SHOWN_ERRORS} more rejected rows`);
     if (record.pruneNote) {

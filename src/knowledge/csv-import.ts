@@ -193,6 +193,14 @@ export interface ImportRecord extends ImportCounts, ImportPruneOutcome {
   error: string | null;
   /** The file is the complete list: people not in it are removed when it ends. */
   prune: boolean;
+  /** The header's line: above it, a title (skipped) or people's rows (row errors). */
+  headerLine: number;
+}
+
+/** What an import whose header was not on line 1 says of the lines above it (CLI, dashboard). */
+export function aboveHeaderNote(headerLine: number): string {
+  const above = headerLine === 2 ? 'line 1 above it was' : `lines 1-${headerLine - 1} above it were`;
+  return `the header is on line ${headerLine}: ${above} taken for a title and not imported (a row there with a phone number or an email address is listed as rejected)`;
 }
 
 /** Records an import of a file the worker can read at `path`, or of uploaded `content`. */
@@ -212,9 +220,9 @@ export async function importGet(db: Queryable, id: string): Promise<ImportRecord
   const result = await db.query<{
     id: string; filename: string; path: string | null; status: ImportRecord['status']; rows_read: number; inserted: number;
     updated: number; unchanged: number; rejected: number; row_errors: RowError[]; error: string | null;
-    prune: boolean; removed: number; prune_note: string | null;
+    prune: boolean; removed: number; prune_note: string | null; header_line: number;
   }>(
-    `select id, filename, path, status, rows_read, inserted, updated, unchanged, rejected, row_errors, error, prune, removed, prune_note
+    `select id, filename, path, status, rows_read, inserted, updated, unchanged, rejected, row_errors, error, prune, removed, prune_note, header_line
      from imports where id = $1`,
     [id],
   );
@@ -223,7 +231,7 @@ export async function importGet(db: Queryable, id: string): Promise<ImportRecord
   return {
     id: r.id, filename: r.filename, path: r.path, status: r.status, rowsRead: r.rows_read, inserted: r.inserted, updated: r.updated,
     unchanged: r.unchanged, rejected: r.rejected, rowErrors: r.row_errors, error: r.error,
-    prune: r.prune, removed: r.removed, pruneNote: r.prune_note,
+    prune: r.prune, removed: r.removed, pruneNote: r.prune_note, headerLine: r.header_line,
   };
 }
 
@@ -261,7 +269,7 @@ export async function importPeopleRun(db: Database, importId: string, options: I
   const started = await db.query<{ id: string; path: string | null; prune: boolean }>(
     `update imports
      set status = 'running', started_at = now(), finished_at = null, error = null,
-         rows_read = 0, inserted = 0, updated = 0, unchanged = 0, rejected = 0, row_errors = '[]', removed = 0, prune_note = null
+         rows_read = 0, inserted = 0, updated = 0, unchanged = 0, rejected = 0, row_errors = '[]', removed = 0, prune_note = null, header_line = 1
      where id = $1 and status <> 'done'
      returning id, path, prune`,
     [importId],
@@ -306,6 +314,8 @@ export async function importPeopleRun(db: Database, importId: string, options: I
   };
 
   let header: HeaderPlan | undefined;
+  // The rows read while looking for the header (at most HEADER_SEARCH_ROWS).
+  const aboveHeader: NotAHeader[] = [];
   try {
     const parser = await csvRecords(importSource(db, record), (line, reason) => {
       counts.rowsRead += 1;
@@ -315,7 +325,21 @@ export async function importPeopleRun(db: Database, importId: string, options: I
       const { line } = cells;
       if (options.signal?.aborted) throw options.signal.reason ?? new Error('import aborted');
       if (!header) {
-        header = headerPlan(cells, options.headerMap);
+        const plan = headerPlan(cells, options.headerMap);
+        if ('missing' in plan) {
+          aboveHeader.push({ line, cells, ...plan });
+          if (aboveHeader.length >= HEADER_SEARCH_ROWS) throw headerMissingError(aboveHeader);
+          continue;
+        }
+        header = plan;
+        if (line > 1) await db.query('update imports set header_line = $2 where id = $1', [importId, line]);
+        // A title above the header is skipped; a row that holds a phone number or an email
+        // address is a person's, and is reported, not dropped (nor taken for a leaver).
+        for (const above of aboveHeader) {
+          if (!looksLikePersonRow(above.cells)) continue;
+          counts.rowsRead += 1;
+          errors.push({ line: above.line, reason: `above the header (line ${line}): not imported; a person's row belongs below the column names` });
+        }
         continue;
       }
       counts.rowsRead += 1;
@@ -340,7 +364,10 @@ export async function importPeopleRun(db: Database, importId: string, options: I
     if (code === 'ENOENT' || code === 'EACCES' || code === 'EISDIR') throw new ImportFileError(`cannot read the file: ${(err as Error).message}`, { cause: err });
     throw err;
   }
-  if (!header) throw new ImportFileError('the file is empty: expected a header line with at least a name and a phone column');
+  if (!header) {
+    if (aboveHeader.length > 0) throw headerMissingError(aboveHeader);
+    throw new ImportFileError('the file is empty: expected a header line with at least a name and a phone column');
+  }
   await flush();
   if (!record.prune) {
     await db.query(`update imports set status = 'done', finished_at = now() where id = $1`, [importId]);
@@ -414,7 +441,28 @@ const ROLE_NAMES: Record<PersonField | NamePart, string> = {
   name: 'name', phone: 'phone', email: 'email', department: 'department', role: 'role', firstName: 'first name', middleName: 'middle name', lastName: 'last name',
 };
 
-function headerPlan(cells: string[], explicit: Record<string, PersonField> = {}): HeaderPlan {
+/**
+ * Rows looked at for the header. Excel exports and report generators often put a title above
+ * it (a name, a date, a blank row: "Personeelslijst december 2026" in A1, the column names in
+ * row 3); the header is the first row that names a name and a phone column, words no title
+ * holds. It is found, not refused: the dashboard and the API take no options, and an HR admin
+ * who opens the file sees the title and the header as Excel shows them. What was skipped is
+ * said (the import's header line), and a row above it that looks like a person's is a row
+ * error, never dropped. Ten rows, so that a file without a header fails at once.
+ */
+const HEADER_SEARCH_ROWS = 10;
+
+/** A cell that is an email address or a phone number (nine digits or more; a date has eight). */
+function looksLikePersonRow(cells: string[]): boolean {
+  return cells.some((cell) => /^[^\s@]+@[^\s@]+$/.test(cell) || (/^\+?[\d\s().\-/]+$/.test(cell) && cell.replace(/\D/g, '').length >= 9));
+}
+
+/**
+ * The header plan of a row, or how many of its cells name a known column when it is not a
+ * header (no name or no phone column). A row that names one column twice is a header with
+ * that fault, and fails the import.
+ */
+function headerPlan(cells: string[], explicit: Record<string, PersonField> = {}): HeaderPlan | Omit<NotAHeader, 'line' | 'cells'> {
   // A header cell names an attribute, stored as a JSON key: PostgreSQL stores no NUL there.
   if (cells.some((cell) => cell.includes('\u0000'))) throw new ImportFileError('the header line holds NUL characters: save the file as UTF-8 CSV');
   const explicitNormalised = new Map(Object.entries(explicit).map(([k, v]) => [columnNameKey(k), v]));
@@ -442,19 +490,37 @@ function headerPlan(cells: string[], explicit: Record<string, PersonField> = {})
   // A name from its parts needs a first or a last name; a middle one alone is not a name.
   const named = taken.has('name') || taken.has('firstName') || taken.has('lastName');
   const missing = (['name', 'phone'] as const).filter((f) => (f === 'name' ? !named : !taken.has(f)));
-  if (missing.length > 0) {
-    // A first line with a number or an address in it is a person, not a header: quoted, it
-    // would go wherever the error goes (the log, the job's history), where an erasure of
-    // that person cannot find their name or what else the row says.
-    const looksLikeData = cells.some((cell) => /@|\d[\d\s().-]{5,}\d/.test(cell));
-    const found = looksLikeData
-      ? `the first line holds a phone number or an email address, so it looks like a person, not a header (not quoted here: it is personal data); add a header line`
-      : `found: ${cells.map((c) => `"${c}"`).join(', ')}; name the columns`;
-    throw new ImportFileError(
-      `the header has no ${missing.join(' or ')} column (${found}), e.g. name (or first name and last name), phone, email, department, role; or rename the column, or map it with \`aiq import-people <file> --map "Header=${missing[0]}"\``,
-    );
-  }
+  if (missing.length > 0) return { missing, recognised: candidates.filter(Boolean).length };
   return { columns, nameIsFamilyName: taken.has('name') && taken.has('firstName') && !taken.has('lastName'), width: cells.length };
+}
+
+/** A row read while looking for the header, with what it lacks to be one. */
+interface NotAHeader {
+  line: number;
+  cells: string[];
+  missing: Array<'name' | 'phone'>;
+  /** How many of its cells name a known column. */
+  recognised: number;
+}
+
+/**
+ * Why no header was found in the rows read: told of the row most like one (the most known
+ * column names; the first on a tie), below whatever title stood above it.
+ */
+function headerMissingError(rows: NotAHeader[]): ImportFileError {
+  const best = rows.reduce((a, b) => (b.recognised > a.recognised ? b : a));
+  const first = best === rows[0];
+  // A line with a number or an address in it is a person, not a header: quoted, it would go
+  // wherever the error goes (the log, the job's history), where an erasure of that person
+  // cannot find their name or what else the row says.
+  const looksLikeData = best.cells.some((cell) => /@|\d[\d\s().-]{5,}\d/.test(cell));
+  const found = looksLikeData
+    ? `${first ? 'the first line' : `line ${best.line}`} holds a phone number or an email address, so it looks like a person, not a header (not quoted here: it is personal data); add a header line`
+    : `found: ${best.cells.map((c) => `"${c}"`).join(', ')}; name the columns`;
+  const where = first ? 'the header' : `the header (line ${best.line}, below what looks like a title)`;
+  return new ImportFileError(
+    `${where} has no ${best.missing.join(' or ')} column (${found}), e.g. name (or first name and last name), phone, email, department, role; or rename the column, or map it with \`aiq import-people <file> --map "Header=${best.missing[0]}"\``,
+  );
 }
 
 /**
@@ -501,8 +567,8 @@ function rowFrom(cells: string[], plan: HeaderPlan, line: number): { person: Per
   return { person: { ...parsed.data, attributes } };
 }
 
-/** Text read before the delimiter is sniffed from the first line, at most (more is no header). */
-const FIRST_LINE_CHARS = 64 * 1024;
+/** Text read, at most, before the delimiter is sniffed (more holds no header). */
+const SNIFF_CHARS = 64 * 1024;
 
 /** A record's cells, with its line as a spreadsheet numbers it (the header is line 1). */
 type CsvRow = string[] & { line: number };
@@ -522,11 +588,17 @@ type CsvRow = string[] & { line: number };
 async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: number, reason: string) => void): Promise<AsyncIterable<CsvRow>> {
   const iterator = source[Symbol.asyncIterator]();
   const decoder = textStreamDecoder();
-  // Up to the first line's end, with its LF after a CR (or the file's end, or 64 KB of text):
-  // a pipe's first chunk is what has come, a few bytes from a slow source, and the delimiter
+  // The delimiter is sniffed from the first line that holds one of them, which a title above
+  // the header ("Personeelslijst december 2026") does not: ',' was taken for a file of ';'.
+  // Read up to that line's end, HEADER_SEARCH_ROWS lines, the file's end or 64 KB of text: a
+  // pipe's first chunk is what has come, a few bytes from a slow source, and the delimiter
   // sniffed from "Na" was none (the header one column, the import failed).
   let firstText = '';
-  for (let ended = false; !ended && !/\n|\r[^\n]/.test(firstText) && firstText.length < FIRST_LINE_CHARS; ) {
+  let ended = false;
+  // Lines ended by an LF (a CR at the end may have its LF in the next chunk), or by the file's end.
+  const lines = () => (ended ? firstText.split(/\r?\n/) : firstText.split(/\r?\n/).slice(0, -1)).slice(0, HEADER_SEARCH_ROWS);
+  const delimitedLine = () => lines().find((line) => /[,;\t]/.test(line));
+  while (!ended && !delimitedLine() && lines().length < HEADER_SEARCH_ROWS && firstText.length < SNIFF_CHARS) {
     const next = await iterator.next();
     if (next.done) ended = true;
     else firstText += decoder.write(next.value);
@@ -536,7 +608,8 @@ async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: numb
   // the file in any locale). Excel shows the header as row 1 beneath it, and so do we. Taken
   // for the header, it failed the import ("found: sep=").
   const separatorLine = /^"?sep=(.)"?\s*$/i.exec(firstLine);
-  const delimiter = separatorLine?.[1] ?? [',', ';', '\t'].map((d) => ({ d, n: firstLine.split(d).length })).sort((a, b) => b.n - a.n)[0]!.d;
+  const sniffed = delimitedLine() ?? firstLine;
+  const delimiter = separatorLine?.[1] ?? [',', ';', '\t'].map((d) => ({ d, n: sniffed.split(d).length })).sort((a, b) => b.n - a.n)[0]!.d;
   // Line breaks inside the cells of the records read so far: csv-parse counts them as lines.
   let breaksInCells = 0;
   const parser = parse({

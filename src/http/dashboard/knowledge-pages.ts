@@ -4,7 +4,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { DocumentContentError } from '../../knowledge/chunking.ts';
-import { importGet, type ImportRecord } from '../../knowledge/csv-import.ts';
+import { aboveHeaderNote, importGet, type ImportRecord } from '../../knowledge/csv-import.ts';
 import { personGet, type Person } from '../../knowledge/people.ts';
 import { chunkLocation } from '../../knowledge/chunking.ts';
 import { documentRemove } from '../../knowledge/documents.ts';
@@ -104,7 +104,7 @@ function importsPage(ctx: PageContext, imports: ImportSummary[]): Html {
     'Imports',
     html`<h1>Import people from CSV</h1>
 <div class="card"><form method="post" action="/admin/imports">${csrfField(ctx)}
-<p class="muted">A header row is required. Recognised columns: name (or first name, tussenvoegsel/middle name and last name), phone (required; E.164 or with a country code), email, department, role; other columns are kept as attributes. Rows that do not validate are listed per line; the rest are imported.</p>
+<p class="muted">A header row is required (a title above it, in the first 10 rows, is skipped). Recognised columns: name (or first name, tussenvoegsel/middle name and last name), phone (required; E.164 or with a country code), email, department, role; other columns are kept as attributes. Rows that do not validate are listed per line; the rest are imported.</p>
 <div class="filters"><label>CSV file<input type="file" accept=".csv,text/csv" data-into="content" data-name-into="filename"></label>
 <label>File name<input name="filename" value="upload.csv" required></label></div>
 <label>Rows (filled from the file, or paste them)<textarea name="content" rows="6"></textarea></label>
@@ -136,6 +136,7 @@ function importPage(ctx: PageContext, record: ImportRecord): Html {
 <div class="tile"><b>${record.rejected}</b><span>rejected</span></div>${record.prune ? html`<div class="tile"><b id="removed">${record.removed}</b><span>removed (not in the list)</span></div>` : ''}</div>
 ${record.error ? html`<div class="problem">${record.error}</div>` : ''}
 ${record.pruneNote ? html`<div class="problem" id="prune-note">${record.pruneNote}</div>` : ''}
+${record.headerLine > 1 ? html`<div class="card muted" id="header-note">${aboveHeaderNote(record.headerLine)}</div>` : ''}
 <div class="card"><h2 style="margin-top:0">Rows not imported (${record.rejected})</h2>${
       record.rowErrors.length === 0
         ? html`<p class="muted">None.</p>`
