@@ -134,7 +134,7 @@ describe('openai provider', () => {
     assert.equal(seconds.delayMs, 7000);
     fake.failNext({ kind: 'status', status: 429 });
     const none = (await openaiProvider().embed(['x']).catch((e: unknown) => e)) as RetryLaterError;
-    assert.ok(none instanceof RetryLaterError && none.delayMs > 0);
+    assert.ok(none instanceof RetryLaterError && (none.delayMs ?? 0) > 0);
   });
 
   test('500 and a connection refused are retryable errors (backoff), not permanent', async () => {

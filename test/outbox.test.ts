@@ -151,6 +151,24 @@ describe('reply delivery through the outbox', () => {
     assert.equal(fake.messages.length, 1);
   });
 
+  // A 429 without Retry-After (Twilio rarely sends one) waited a flat 5 s every time, so a
+  // throttle that lasted minutes was hit every 5 s for the whole throttle window.
+  test('429s without Retry-After: each waits twice as long as the one before (capped), none uses up an attempt', async () => {
+    fake.fault(...Array.from({ length: 3 }, () => ({ kind: 'http' as const, status: 429, code: 20429, message: 'Too Many Requests' })));
+    const inbound = await receive(m, t, 'Heel druk?');
+    const waits: number[] = [];
+    for (let n = 1; n <= 3; n++) {
+      const job = await untilJob(t, inbound, `throttle ${n}`, (j) => j.status === 'pending' && j.errors.length === n);
+      assert.equal(job.attempts, 0, 'throttling does not use up an attempt');
+      waits.push(Math.round((job.nextRunAt.getTime() - job.updatedAt.getTime()) / 1000));
+      await runNow(t, job.id);
+    }
+    // BACKOFF_BASE_SECONDS=5: 5, 10, 20 … up to BACKOFF_CAP_SECONDS.
+    assert.deepEqual(waits, [5, 10, 20]);
+    await untilJob(t, inbound, 'job done once Twilio takes it', (j) => j.status === 'done');
+    assert.equal(fake.messages.length, 1);
+  });
+
   test('500 and a refused connection are retried with backoff; the reply goes out once', async () => {
     fake.fault({ kind: 'http', status: 500, code: 20500, message: 'Internal Server Error' });
     const inbound = await receive(m, t, 'Storing?');

@@ -76,6 +76,12 @@ describe('Twilio transport', () => {
     assert.equal(error.details.retryAfterMs, 7000);
     assert.equal(error.code, 20429);
     assert.deepEqual(calls, [['send', 'rate_limited']]);
+
+    // Without Retry-After no wait is made up here: the queue backs off (test/outbox.test.ts).
+    fake.fault({ kind: 'http', status: 429, code: 20429, message: 'Too Many Requests' });
+    const unnamed = await failure(transport.send({ to: TO, body: 'x' }));
+    assert.equal(unnamed.kind, 'throttled');
+    assert.equal(unnamed.details.retryAfterMs, undefined);
   });
 
   test('5xx and a refused connection are unavailable (nothing went out); 4xx is rejected with Twilio’s code', async () => {

@@ -359,7 +359,8 @@ function resultOf(outcome: ReplyOutcome): Record<string, unknown> {
       throw new PermanentJobError(`reply ${outcome.reply.id} refused by Twilio: ${outcome.reason}`);
     case 'retry':
       if (outcome.throttled) {
-        throw new RetryLaterError(`reply ${outcome.reply.id} ${outcome.reason}`, { delayMs: outcome.retryAfterMs ?? 5000, countsAsAttempt: false });
+        // Without Twilio's Retry-After the worker backs off, longer at each throttle in a row.
+        throw new RetryLaterError(`reply ${outcome.reply.id} ${outcome.reason}`, { delayMs: outcome.retryAfterMs, countsAsAttempt: false });
       }
       throw new Error(`reply ${outcome.reply.id} ${outcome.reason}`);
   }

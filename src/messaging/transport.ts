@@ -34,7 +34,8 @@ export interface SentMessage {
 /**
  * What a failed send means for sending again:
  * - `rejected`: Twilio refused this request for good (4xx): resending cannot help.
- * - `throttled`: 429: nothing went out; resend after `retryAfterMs`.
+ * - `throttled`: 429: nothing went out; resend after `retryAfterMs` (undefined when Twilio
+ *   named no wait, as it mostly does not: the queue then backs off).
  * - `unavailable`: Twilio answered 5xx, or no connection was made: nothing went out; resend.
  * - `uncertain`: the request may have reached Twilio (time-out, connection reset): it may
  *   have gone out, so it must not be resent blindly.
@@ -128,8 +129,6 @@ export class LogTransport implements Transport {
 // A hung Twilio must not hold a job until the job time-out; 15 s is far above Twilio's
 // normal answer time (well under a second) and far below the default job time-out.
 const REQUEST_TIMEOUT_MS = 15_000;
-// Twilio rarely sends Retry-After on a 429; without it, wait this long.
-const DEFAULT_THROTTLE_MS = 5_000;
 // Connection errors that happen before any byte of the request left: nothing was sent.
 const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ERR_INVALID_URL']);
 // The API's TLS certificate was refused: the handshake failed before any byte of the request
@@ -289,12 +288,14 @@ function classify(err: unknown): SendError {
   return new SendError('uncertain', `Twilio send interrupted (${code ?? 'no answer'}): ${e.message ?? String(err)}; it may have been accepted`, { cause: err });
 }
 
-function retryAfterMs(headers: Record<string, unknown> | undefined): number {
+function retryAfterMs(headers: Record<string, unknown> | undefined): number | undefined {
   const value = headers?.['retry-after'];
+  if (value === undefined || value === '') return undefined;
   const seconds = Number(Array.isArray(value) ? value[0] : value);
   // As Twilio says, 0 included: the worker waits at least a second before a throttled job's
-  // next run (MIN_REFUND_DELAY_MS), for Twilio's 429s and the LLM's alike.
-  return Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : DEFAULT_THROTTLE_MS;
+  // next run (MIN_REFUND_DELAY_MS), for Twilio's 429s and the LLM's alike. Without one (or
+  // one that is no number of seconds) the worker backs off by the job's throttles so far.
+  return Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : undefined;
 }
 
 function safeJson(text: string): unknown {

@@ -133,7 +133,7 @@ export async function jobCount(db: Queryable, filter: JobFilter): Promise<number
 // Retrying a failed or cancelled job gives it a fresh set of attempts; its history
 // (`errors`) is kept so the admin still sees why it failed before.
 const RETRY_SET = `
-  status = 'pending', attempts = 0, next_run_at = now(), finished_at = null,
+  status = 'pending', attempts = 0, throttles = 0, next_run_at = now(), finished_at = null,
   locked_until = null, updated_at = now()`;
 
 /** Puts one failed or cancelled job back to pending. False when it is in another state. */

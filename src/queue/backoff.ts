@@ -26,3 +26,17 @@ export function retryDelaySeconds(attempts: number, policy: BackoffPolicy, retry
   const backoff = backoffSeconds(attempts, policy);
   return retryAfterMs === undefined ? backoff : Math.max(backoff, retryAfterMs / 1000);
 }
+
+/**
+ * The wait of a throttled job that keeps its attempt: the retry-after the server asked for,
+ * else backoff by how often the job was throttled before, so that a long throttle is not
+ * hit at a steady pace (`attempts` does not grow: each throttled attempt is given back).
+ * With the defaults and no retry-after:
+ *
+ * | throttles before | 0 | 1  | 2  | 3  | 4  | 5   | 6 and up |
+ * |------------------|---|----|----|----|----|-----|----------|
+ * | seconds          | 5 | 10 | 20 | 40 | 80 | 160 | 300      |
+ */
+export function throttleDelaySeconds(throttles: number, policy: BackoffPolicy, retryAfterMs?: number): number {
+  return retryAfterMs === undefined ? backoffSeconds(throttles, policy) : retryAfterMs / 1000;
+}

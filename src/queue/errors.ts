@@ -10,8 +10,11 @@ export class PermanentJobError extends Error {
 }
 
 export interface RetryLaterOptions {
-  /** Wait at least this long before the next attempt; wins over backoff when longer. */
-  delayMs: number;
+  /**
+   * Wait at least this long before the next attempt; wins over backoff when longer. Omitted
+   * (a 429 that named no wait): backoff, for a throttled job by how often it was throttled.
+   */
+  delayMs?: number;
   /**
    * False gives the attempt back: a throttled call (HTTP 429) was not the job's fault, so
    * a burst of throttling must not use up max_attempts. Default true.
@@ -26,14 +29,16 @@ export const RETRY_LATER_MAX_MS = 7 * 24 * 3600 * 1000;
 /** Try again after a known delay (an LLM 429 with retry-after, say). */
 export class RetryLaterError extends Error {
   override name = 'RetryLaterError';
-  readonly delayMs: number;
+  /** Undefined: no wait was asked for; the worker backs off. */
+  readonly delayMs: number | undefined;
   readonly countsAsAttempt: boolean;
   constructor(message: string, options: RetryLaterOptions) {
     super(message, { cause: options.cause });
     // A delay that is no number (a Retry-After that did not parse) asks for nothing beyond
     // backoff; one past a week waits a week. Either, as it came, failed the job's write in
     // PostgreSQL ("interval out of range") again and again until its lease ran out.
-    this.delayMs = Number.isNaN(options.delayMs) ? 0 : Math.min(Math.max(0, options.delayMs), RETRY_LATER_MAX_MS);
+    const { delayMs } = options;
+    this.delayMs = delayMs === undefined ? undefined : Number.isNaN(delayMs) ? 0 : Math.min(Math.max(0, delayMs), RETRY_LATER_MAX_MS);
     this.countsAsAttempt = options.countsAsAttempt ?? true;
   }
 }

@@ -13,6 +13,7 @@ interface JobRow {
   ordering_key: string | null;
   attempts: number;
   max_attempts: number;
+  throttles: number;
   next_run_at: Date;
   last_error: string | null;
   errors: AttemptError[];
@@ -25,7 +26,7 @@ interface JobRow {
   finished_at: Date | null;
 }
 
-type ClaimedJobRow = Pick<JobRow, 'id' | 'type' | 'payload' | 'priority' | 'ordering_key' | 'attempts' | 'max_attempts' | 'created_at'>;
+type ClaimedJobRow = Pick<JobRow, 'id' | 'type' | 'payload' | 'priority' | 'ordering_key' | 'attempts' | 'max_attempts' | 'throttles' | 'created_at'>;
 
 function claimedJobFromRow(row: ClaimedJobRow): ClaimedJob {
   return {
@@ -36,6 +37,8 @@ function claimedJobFromRow(row: ClaimedJobRow): ClaimedJob {
     orderingKey: row.ordering_key,
     attempts: row.attempts,
     maxAttempts: row.max_attempts,
+    // A row read without the column (a partial select) counts as never throttled.
+    throttles: row.throttles ?? 0,
     createdAt: row.created_at,
   };
 }
@@ -151,7 +154,7 @@ export async function jobEnqueueMany(db: Queryable, inputs: EnqueueInput[]): Pro
 // needs: at hundreds of rows per claim, decoding every bookkeeping column (six timestamps,
 // the history) cost the worker about as much CPU as the claim cost Postgres.
 const CLAIM_SQL = `
-  select id, type, payload, priority, ordering_key, attempts, max_attempts, created_at
+  select id, type, payload, priority, ordering_key, attempts, max_attempts, throttles, created_at
   from claim_ai_jobs($1, $2, $3, $4::text[])`;
 
 /**
@@ -257,6 +260,8 @@ export interface FailureInput {
   delaySeconds: number;
   /** Give the attempt back (throttling): it does not count towards max_attempts. */
   refund: boolean;
+  /** Count it as a throttle (a refunded 429), which later throttles back off by. Default false. */
+  throttled?: boolean;
 }
 
 // One failed attempt: back to pending after the delay, or failed when it was permanent or
@@ -269,6 +274,7 @@ const FAIL_SQL = `
                          else now() + make_interval(secs => $6) end,
       finished_at = case when $5 or (not $7 and attempts >= max_attempts) then now() end,
       attempts = case when $7 then attempts - 1 else attempts end,
+      throttles = case when $9 then throttles + 1 else throttles end,
       last_error = $3,
       errors = errors || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
         'attempt', attempts,
@@ -297,6 +303,7 @@ export async function jobFail(
     input.delaySeconds,
     input.refund,
     input.workerId,
+    input.throttled ?? false,
   ]);
   const row = result.rows[0];
   return row ? { status: row.status, nextRunAt: row.next_run_at, orderingKey: row.ordering_key } : null;

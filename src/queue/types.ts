@@ -25,6 +25,8 @@ export interface Job<Payload = unknown> {
   orderingKey: string | null;
   attempts: number;
   maxAttempts: number;
+  /** Times it was throttled (given its attempt back): a throttle without a retry-after backs off by it. */
+  throttles: number;
   nextRunAt: Date;
   lastError: string | null;
   errors: AttemptError[];
@@ -44,7 +46,7 @@ export interface Job<Payload = unknown> {
  */
 export type ClaimedJob<Payload = unknown> = Pick<
   Job<Payload>,
-  'id' | 'type' | 'payload' | 'priority' | 'orderingKey' | 'attempts' | 'maxAttempts' | 'createdAt'
+  'id' | 'type' | 'payload' | 'priority' | 'orderingKey' | 'attempts' | 'maxAttempts' | 'throttles' | 'createdAt'
 >;
 
 export interface EnqueueInput<Payload = unknown> {

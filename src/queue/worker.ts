@@ -6,7 +6,7 @@ import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { NotificationsUnavailableError, type Database } from '../db/types.ts';
-import { DEFAULT_BACKOFF, retryDelaySeconds, type BackoffPolicy } from './backoff.ts';
+import { DEFAULT_BACKOFF, retryDelaySeconds, throttleDelaySeconds, type BackoffPolicy } from './backoff.ts';
 import { PermanentJobError, RetryLaterError, toError } from './errors.ts';
 import {
   jobClaim,
@@ -555,8 +555,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const refund = retryLater !== undefined && !retryLater.countsAsAttempt && withinThrottleWindow;
     // A refunded retry waits at least MIN_REFUND_DELAY_MS: it costs no attempt, so a delay of
     // 0 (`Retry-After: 0` from a throttling API) made the job due at once, again and again,
-    // as fast as the worker could call the API, for the whole throttle window.
-    const delaySeconds = refund ? Math.max(retryLater!.delayMs, MIN_REFUND_DELAY_MS) / 1000 : retryDelaySeconds(job.attempts, this.backoff, retryLater?.delayMs);
+    // as fast as the worker could call the API, for the whole throttle window. Without a
+    // retry-after it backs off by the job's earlier throttles, as failures do by attempts.
+    const delaySeconds = refund
+      ? Math.max(throttleDelaySeconds(job.throttles, this.backoff, retryLater!.delayMs), MIN_REFUND_DELAY_MS / 1000)
+      : retryDelaySeconds(job.attempts, this.backoff, retryLater?.delayMs);
     await this.writeFailure({ job, durationMs, error, message: describeError(error), permanent, delaySeconds, refund }, 3);
     this.wake();
   }
@@ -591,7 +594,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     let outcome;
     try {
       outcome = await this.withRetries(
-        () => jobFail(this.db, { id: job.id, attempt: job.attempts, workerId: this.id, error: message, durationMs, permanent, delaySeconds, refund }),
+        () => jobFail(this.db, { id: job.id, attempt: job.attempts, workerId: this.id, error: message, durationMs, permanent, delaySeconds, refund, throttled: refund }),
         attempts,
       );
     } catch (err) {
