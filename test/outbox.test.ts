@@ -371,17 +371,77 @@ describe('reply delivery through the outbox', () => {
     assert.ok(fake.requests.some((r) => r.method === 'GET' && r.outcome === 'list'), 'the Messages list was asked');
   });
 
-  test('waiting on the last attempt flags at once when Twilio\'s list cannot tell, so nothing stays unconfirmed unseen', async () => {
-    fake.fault({ kind: 'accept-then-drop' });
-    fake.listFailures = 1_000;
-    const inbound = await receive(m, t, 'Laatste poging');
-    const waiting = await untilJob(t, inbound, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
-    // As if earlier attempts had been used up: the next claim is the last one.
-    await t.db.query(`update ai_jobs set attempts = max_attempts - 1, next_run_at = now() where id = $1`, [waiting.id]);
-    const failed = await untilJob(t, inbound, 'job failed: flagged', (j) => j.status === 'failed');
-    assert.match(failed.lastError!, /flagged for a human/);
-    assert.equal((await replyTo(t, inbound))!.status, 'flagged');
-    assert.equal(fake.messages.length, 1);
+  // A wait for Twilio's confirmation gave its attempt back only while the job was younger
+  // than AI_THROTTLE_WINDOW_SECONDS (the window meant for 429s), so a job that had queued
+  // or retried that long spent attempts on waiting, and on its last one its reply was
+  // flagged at once and the job failed, while the confirmation was still on its way.
+  test('waiting for the confirmation uses up no attempt however old the job, even on the last one; the deadline still ends it', async () => {
+    for (const confirmed of [true, false]) {
+      fake.reset();
+      fake.statusCallbacks = false;
+      fake.fault({ kind: 'accept-then-drop' });
+      fake.listFailures = 1_000;
+      const inbound = await receive(m, t, `Laatste poging ${confirmed}`, confirmed ? '+31612340301' : '+31612340302');
+      const waiting = await untilJob(t, inbound, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
+      // Past the throttle window, its other attempts used up: the next claim is the last one.
+      await t.db.query(`update ai_jobs set created_at = now() - interval '1 day', attempts = max_attempts - 1, next_run_at = now() where id = $1`, [waiting.id]);
+      const still = await untilJob(t, inbound, 'the last attempt, still waiting', (j) => j.errors.length === 2);
+      assert.equal(still.status, 'pending', still.lastError ?? '');
+      assert.equal(still.attempts, still.maxAttempts - 1, 'the wait gave the attempt back');
+      assert.equal((await replyTo(t, inbound))!.status, 'unconfirmed');
+      if (confirmed) {
+        // The callback comes after all: confirmed, the job done, nothing resent.
+        assert.equal(await fake.deliverStatus(fake.messages[0]!.sid, 'sent'), 200);
+        await untilJob(t, inbound, 'job done', (j) => j.status === 'done');
+        assert.equal((await replyTo(t, inbound))!.twilio_sid, fake.messages[0]!.sid);
+      } else {
+        // No callback by the deadline, and Twilio's list cannot tell: flagged, the job failed.
+        await t.db.query(`update messages set send_started_at = now() - interval '1 hour' where reply_to_message_id = $1`, [inbound]);
+        await runNow(t, waiting.id);
+        const failed = await untilJob(t, inbound, 'job failed: flagged', (j) => j.status === 'failed');
+        assert.match(failed.lastError!, /flagged for a human/);
+        assert.equal((await replyTo(t, inbound))!.status, 'flagged');
+      }
+      assert.equal(fake.messages.length, 1, 'sent once');
+      fake.listFailures = 0;
+    }
+  });
+
+  // What bounds the waits now that they use up no attempt: the resend of a reply Twilio's list
+  // showed it never got counts its failed first send. A Twilio that keeps dropping sends it
+  // never stores (a proxy that swallows them) would otherwise have the job wait, resend and
+  // wait again for good, unseen.
+  test('a resend of a reply Twilio never got that is cut off in turn uses up an attempt; on the last one it is flagged', async () => {
+    // Every send is cut off and never reaches Twilio's log.
+    const forget = (sent: { sid: string }) => fake.messages.splice(fake.messages.findIndex((x) => x.sid === sent.sid), 1);
+    fake.on('accepted', forget);
+    try {
+      fake.fault({ kind: 'accept-then-drop' });
+      const inbound = await receive(m, t, 'Nooit aangekomen');
+      const waiting = await untilJob(t, inbound, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
+      assert.equal(waiting.attempts, 0);
+      const pastDeadline = () => t.db.query(`update messages set send_started_at = now() - interval '1 hour' where reply_to_message_id = $1`, [inbound]);
+      await pastDeadline();
+      fake.fault({ kind: 'accept-then-drop' });
+      await runNow(t, waiting.id);
+      const resent = await untilJob(t, inbound, 'resent, waiting again', (j) => j.errors.length === 2);
+      assert.equal(resent.status, 'pending');
+      assert.equal(resent.attempts, 1, 'the failed first send counts');
+      assert.match(resent.lastError!, /resent: Twilio had no record of the first send/);
+
+      await t.db.query('update ai_jobs set attempts = max_attempts - 1 where id = $1', [waiting.id]);
+      await pastDeadline();
+      fake.fault({ kind: 'accept-then-drop' });
+      await runNow(t, waiting.id);
+      const failed = await untilJob(t, inbound, 'job failed: flagged', (j) => j.status === 'failed');
+      const reply = (await replyTo(t, inbound))!;
+      assert.equal(reply.status, 'flagged');
+      assert.match(reply.error_message!, /sent again after Twilio's Messages list showed no record of the first send, that send was cut off too/);
+      assert.match(failed.lastError!, /flagged for a human/);
+      assert.equal(fake.requests.filter((r) => r.method === 'POST' && r.outcome.startsWith('accepted')).length, 3, 'three sends, each after Twilio proved it had none');
+    } finally {
+      fake.off('accepted', forget);
+    }
   });
 
   test('human takeover (ai_paused): the job stores and sends nothing', async () => {

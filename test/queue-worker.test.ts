@@ -173,6 +173,29 @@ for (const backend of BACKENDS) {
       await worker.stop();
     });
 
+    test('a job waiting for something its handler bounds keeps its attempt past the throttle window, and is no throttle', async () => {
+      let calls = 0;
+      const worker = await startWorker({
+        throttleWindowMs: 0,
+        handlers: [handler('waits', async () => {
+          calls++;
+          if (calls <= 2) throw new RetryLaterError('waiting for a confirmation', { delayMs: 60_000, waiting: true });
+          throw new RetryLaterError('429 from provider', { delayMs: 60_000, countsAsAttempt: false });
+        })],
+      });
+      const id = await jobEnqueue(t.db, { type: 'waits', payload: {}, maxAttempts: 1 });
+      for (let n = 1; n <= 2; n++) {
+        await waitFor(async () => (await jobGet(t.db, id))!.errors.length === n, `wait ${n}`);
+        const job = (await jobGet(t.db, id))!;
+        assert.deepEqual([job.status, job.attempts, job.throttles], ['pending', 0, 0], 'given back, not counted as a throttle');
+        await t.db.query('update ai_jobs set next_run_at = now() where id = $1', [id]);
+        worker.wake();
+      }
+      // A throttle past its window counts, as before: the job's one attempt is used up.
+      await waitFor(async () => (await jobGet(t.db, id))!.status === 'failed', 'the throttle past its window to count');
+      await worker.stop();
+    });
+
     test('a throttled job that asks for no wait (Retry-After: 0) still waits a second, not retried at once', async () => {
       const calls: number[] = [];
       const worker = await startWorker({

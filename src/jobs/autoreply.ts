@@ -190,6 +190,9 @@ export function outboxDepsOf(runtime: Runtime): OutboxDeps {
   };
 }
 
+// Why a resend cut off on the job's last attempt is flagged at once (the loop in the handler).
+const RESENT_CUT_OFF = "it was sent again after Twilio's Messages list showed no record of the first send, that send was cut off too, and the job has no attempt left";
+
 // The next look comes just after the deadline, so that it decides (confirmed or flagged)
 // instead of waiting once more.
 const WAIT_SLACK_MS = 1000;
@@ -317,11 +320,14 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
           throw err;
         }
       }
-      // Waiting with no attempt left would leave the reply unconfirmed and unflagged: flag now.
+      // A wait keeps the job's attempt (resultOf), bounded by the reply's confirmation deadline,
+      // except one for a resend of a reply Twilio never got: its first send failed, which
+      // counts (so that a Twilio that keeps dropping sends it never stores ends the job). With
+      // no attempt left that would leave the reply unconfirmed and unflagged: flag now.
       // Harmless if Twilio's callback still comes: it outranks `flagged` and confirms it.
-      // A loop: a later part sent now may be cut off in turn and wait, with no attempt left.
-      while (outcome.kind === 'waiting' && job.attempts >= job.maxAttempts) {
-        outcome = await replyFlag(deps, outcome.reply, undefined, to);
+      // A loop: Twilio's list may confirm it, and the next part, sent now, be resent in turn.
+      while (outcome.kind === 'waiting' && outcome.resent && job.attempts >= job.maxAttempts) {
+        outcome = await replyFlag(deps, outcome.reply, RESENT_CUT_OFF, to);
         // Twilio's list had it after all: the parts after it are due now, in order.
         if (outcome.kind === 'already-sent' && outcome.reply.part < outcome.reply.parts) {
           try {
@@ -350,8 +356,11 @@ function resultOf(outcome: ReplyOutcome): Record<string, unknown> {
     case 'already-sent':
       return { replyId: outcome.reply.id, status: outcome.reply.status, sid: outcome.reply.twilioSid, ...(outcome.kind === 'already-sent' ? { resumed: true } : {}) };
     case 'waiting':
-      // Not the job's fault, so the wait does not use up an attempt.
-      throw new RetryLaterError(outcome.reason, { delayMs: outcome.retryInMs + WAIT_SLACK_MS, countsAsAttempt: false });
+      // Not the job's fault, so the wait does not use up an attempt, however old the job: the
+      // reply's confirmation deadline bounds it (then confirmed, resent or flagged). The resend
+      // of a reply Twilio never got counts its failed first send, as a 5xx would have.
+      if (outcome.resent) throw new RetryLaterError(`${outcome.reason} (resent: Twilio had no record of the first send)`, { delayMs: outcome.retryInMs + WAIT_SLACK_MS });
+      throw new RetryLaterError(outcome.reason, { delayMs: outcome.retryInMs + WAIT_SLACK_MS, waiting: true });
     case 'flagged':
     case 'held':
       throw new PermanentJobError(outcome.reason);

@@ -14,8 +14,12 @@ export type ReplyOutcome =
   | { kind: 'sent'; reply: Message }
   /** An earlier attempt's reply is confirmed: nothing to do. */
   | { kind: 'already-sent'; reply: Message }
-  /** It may have gone out and is not confirmed yet: look again after `retryInMs`, never resend. */
-  | { kind: 'waiting'; reply: Message; retryInMs: number; reason: string }
+  /**
+   * It may have gone out and is not confirmed yet: look again after `retryInMs`, never resend.
+   * `resent`: this send is the resend of a reply Twilio's list showed it never got, so the
+   * first send failed (as a 5xx that proves it would have): the one wait a caller counts.
+   */
+  | { kind: 'waiting'; reply: Message; retryInMs: number; reason: string; resent?: boolean }
   /** Not confirmed in time: a human must check whether it arrived. */
   | { kind: 'flagged'; reply: Message; reason: string }
   /** Twilio refused it for good (4xx): `reason` says why, with Twilio's code. */
@@ -491,7 +495,7 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
         if (typeof listed === 'object') return listed;
         if (listed === 'absent') {
           const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id, deps.confirmTimeoutSeconds, ...confirmsParams(options.confirms)]);
-          if (reclaimed.rows[0]) return replyDispatch(deps, messageFromRow(reclaimed.rows[0] as never), to);
+          if (reclaimed.rows[0]) return resendAbsent(deps, messageFromRow(reclaimed.rows[0] as never), to);
         }
         const current = (await messageGet(deps.db, reply.id)) ?? reply;
         if (current.status !== 'flagged') break;
@@ -616,7 +620,13 @@ export async function replyReconcile(deps: OutboxDeps, reply: Message, to: strin
   // Not after an opt-out: then it stays unresent, and is flagged for a human like any reply
   // whose confirmation did not come.
   const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id, deps.confirmTimeoutSeconds, ...confirmsParams(options.confirms)]);
-  return reclaimed.rows[0] ? replyDispatch(deps, messageFromRow(reclaimed.rows[0] as never), to) : null;
+  return reclaimed.rows[0] ? resendAbsent(deps, messageFromRow(reclaimed.rows[0] as never), to) : null;
+}
+
+/** Sends again a reply Twilio's list showed it never got (reclaimed by REPLY_RECLAIM_ABSENT_SQL); a wait for it is `resent`. */
+async function resendAbsent(deps: OutboxDeps, reply: Message, to: string): Promise<ReplyOutcome> {
+  const outcome = await replyDispatch(deps, reply, to);
+  return outcome.kind === 'waiting' ? { ...outcome, resent: true } : outcome;
 }
 
 /**

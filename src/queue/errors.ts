@@ -20,6 +20,14 @@ export interface RetryLaterOptions {
    * a burst of throttling must not use up max_attempts. Default true.
    */
   countsAsAttempt?: boolean;
+  /**
+   * The job is not failing but waiting for something outside it that its handler bounds
+   * itself (a confirmation with a deadline, after which the handler ends the job). The
+   * attempt is given back however old the job is: the throttle window, which keeps a job
+   * from being throttled forever, does not apply, and the wait is no throttle. Implies
+   * countsAsAttempt false. Default false.
+   */
+  waiting?: boolean;
   cause?: unknown;
 }
 
@@ -32,6 +40,7 @@ export class RetryLaterError extends Error {
   /** Undefined: no wait was asked for; the worker backs off. */
   readonly delayMs: number | undefined;
   readonly countsAsAttempt: boolean;
+  readonly waiting: boolean;
   constructor(message: string, options: RetryLaterOptions) {
     super(message, { cause: options.cause });
     // A delay that is no number (a Retry-After that did not parse) asks for nothing beyond
@@ -39,7 +48,8 @@ export class RetryLaterError extends Error {
     // PostgreSQL ("interval out of range") again and again until its lease ran out.
     const { delayMs } = options;
     this.delayMs = delayMs === undefined ? undefined : Number.isNaN(delayMs) ? 0 : Math.min(Math.max(0, delayMs), RETRY_LATER_MAX_MS);
-    this.countsAsAttempt = options.countsAsAttempt ?? true;
+    this.waiting = options.waiting ?? false;
+    this.countsAsAttempt = !this.waiting && (options.countsAsAttempt ?? true);
   }
 }
 

@@ -114,6 +114,8 @@ interface Failure {
   permanent: boolean;
   delaySeconds: number;
   refund: boolean;
+  /** A refund for throttling, not a wait (RetryLaterError `waiting`). */
+  throttled: boolean;
 }
 
 interface Running {
@@ -552,7 +554,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const permanent = error instanceof PermanentJobError;
     const retryLater = error instanceof RetryLaterError ? error : undefined;
     const withinThrottleWindow = Date.now() - job.createdAt.getTime() < this.throttleWindowMs;
-    const refund = retryLater !== undefined && !retryLater.countsAsAttempt && withinThrottleWindow;
+    // A wait the handler bounds itself (RetryLaterError `waiting`) is no throttle: it keeps
+    // its attempt past the throttle window, which would otherwise make a long wait fail the job.
+    const refund = retryLater !== undefined && !retryLater.countsAsAttempt && (retryLater.waiting || withinThrottleWindow);
+    const throttled = refund && !retryLater!.waiting;
     // A refunded retry waits at least MIN_REFUND_DELAY_MS: it costs no attempt, so a delay of
     // 0 (`Retry-After: 0` from a throttling API) made the job due at once, again and again,
     // as fast as the worker could call the API, for the whole throttle window. Without a
@@ -560,7 +565,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const delaySeconds = refund
       ? Math.max(throttleDelaySeconds(job.throttles, this.backoff, retryLater!.delayMs), MIN_REFUND_DELAY_MS / 1000)
       : retryDelaySeconds(job.attempts, this.backoff, retryLater?.delayMs);
-    await this.writeFailure({ job, durationMs, error, message: describeError(error), permanent, delaySeconds, refund }, 3);
+    await this.writeFailure({ job, durationMs, error, message: describeError(error), permanent, delaySeconds, refund, throttled }, 3);
     this.wake();
   }
 
@@ -590,11 +595,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * default) after a blip of two seconds. A process that dies first leaves it to the lease.
    */
   private async writeFailure(f: Failure, attempts: number): Promise<boolean> {
-    const { job, durationMs, error, message, permanent, delaySeconds, refund } = f;
+    const { job, durationMs, error, message, permanent, delaySeconds, refund, throttled } = f;
     let outcome;
     try {
       outcome = await this.withRetries(
-        () => jobFail(this.db, { id: job.id, attempt: job.attempts, workerId: this.id, error: message, durationMs, permanent, delaySeconds, refund, throttled: refund }),
+        () => jobFail(this.db, { id: job.id, attempt: job.attempts, workerId: this.id, error: message, durationMs, permanent, delaySeconds, refund, throttled }),
         attempts,
       );
     } catch (err) {
@@ -609,7 +614,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const status = outcome.status === 'failed' ? 'failed' : 'pending';
     const log = { jobId: job.id, type: job.type, attempt: job.attempts, maxAttempts: job.maxAttempts, error: message, durationMs: Math.round(durationMs) };
     if (status === 'failed') this.logger.error(log, permanent ? 'job failed permanently' : 'job failed: out of attempts');
-    else this.logger.warn({ ...log, retryAt: outcome.nextRunAt }, refund ? 'job throttled, will retry' : 'job attempt failed, will retry');
+    else this.logger.warn({ ...log, retryAt: outcome.nextRunAt }, throttled ? 'job throttled, will retry' : refund ? 'job waiting, will look again' : 'job attempt failed, will retry');
     this.emit('job:failed', { job, durationMs, error, status });
     if (status === 'pending') this.scheduleDueIn(delaySeconds * 1000);
     return true;
