@@ -5,14 +5,16 @@
 // one Twilio does not know. `aiq worker` schedules it when Twilio is configured.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { adminReplySend, outcomeText } from '../src/http/admin/conversation-actions.ts';
 import { DELIVERY_CHECK, deliveryStatusRecord, type DeliveryCheckResult } from '../src/jobs/delivery-status.ts';
+import { TwilioTransport } from '../src/messaging/transport.ts';
 import { twilioErrorText } from '../src/messaging/twilio.ts';
 import { jobEnqueue, jobGet, scheduleList } from '../src/queue/index.ts';
 import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN } from './helpers/fake-twilio.ts';
-import { inboundParams, messagingSuite, receiveAnswered } from './helpers/messaging.ts';
+import { FROM_NUMBER, inboundParams, messagingSuite, receiveAnswered } from './helpers/messaging.ts';
 import { waitFor } from './helpers/processes.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
@@ -181,6 +183,51 @@ describe('delivery check', () => {
     const state = await stateOf(message.id);
     assert.equal(state.status, 'flagged');
     assert.match(state.error_message!, /went as template HX\w+, which Twilio's Messages list cannot match/);
+  });
+
+  // The check asked Twilio's list about every admin reply refused with anything but a 429,
+  // so one that provably never reached Twilio (no connection) was asked about too, and its
+  // "not sent: Twilio API unreachable (ECONNREFUSED …)" replaced by the list's generic
+  // "the send was interrupted and Twilio has no record of it".
+  test('an admin reply whose send never reached Twilio (no connection) is not asked about: it keeps its reason', async () => {
+    const reply = await answered('+31612350031', 'Vraag terwijl Twilio onbereikbaar is');
+    const { conversation_id: conversationId } = (await s.t.db.query<{ conversation_id: string }>('select conversation_id from messages where id = $1', [reply.id])).rows[0]!;
+    // A port nothing listens on: the connection is refused before any byte leaves.
+    const probe = createServer();
+    const port = await new Promise<number>((resolve) => probe.listen(0, '127.0.0.1', () => resolve((probe.address() as { port: number }).port)));
+    await new Promise((resolve) => probe.close(resolve));
+    const transport = new TwilioTransport({ accountSid: FAKE_ACCOUNT_SID, authToken: FAKE_AUTH_TOKEN, from: FROM_NUMBER, apiBaseUrl: `http://127.0.0.1:${port}` });
+    const { message, outcome } = await adminReplySend({ ...s.m.runtime, transport }, conversationId, 'Antwoord dat nooit vertrok');
+    assert.equal(outcome.kind, 'retry');
+    assert.match(outcomeText(outcome), /^Not sent: .*Try again in a moment/);
+    const refused = await stateOf(message.id);
+    assert.equal(refused.status, 'send_failed');
+    assert.match(refused.error_message!, /^not sent: Twilio API unreachable \(ECONNREFUSED\)/);
+    await s.t.db.query(`update messages set send_started_at = now() - interval '1 hour' where id = $1`, [message.id]);
+    const lists = s.twilioApi.requests.filter((r) => r.outcome === 'list').length;
+    const settled = await checkRun();
+    assert.equal(settled.adminNotSent ?? 0, 0);
+    assert.equal(s.twilioApi.requests.filter((r) => r.outcome === 'list').length, lists, "Twilio's list was not asked");
+    assert.deepEqual(await stateOf(message.id), refused, 'the reason the admin saw stays');
+  });
+
+  // Refused with a 5xx as a template, it was 'unknown' at every run (Twilio's list cannot
+  // match a template) and stayed "not sent" for good, though it may have gone out.
+  test('an admin reply sent as a template and refused with a 5xx is flagged for a human, not left unknown at every run', async () => {
+    const reply = await answered('+31612350032', 'Vraag voor een sjabloon na een 502');
+    const { conversation_id: conversationId } = (await s.t.db.query<{ conversation_id: string }>('select conversation_id from messages where id = $1', [reply.id])).rows[0]!;
+    s.twilioApi.fault({ kind: 'http', status: 502, code: 20502 });
+    const { message, outcome } = await adminReplySend(s.m.runtime, conversationId, 'Sjabloon na een 502');
+    assert.equal(outcome.kind, 'retry');
+    // As it is recorded when it went as the template (outside the 24-hour window).
+    await s.t.db.query(`update messages set template_sid = $2, send_started_at = now() - interval '1 hour' where id = $1`, [message.id, `HX${'b2'.repeat(16)}`]);
+    const settled = await checkRun();
+    assert.equal(settled.adminFlagged, 1);
+    const state = await stateOf(message.id);
+    assert.equal(state.status, 'flagged');
+    assert.match(state.error_message!, /HTTP 502/);
+    assert.match(state.error_message!, /went as template HX\w+, which Twilio's Messages list cannot match/);
+    assert.equal(s.twilioApi.sendCount({ body: 'Sjabloon na een 502' }), 0, 'never resent');
   });
 
   test('aiq worker schedules the check when Twilio is configured', async () => {

@@ -84,9 +84,16 @@ describe('Twilio transport', () => {
     assert.equal(unnamed.details.retryAfterMs, undefined);
   });
 
-  test('5xx and a refused connection are unavailable (nothing went out); 4xx is rejected with Twilio’s code', async () => {
+  test('5xx and a refused connection are unavailable; only the 5xx may have gone out all the same; 4xx is rejected with Twilio’s code', async () => {
     fake.fault({ kind: 'http', status: 503, code: 20503, message: 'Service Unavailable' });
-    assert.equal((await failure(transport.send({ to: TO, body: 'x' }))).kind, 'unavailable');
+    const unavailable = await failure(transport.send({ to: TO, body: 'x' }));
+    assert.equal(unavailable.kind, 'unavailable');
+    assert.equal(unavailable.maybeSent, true, 'a 5xx does not prove it was not taken');
+    // A gateway's own 5xx, without a Twilio code, says no more.
+    fake.fault({ kind: 'accept-then-http', status: 502, html: true });
+    assert.equal((await failure(transport.send({ to: TO, body: 'x' }))).maybeSent, true);
+    fake.fault({ kind: 'http', status: 429, code: 20429, message: 'Too Many Requests' });
+    assert.equal((await failure(transport.send({ to: TO, body: 'x' }))).maybeSent, false, 'a 429 was not processed');
 
     fake.fault({ kind: 'http', status: 400, code: 63016, message: 'outside the allowed window' });
     const rejected = await failure(transport.send({ to: TO, body: 'x' }));
@@ -105,6 +112,7 @@ describe('Twilio transport', () => {
     const refused = await failure(nowhere.send({ to: TO, body: 'x' }));
     assert.equal(refused.kind, 'unavailable');
     assert.match(refused.message, /ECONNREFUSED/);
+    assert.equal(refused.maybeSent, false, 'nothing reached Twilio');
   });
 
   test('wrong credentials are rejected (20003), not retried', async () => {
@@ -130,6 +138,7 @@ describe('Twilio transport', () => {
       assert.equal(error.kind, 'unavailable');
       assert.match(error.message, /TLS certificate was refused \((DEPTH_ZERO_SELF_SIGNED_CERT|CERT_NOT_YET_VALID|CERT_HAS_EXPIRED)/);
       assert.match(error.message, /nothing was sent/);
+      assert.equal(error.maybeSent, false);
       assert.equal(reached, 0);
     } finally {
       server.closeAllConnections();

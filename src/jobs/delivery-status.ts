@@ -76,15 +76,16 @@ const ASKED_SQL = `update messages set status_checked_at = now() where id = any(
 
 // An admin's reply whose send ended uncertain and that no callback confirmed by its deadline
 // (REPLY_CONFIRM_TIMEOUT_SECONDS): no job waits on it, so it would stay unconfirmed for good.
-// Also one refused with anything but a 429 (a 5xx may come with a message that went out all
-// the same): it said "not sent" for good while the contact had it. Through the outbox's index
-// of open sends.
+// Also one refused with a 5xx (`maybe_sent`: it may come with a message that went out all
+// the same): it said "not sent" for good while the contact had it. Not one that provably
+// never reached Twilio (a 429, no connection): it keeps the reason the admin saw. Through
+// the outbox's index of open sends.
 const ADMIN_UNCONFIRMED_SQL = `
   select m.*, k.whatsapp_number as contact_number
   from messages m
   join conversations c on c.id = m.conversation_id
   join contacts k on k.id = c.contact_id
-  where (m.status in ('pending', 'unconfirmed') or (m.status = 'send_failed' and m.error_code is distinct from 20429))
+  where (m.status in ('pending', 'unconfirmed') or (m.status = 'send_failed' and m.maybe_sent))
     and m.source = 'admin' and m.twilio_sid is null
     and coalesce(m.send_started_at, m.created_at) + make_interval(secs => $1) < now()
     and m.created_at > now() - make_interval(days => $2)
@@ -101,7 +102,7 @@ export interface DeliveryCheckResult {
   /** Admin replies whose send ended uncertain, settled by Twilio's list: confirmed, or not sent. */
   adminConfirmed?: number;
   adminNotSent?: number;
-  /** Admin replies sent as a template, which Twilio's list cannot match: flagged for a human. */
+  /** Admin replies sent as a template that may have gone out, which Twilio's list cannot match: flagged for a human. */
   adminFlagged?: number;
   /** Set when Twilio asked us to slow down: the rest waits for the next run. */
   stopped?: string;

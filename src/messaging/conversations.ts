@@ -44,6 +44,11 @@ export interface Message {
   status: MessageStatus;
   errorCode: number | null;
   errorMessage: string | null;
+  /**
+   * A failed send (`send_failed`) that Twilio answered with a 5xx: it may have gone out all
+   * the same, so Twilio's list is asked before anything else (SendError.maybeSent).
+   */
+  maybeSent: boolean;
   replyToMessageId: string | null;
   /** Inbound: the Twilio SID of the message it quotes (a swipe-to-reply), if any; see quotes.ts. */
   repliedToSid: string | null;
@@ -88,6 +93,7 @@ interface MessageRow {
   status: MessageStatus;
   error_code: number | null;
   error_message: string | null;
+  maybe_sent?: boolean;
   reply_to_message_id: string | null;
   replied_to_sid?: string | null;
   seq: string | null;
@@ -114,6 +120,7 @@ export function messageFromRow(row: MessageRow): Message {
     status: row.status,
     errorCode: row.error_code,
     errorMessage: row.error_message,
+    maybeSent: row.maybe_sent ?? false,
     replyToMessageId: row.reply_to_message_id,
     repliedToSid: row.replied_to_sid ?? null,
     // bigint arrives as text from node-postgres; positions stay far below 2^53.

@@ -26,7 +26,8 @@ export type ReplyOutcome =
   | { kind: 'rejected'; reply: Message; code?: number; reason: string }
   /**
    * Nothing went out (429, 5xx, unreachable): send again, after `retryAfterMs` when given.
-   * `maybeSent`: Twilio answered a 5xx, which does not prove that (a retry asks its list first).
+   * `maybeSent`: Twilio answered a 5xx, which does not prove that (a retry asks its list
+   * first): SendError.maybeSent, recorded on the reply as `maybe_sent`.
    */
   | { kind: 'retry'; reply: Message; reason: string; throttled: boolean; retryAfterMs?: number; maybeSent?: boolean }
   /** Outside the 24-hour window without a usable template: written, never sent; a human decides. */
@@ -510,8 +511,9 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
         // A send refused with a 5xx may have gone out all the same (a gateway that timed out
         // on Twilio's answer, a 500 raised after the message was stored): Twilio's list is
         // asked first. It has it → confirmed, not sent twice; it has not, or cannot say → as
-        // below. Not after a 429, which Twilio documents as not processed.
-        if (reply.status === 'send_failed' && reply.errorCode !== TWILIO_TOO_MANY_REQUESTS) {
+        // below. Not after a 429 (Twilio documents it as not processed) nor a send that never
+        // reached Twilio (no connection): `maybe_sent`, decided where the send failed.
+        if (reply.status === 'send_failed' && reply.maybeSent) {
           const listed = await twilioListed(deps, reply, to);
           if (typeof listed === 'object') return listed;
         }
@@ -601,9 +603,6 @@ const REPLY_RECLAIM_ABSENT_SQL = `
 // Twilio's clock and ours, and the time between our send and Twilio's record of it.
 const RECONCILE_SLACK_MS = 60_000;
 
-// Twilio's code for HTTP 429: the request was not processed.
-const TWILIO_TOO_MANY_REQUESTS = 20429;
-
 /**
  * Before a possibly-sent reply is left to a human, asks Twilio's Messages resource what it
  * holds for the contact since the send began, and matches the reply by its text (Twilio's
@@ -659,19 +658,30 @@ const ADMIN_REPLY_ABSENT_SQL = `
   where id = $1 and source = 'admin' and status in ('pending', 'unconfirmed', 'send_failed') and twilio_sid is null
   returning *`;
 
+// An admin's reply sent as a template that may have reached Twilio (cut off, or refused with
+// a 5xx), flagged for a human: Twilio's list cannot match a template's text.
+const ADMIN_REPLY_FLAG_SQL = `
+  update messages set status = 'flagged', error_message = $2, status_updated_at = now()
+  where id = $1 and source = 'admin' and status in ('pending', 'unconfirmed', 'send_failed') and twilio_sid is null
+  returning *`;
+
 /**
- * Settles an admin's reply whose send ended uncertain (a cut connection) and whose status
- * callback never came: no job waits on it, so the delivery check asks Twilio's list once the
+ * Settles an admin's reply that may have reached Twilio unconfirmed: its send ended
+ * uncertain (a cut connection) and no status callback came, or Twilio refused it with a 5xx
+ * (`maybe_sent`). No job waits on it, so the delivery check asks Twilio's list once the
  * confirmation deadline has passed. It has it → confirmed; it has not → failed, "not sent";
- * it cannot say → left unconfirmed, to be asked again.
+ * it cannot say → left as it is, to be asked again; sent as a template → flagged for a human.
  */
 export async function adminReplySettle(deps: OutboxDeps, reply: Message, to: string): Promise<'confirmed' | 'not sent' | 'flagged' | 'unknown'> {
-  // Refused with a 5xx and sent as a template: Twilio's list cannot tell; it keeps its reason.
-  if (reply.templateSid && reply.status === 'send_failed') return 'unknown';
-  // A template's text is not ours, so Twilio's list cannot be matched: a human checks.
+  // A template's text is not ours, so Twilio's list cannot be matched: a human checks. Asking
+  // again could never settle it (a 5xx one stayed "not sent" at every run, maybe sent).
   if (reply.templateSid) {
-    const reason = `reply ${reply.id} flagged for a human: its send was cut off, no confirmation came within ${deps.confirmTimeoutSeconds} s, and it went as template ${reply.templateSid}, which Twilio's Messages list cannot match. Check the Twilio console for a message to this contact; send again if it did not arrive.`;
-    return (await deps.db.query(REPLY_FLAG_SQL, [reply.id, reason])).rowCount > 0 ? 'flagged' : 'unknown';
+    const how =
+      reply.status === 'send_failed'
+        ? `Twilio answered its send with an error that does not prove it was not sent (${reply.errorMessage ?? 'a 5xx'})`
+        : `its send was cut off, no confirmation came within ${deps.confirmTimeoutSeconds} s`;
+    const reason = `reply ${reply.id} flagged for a human: ${how}, and it went as template ${reply.templateSid}, which Twilio's Messages list cannot match. Check the Twilio console for a message to this contact; send again if it did not arrive.`;
+    return (await deps.db.query(ADMIN_REPLY_FLAG_SQL, [reply.id, reason])).rowCount > 0 ? 'flagged' : 'unknown';
   }
   const listed = await twilioListed(deps, reply, to);
   if (typeof listed === 'object') return 'confirmed';
@@ -698,12 +708,13 @@ const REPLY_CONFIRM_SQL = `
   where id = $1
   returning *`;
 
-// A failed send, with what Twilio said: the sender knows nothing went out. From `pending`,
-// or `unconfirmed` when a racing attempt (a worker whose lease was taken over) saw the send
-// in flight and started waiting for it. Never over a confirmed status: Twilio's word wins.
+// A failed send, with what Twilio said, and whether that leaves it possibly sent (a 5xx:
+// $5). From `pending`, or `unconfirmed` when a racing attempt (a worker whose lease was
+// taken over) saw the send in flight and started waiting for it. Never over a confirmed
+// status: Twilio's word wins.
 const REPLY_SEND_FAILED_SQL = `
   update messages
-  set status = $2, error_code = $3, error_message = $4, status_updated_at = now()
+  set status = $2, error_code = $3, error_message = $4, maybe_sent = $5, status_updated_at = now()
   where id = $1 and status in ('pending', 'unconfirmed')
   returning *`;
 
@@ -729,14 +740,14 @@ export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string
     }
     const status = error.kind === 'rejected' ? 'failed' : 'send_failed';
     const message = error.kind === 'rejected' ? error.message : `not sent: ${error.message}`;
-    const updated = await deps.db.query(REPLY_SEND_FAILED_SQL, [reply.id, status, error.code ?? null, message]);
+    const maybeSent = error.maybeSent;
+    const updated = await deps.db.query(REPLY_SEND_FAILED_SQL, [reply.id, status, error.code ?? null, message, maybeSent]);
     if (!updated.rows[0]) {
       const current = await messageGet(deps.db, reply.id);
       if (current && isConfirmed(current)) return { kind: 'already-sent', reply: current };
     }
     const current = updated.rows[0] ? messageFromRow(updated.rows[0] as never) : reply;
     if (error.kind === 'rejected') return { kind: 'rejected', reply: current, code: error.code, reason: error.message };
-    const maybeSent = (error.details.httpStatus ?? 0) >= 500;
     return { kind: 'retry', reply: current, reason: error.message, throttled: error.kind === 'throttled', retryAfterMs: error.details.retryAfterMs, ...(maybeSent ? { maybeSent } : {}) };
   }
   const confirmed = await deps.db.query(REPLY_CONFIRM_SQL, [reply.id, sent.sid, sent.status]);

@@ -55,6 +55,17 @@ export class SendError extends Error {
   get code(): number | undefined {
     return this.details.code;
   }
+  /**
+   * Whether the message may have reached Twilio although the send failed: Twilio (or a
+   * gateway before it) answered a 5xx, which does not prove it was not taken (a gateway that
+   * timed out on Twilio's answer, a 500 raised after the message was stored). The one test
+   * for it: a 429 is Twilio's word that nothing was processed, a 4xx refused it, and no
+   * connection or a refused certificate means nothing reached it. (`uncertain` is its own
+   * case: it may well have gone out, and is waited for.)
+   */
+  get maybeSent(): boolean {
+    return this.kind === 'unavailable' && (this.details.httpStatus ?? 0) >= 500;
+  }
 }
 
 /** A message Twilio holds, as its Messages resource lists it. */
