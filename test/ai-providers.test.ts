@@ -134,7 +134,9 @@ describe('openai provider', () => {
     assert.equal(seconds.delayMs, 7000);
     fake.failNext({ kind: 'status', status: 429 });
     const none = (await openaiProvider().embed(['x']).catch((e: unknown) => e)) as RetryLaterError;
-    assert.ok(none instanceof RetryLaterError && (none.delayMs ?? 0) > 0);
+    // No wait of its own: the queue backs off by how often the job was throttled (throttleDelaySeconds).
+    assert.ok(none instanceof RetryLaterError && !none.countsAsAttempt);
+    assert.equal(none.delayMs, undefined);
   });
 
   test('500 and a connection refused are retryable errors (backoff), not permanent', async () => {

@@ -4,9 +4,6 @@
 import { APIConnectionError, APIError, APIUserAbortError } from 'openai';
 import { PermanentJobError, RetryLaterError } from '../queue/index.ts';
 
-/** Used when a 429 carries no retry-after header. */
-export const DEFAULT_THROTTLE_DELAY_MS = 10_000;
-
 /** Statuses that mean the request itself is wrong: retrying the same request cannot help. */
 const PERMANENT_STATUSES = new Set([400, 401, 403, 404, 409, 422]);
 
@@ -21,7 +18,9 @@ export function aiErrorMap(err: unknown, what: string): Error {
   if (err instanceof APIError && typeof err.status === 'number') {
     const reason = `${what}: HTTP ${err.status} ${err.message}`;
     if (err.status === 429) {
-      return new RetryLaterError(reason, { delayMs: retryAfterMs(err.headers) ?? DEFAULT_THROTTLE_DELAY_MS, countsAsAttempt: false, cause: err });
+      // Without a retry-after the queue backs off by the job's throttles (5, 10, 20 … s):
+      // a flat wait hit a provider throttling for minutes at a steady pace.
+      return new RetryLaterError(reason, { delayMs: retryAfterMs(err.headers), countsAsAttempt: false, cause: err });
     }
     if (PERMANENT_STATUSES.has(err.status)) return new PermanentJobError(reason, { cause: err });
     return new Error(reason, { cause: err });
