@@ -419,5 +419,30 @@ for (const backend of BACKENDS) {
       assert.equal(fake.sendCount({ body: 'toch aangekomen' }), 1);
       assert.equal(fake.sendCount({ body: 'nu wel' }), 1);
     });
+
+    // A rolling upgrade: a process of the version before migration 0031 records a 5xx with
+    // its own statement, which names no maybe_sent. The new retry read maybe_sent false and
+    // resent without asking Twilio's list, so a reply that went out reached the contact twice.
+    test('a 5xx recorded by a process of the previous version is still asked about before a resend', async () => {
+      fake.reset();
+      const blind: OutboxDeps = { ...deps, statusCallbackUrl: () => undefined };
+      const m = await inbound('oude worker');
+      fake.fault({ kind: 'accept-then-http', status: 504, html: true });
+      const first = await replySend(blind, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['één keer, ook tijdens een upgrade'], contextUntilSeq: null }, TO);
+      assert.equal(first.kind, 'retry');
+      // The same failure as the previous version wrote it: back to the send in flight, then
+      // its REPLY_SEND_FAILED_SQL (af136bc) verbatim, with the text its transport gave a 504.
+      await t.db.query(`update messages set status = 'pending', error_code = null, error_message = null, maybe_sent = false where id = $1`, [first.reply.id]);
+      await t.db.query(
+        `update messages
+  set status = $2, error_code = $3, error_message = $4, status_updated_at = now()
+  where id = $1 and status in ('pending', 'unconfirmed')
+  returning *`,
+        [first.reply.id, 'send_failed', null, first.reply.errorMessage],
+      );
+      const again = await replyResume(blind, (await messageGet(t.db, first.reply.id))!, TO);
+      assert.equal(fake.sendCount({ body: 'één keer, ook tijdens een upgrade' }), 1, 'sent exactly once');
+      assert.equal(again.kind, 'already-sent');
+    });
   });
 }
