@@ -429,6 +429,10 @@ describe('token mode: a page that DNS-rebinds its own name to aiq', () => {
       assert.equal((await behind('aiq:3000', 'aiq.example.com')).statusCode, 200);
       assert.equal((await behind('127.0.0.1:3000', 'aiq.example.com')).statusCode, 200);
       assert.equal((await behind('aiq:3000', 'evil.test')).statusCode, 403);
+      // An nginx upstream or a Compose service named with an underscore (`upstream app_server`,
+      // nginx's own example), passed on as Host by proxy_pass: a name of one label, ours.
+      assert.equal((await behind('app_server', 'aiq.example.com')).statusCode, 200);
+      assert.equal((await behind('aiq_web_1:3000', 'aiq.example.com')).statusCode, 200);
       // Caddy's: Host passed on; a page behind it adds a name of ours itself.
       assert.equal((await behind('evil.test', 'aiq.example.com')).statusCode, 403);
       assert.equal((await behind('aiq.example.com', 'aiq.example.com, evil.test')).statusCode, 403);

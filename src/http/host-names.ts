@@ -35,9 +35,13 @@ function namesOf(request: FastifyRequest): string[] {
   return values.map((value) => value.trim());
 }
 
-/** The host name in a `name[:port]` value, lower case, without brackets or a final dot; null for anything else. */
+/**
+ * The host name in a `name[:port]` value, lower case, without brackets or a final dot; null
+ * for anything else. An underscore is a name's: nginx passes an upstream's name on as Host
+ * (`upstream app_server`), and Compose names containers so (`aiq_web_1`).
+ */
 function hostnameOf(value: string): string | null {
-  const match = /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/i.exec(value);
+  const match = /^(\[[0-9a-f:.]+\]|[a-z0-9_.-]+)(:\d{1,5})?$/i.exec(value);
   const hostname = match?.[1]!.toLowerCase().replace(/^\[|\]$/g, '').replace(/\.$/, '');
   return hostname || null;
 }
