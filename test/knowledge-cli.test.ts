@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { ROOT } from './helpers/processes.ts';
+import { fakeOpenAiEnv, startFakeOpenAi } from './helpers/fake-openai.ts';
 
 let t: TestDatabase;
 const dir = mkdtempSync(join(tmpdir(), 'aiq-cli-'));
@@ -177,4 +178,29 @@ test('remove-document: a retired document and its chunks are gone, nothing left 
   assert.deepEqual(audit.rows.map((r) => r.result), ['ok', 'not_found']);
   assert.ok(audit.rows.every((r) => r.actor.startsWith('cli:')));
   assert.match(again.out, /no document is titled "Thuiswerkbeleid 2025"/);
+});
+
+// An LLM 429 without retry-after (OpenAI-compatible servers rarely send one) asks no delay of
+// its own since the queue backs such a job off by its throttles; reembed took the missing
+// delay for 0 and tried again at once, so a provider throttling for seconds failed its records.
+test('reembed waits before trying a record the provider throttled without retry-after', async () => {
+  const fake = await startFakeOpenAi();
+  try {
+    const file = join(dir, 'verlof.md');
+    writeFileSync(file, '# Verlof\n\nVerlof vraag je aan in de HR-app.\n');
+    assert.equal((await aiq(['add-document', file])).code, 0);
+    fake.failNext({ kind: 'status', status: 429 }, { endpoint: 'embeddings' });
+    // When each embeddings request came: the fake records what, not when.
+    const seen: number[] = [];
+    const poll = setInterval(() => {
+      while (seen.length < fake.requests.filter((r) => r.endpoint === 'embeddings').length) seen.push(performance.now());
+    }, 10);
+    const reembed = await aiq(['reembed', '--switch', '--yes'], fakeOpenAiEnv(fake, 32)).finally(() => clearInterval(poll));
+    assert.equal(reembed.code, 0, reembed.out);
+    assert.equal(fake.requests[0]!.outcome, 429);
+    assert.ok(seen.length >= 2, reembed.out);
+    assert.ok(seen[1]! - seen[0]! >= 4000, `the retry came ${Math.round(seen[1]! - seen[0]!)} ms after the 429`);
+  } finally {
+    await fake.close();
+  }
 });

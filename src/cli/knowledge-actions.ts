@@ -16,7 +16,7 @@ import { chunkRelevance, knowledgeRetrieve, retrievalSettingsOf } from '../ai/ra
 import { chunkLocation, chunkSettingsOf, DocumentContentError } from '../knowledge/chunking.ts';
 import { QUESTION_MAX_CHARS, type SearchMode } from '../knowledge/search.ts';
 import { describeSpace, vectorMarkAllStale, vectorSpaceCheck, vectorSpaceSwitch, vectorStaleCount, vectorStaleList, vectorSwitchPlan } from '../knowledge/vectors.ts';
-import { RetryLaterError } from '../queue/index.ts';
+import { DEFAULT_BACKOFF, RetryLaterError, throttleDelaySeconds } from '../queue/index.ts';
 import { cliActor, UsageError, withRuntime, type CommandInput } from './command.ts';
 import { FIELDS } from './knowledge-commands.ts';
 
@@ -139,7 +139,9 @@ async function reembedAll(db: Database, ai: AiProvider, all: boolean): Promise<n
           break;
         } catch (err) {
           if (err instanceof RetryLaterError && attempt < THROTTLE_RETRIES) {
-            await new Promise((r) => setTimeout(r, err.delayMs));
+            // The provider's retry-after, else the queue's backoff for a throttle (5, 10, 20 … s):
+            // a 429 without one asks no delay of its own (aiErrorMap).
+            await new Promise((r) => setTimeout(r, throttleDelaySeconds(attempt, DEFAULT_BACKOFF, err.delayMs) * 1000));
             continue;
           }
           tally.failed += 1;
