@@ -409,6 +409,20 @@ export function adminExposedWithoutToken(config: Pick<Env, 'ADMIN_TOKEN' | 'HOST
   return null;
 }
 
+/**
+ * When aiq listens beyond this machine but knows no name of its own (no PUBLIC_URL, no
+ * ALLOWED_HOSTS), what to say: the admin side answers only under IP addresses, localhost
+ * and one-label names (http/host-names.ts), so an admin opening it by a DNS name gets 403.
+ * Said by `aiq doctor` and at start, before the first admin meets it. Null otherwise.
+ */
+export function adminHostNamesHint(config: Pick<Env, 'HOST' | 'PUBLIC_URL' | 'ALLOWED_HOSTS'>): { result: string; hint: string } | null {
+  if (isLoopback(config.HOST) || config.PUBLIC_URL || config.ALLOWED_HOSTS) return null;
+  return {
+    result: `HOST=${config.HOST} with no PUBLIC_URL or ALLOWED_HOSTS: the dashboard, API and /metrics answer only under IP addresses, localhost and one-label names; opened by any other name they answer 403 (the DNS-rebinding check)`,
+    hint: 'set ALLOWED_HOSTS to the names admins use (aiq.example.org, or .example.org for a domain), or PUBLIC_URL',
+  };
+}
+
 /** Reads `.env` from the working directory into process.env (real variables win), if present. */
 export function loadDotEnv(path = '.env'): void {
   if (!existsSync(path)) return;

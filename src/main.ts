@@ -1,7 +1,7 @@
 // The composition root: config → database → migrations → handlers → HTTP server and/or
 // worker, and an orderly shutdown on SIGINT/SIGTERM. The only module that wires parts.
 import type { FastifyInstance } from 'fastify';
-import { adminExposedWithoutToken, aiProviderOf, ConfigError, isLoopback, type Env } from './config.ts';
+import { adminExposedWithoutToken, adminHostNamesHint, aiProviderOf, ConfigError, isLoopback, type Env } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { isDatabaseUnreachable } from './db/errors.ts';
@@ -216,6 +216,8 @@ export async function run(config: Env, role: Role): Promise<void> {
     if (role !== 'worker') {
       if (!config.ADMIN_TOKEN) logger.warn({ host: config.HOST }, 'ADMIN_TOKEN is not set: the dashboard and API are open to anyone on this machine only (loopback)');
       if (!config.METRICS_TOKEN && !isLoopback(config.HOST)) logger.info({ host: config.HOST }, 'METRICS_TOKEN is not set: /metrics answers clients on this machine only');
+      const unnamed = adminHostNamesHint(config);
+      if (unnamed) logger.warn({ host: config.HOST }, `${unnamed.result}: ${unnamed.hint}`);
       if (config.TWILIO_SKIP_SIGNATURE) logger.warn({}, 'TWILIO_SKIP_SIGNATURE=true: webhook signatures are NOT checked; never use this in production');
       if (!config.TWILIO_AUTH_TOKEN && !config.TWILIO_SKIP_SIGNATURE) logger.info({ dataDir: config.DATA_DIR }, 'no TWILIO_AUTH_TOKEN: webhooks are checked against the development secret in DATA_DIR, which `aiq simulate` signs with');
       app = await buildApp(runtime);

@@ -54,6 +54,16 @@ test('a working setup: every check passes and doctor exits 0', async () => {
   assert.ok(twilio.requests.some((r) => r.method === 'GET' && r.outcome === 'account'), 'the credentials were checked against Twilio');
 });
 
+test('listening beyond this machine with no name of its own, doctor warns that other names get 403', async () => {
+  const { code, out } = await doctor({ ...healthy(), PUBLIC_URL: '', HOST: '0.0.0.0' });
+  assert.equal(code, 0, out);
+  assert.match(out, /^warn\s+host names\s+HOST=0\.0\.0\.0 with no PUBLIC_URL or ALLOWED_HOSTS: .*answer 403.*\n\s+→ set ALLOWED_HOSTS to the names admins use/m);
+  const named: Array<Record<string, string>> = [{ HOST: '0.0.0.0', ALLOWED_HOSTS: 'aiq.example.org' }, { HOST: '127.0.0.1', PUBLIC_URL: '' }, {}];
+  for (const settings of named) {
+    assert.equal(line((await doctor({ ...healthy(), ...settings })).out, 'host names'), '', JSON.stringify(settings));
+  }
+});
+
 test('a database reached over its Unix socket (postgres://user@/db?host=/dir) is checked like any other', async () => {
   const database = new URL(t.directUrl!).pathname.slice(1);
   const { code, out } = await doctor({ ...healthy(), DATABASE_URL: `postgres://postgres@/${database}?host=/var/run/postgresql` });

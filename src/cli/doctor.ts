@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { parse as parseConnectionString } from 'pg-connection-string';
 import { aiProviderCreate } from '../ai/providers.ts';
 import { embeddingSpaceOf } from '../ai/types.ts';
-import { adminExposedWithoutToken, aiProviderOf, type Env } from '../config.ts';
+import { adminExposedWithoutToken, adminHostNamesHint, aiProviderOf, type Env } from '../config.ts';
 import { pendingMigrations } from '../db/migrate.ts';
 import { openDatabase } from '../db/open.ts';
 import { cutShortRestore } from '../db/pglite-files.ts';
@@ -243,6 +243,8 @@ function checkAdminAccess(config: Env, findings: Finding[]): void {
     return;
   }
   findings.push({ verdict: 'ok', check: 'admin', result: config.ADMIN_TOKEN ? 'the dashboard and API ask for ADMIN_TOKEN' : 'no ADMIN_TOKEN: the dashboard and API answer this machine only' });
+  const unnamed = adminHostNamesHint(config);
+  if (unnamed) findings.push({ verdict: 'warn', check: 'host names', result: unnamed.result, hint: unnamed.hint });
 }
 
 export async function doctor(config: Env): Promise<number> {
