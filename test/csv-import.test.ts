@@ -212,6 +212,18 @@ for (const backend of BACKENDS) {
       assert.equal(counts.inserted, 1);
       const row = await t.db.query<{ phone: string }>(`select phone from people where name = 'Gert'`);
       assert.equal(row.rows[0]!.phone, '+32470123456');
+      // A file smaller than the 64 KB the decoder holds to tell its encoding, with an accent
+      // before the header's first ';' or in a title above it: ';' all the same.
+      for (const [csv, phone] of [
+        ['Straße;Name;Telefon\nHauptstraße 1;Ute;+49 151 12340001\n', '+4915112340001'],
+        ['Übersicht Mitarbeiter\nName;Telefon\nUwe;+49 151 12340002\n', '+4915112340002'],
+      ]) {
+        const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'accents.csv', content: Buffer.from(csv!) }));
+        await importPeopleExecute(t.db, importId).catch(() => {});
+        const record = (await importGet(t.db, importId))!;
+        assert.deepEqual([record.status, record.error, record.inserted], ['done', null, 1], csv);
+        assert.equal((await t.db.query(`select 1 from people where phone = $1`, [phone])).rowCount, 1);
+      }
     });
 
     test('a number a spreadsheet turned into a number is reported as such', async () => {

@@ -600,8 +600,13 @@ async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: numb
   const delimitedLine = () => lines().find((line) => /[,;\t]/.test(line));
   while (!ended && !delimitedLine() && lines().length < HEADER_SEARCH_ROWS && firstText.length < SNIFF_CHARS) {
     const next = await iterator.next();
-    if (next.done) ended = true;
-    else firstText += decoder.write(next.value);
+    // At the file's end, what the decoder holds back: from the first byte that is not ASCII
+    // it holds up to 64 KB until it can tell the encoding, so a smaller file with one before
+    // its header's first delimiter ("Prénom;Nom") gave "Pr" to sniff, and ';' was taken for ','.
+    if (next.done) {
+      ended = true;
+      firstText += decoder.end();
+    } else firstText += decoder.write(next.value);
   }
   const firstLine = firstText.split(/\r?\n/, 1)[0] ?? '';
   // Excel's `sep=;` line names the delimiter (some HR systems write it so that Excel opens
@@ -657,7 +662,7 @@ async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: numb
         const text = lf(decoder.write(next.value));
         if (text) yield text;
       }
-      const rest = lf(decoder.end(), true);
+      const rest = lf(ended ? '' : decoder.end(), true);
       if (rest) yield rest;
     })(),
     { objectMode: false },
