@@ -339,6 +339,59 @@ for (const backend of BACKENDS) {
       assert.deepEqual(await person('+31677777524'), { name: 'Tom van Dijk', role: null, attributes: {} });
     });
 
+    test("Google Contacts' exports, older and newer, import as they are: the WhatsApp number chosen from the numbered phones, the others kept", async () => {
+      const upload = async (fixture: string) => {
+        const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: fixture, content: readFileSync(new URL(`./fixtures/${fixture}`, import.meta.url)) }));
+        await importPeopleExecute(t.db, importId).catch(() => {});
+        return (await importGet(t.db, importId))!;
+      };
+      const person = async (phone: string) => (await t.db.query('select name, email, department, role, attributes from people where phone = $1', [phone])).rows[0];
+      // "Google CSV" as Google Contacts wrote it until 2023: 58 columns, "Phone 1 - Type".
+      const older = await upload('google-contacts.csv');
+      assert.deepEqual([older.status, older.error, older.inserted, older.rejected], ['done', null, 6, 2]);
+      assert.deepEqual(older.rowErrors, [
+        { line: 6, reason: 'no phone number ("Phone 1 - Value", "Phone 2 - Value", "Phone 3 - Value" are empty)' },
+        { line: 7, reason: 'phone "06 4000 0009" is not an international number (E.164 with country code, e.g. +31612345678)' },
+      ]);
+      // Typed "Mobile": the mobile, not the landline beside it; the rest of the record as Google has it.
+      assert.deepEqual(await person('+31640000001'), {
+        name: 'Anna de Vries', email: 'anna.devries@gemeente.example.nl', department: 'Wonen', role: 'Beleidsadviseur',
+        attributes: {
+          'Group Membership': "* myContacts ::: Collega's", 'E-mail 2 - Type': 'Home', 'E-mail 2 - Value': 'anna@thuis.example.nl',
+          'Phone 2 - Type': 'Work', 'Phone 2 - Value': '+31 30 400 0002', 'Address 1 - Type': 'Work', 'Address 1 - Formatted': 'Stadsplateau 1\n3521 AZ Utrecht\nNederland',
+          'Address 1 - Street': 'Stadsplateau 1', 'Address 1 - City': 'Utrecht', 'Address 1 - Postal Code': '3521 AZ', 'Address 1 - Country': 'Nederland',
+          'Organization 1 - Name': 'Gemeente Utrecht',
+        },
+      });
+      // A Belgian mobile saved as "Other", after a landline: a mobile by its digits.
+      assert.deepEqual((await person('+32470400004'))!.attributes, { 'Group Membership': '* myContacts', 'Phone 1 - Type': 'Work', 'Phone 1 - Value': '+32 2 400 00 03', 'Organization 1 - Name': 'Stad Brussel' });
+      // Two mobiles in one cell, joined by " ::: ": the first; the other stays.
+      assert.deepEqual((await person('+32478400005'))!.attributes, { 'Group Membership': '* myContacts', 'Phone 1 - Type': '* Mobile', 'Phone 1 - Value': '+32 478 40 00 06', 'Organization 1 - Name': 'Ville de Namur' });
+      // Two landlines: the first. Two addresses in one cell: the first.
+      assert.deepEqual(await person('+49304000007'), {
+        name: 'Dieter Müller', email: 'd.mueller@example.de', department: null, role: 'Geschäftsführer',
+        attributes: { 'Group Membership': '* myContacts', 'E-mail 1 - Type': 'Work', 'E-mail 1 - Value': 'dieter@example.de', 'Phone 2 - Type': 'Work', 'Phone 2 - Value': '+49 40 4000008', 'Organization 1 - Name': 'Müller & Söhne GmbH' },
+      });
+      // A label of the user's own ("Mobiel") on the second number.
+      assert.equal((await person('+31640000011'))!.name, 'Gert Visser');
+      assert.equal((await person('+31640000013'))!.name, 'Hanna Jacobs');
+      // The export Google Contacts writes now: "First Name", "Phone 1 - Label", "Organization Title".
+      const newer = await upload('google-contacts-2024.csv');
+      assert.deepEqual([newer.status, newer.error, newer.inserted, newer.rejected], ['done', null, 2, 1]);
+      assert.deepEqual(newer.rowErrors, [{ line: 4, reason: 'no phone number ("Phone 1 - Value", "Phone 2 - Value", "Phone 3 - Value" are empty)' }]);
+      assert.deepEqual(await person('+31640000015'), {
+        name: 'Jan van der Berg', email: 'jan@berg.example.nl', department: 'Service', role: 'Monteur',
+        attributes: { 'Name Suffix': 'jr.', 'Organization Name': 'Installatiebedrijf Berg BV', Labels: '* myContacts', 'Phone 1 - Label': 'Work', 'Phone 1 - Value': '+31 30 400 0014' },
+      });
+      // The only number, whatever its type.
+      assert.equal((await person('+3294000016'))!.name, 'Lieve D\u2019Hondt');
+      // A re-export in which the landline was removed clears it from the record, as any emptied column does.
+      const edited = readFileSync(new URL('./fixtures/google-contacts-2024.csv', import.meta.url), 'utf8').replace('Work,+31 30 400 0014', ',');
+      const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'edited.csv', content: Buffer.from(edited) }));
+      await importPeopleExecute(t.db, importId);
+      assert.deepEqual((await person('+31640000015'))!.attributes, { 'Name Suffix': 'jr.', 'Organization Name': 'Installatiebedrijf Berg BV', Labels: '* myContacts' });
+    });
+
     test('a title above the header, as Excel exports write one, is skipped and said; a person above it is a rejected row', async () => {
       const upload = async (csv: string) => {
         const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'titled.csv', content: Buffer.from(csv) }));

@@ -35,14 +35,16 @@ export const HEADER_ALIASES: Record<string, PersonField> = {
   email: 'email', emailaddress: 'email', mail: 'email', emailadres: 'email', emailadresse: 'email',
   department: 'department', dept: 'department', afdeling: 'department', team: 'department', abteilung: 'department',
   role: 'role', title: 'role', jobtitle: 'role', functie: 'role', position: 'role', rol: 'role', functietitel: 'role', funktion: 'role',
+  // Google Contacts: "Organization 1 - Title" (older exports), "Organization Title" (newer).
+  organization1title: 'role', organizationtitle: 'role', organization1department: 'department', organizationdepartment: 'department',
 };
 
 /**
  * Headers of a part of the name, as Excel lists, Outlook ("First Name", "Middle Name", "Last
  * Name"; in Dutch "Middelste naam", in German "Weitere Vornamen"), Google Contacts ("Given
- * Name", "Additional Name", "Family Name") and Dutch, Belgian and German HR systems
- * ("Voornaam", "Tussenvoegsel"/"Voorvoegsel", "Achternaam"/"Familienaam"; "Vorname",
- * "Nachname") write them. The middle part goes between: "Jan" "van der" "Berg".
+ * Name", "Additional Name", "Family Name"; newer exports as Outlook) and Dutch, Belgian and
+ * German HR systems ("Voornaam", "Tussenvoegsel"/"Voorvoegsel", "Achternaam"/"Familienaam";
+ * "Vorname", "Nachname") write them. The middle part goes between: "Jan" "van der" "Berg".
  */
 const NAME_PART_ALIASES: Record<string, NamePart> = {
   firstname: 'firstName', givenname: 'firstName', forename: 'firstName', voornaam: 'firstName', roepnaam: 'firstName', vorname: 'firstName',
@@ -51,8 +53,12 @@ const NAME_PART_ALIASES: Record<string, NamePart> = {
   lastname: 'lastName', surname: 'lastName', familyname: 'lastName', achternaam: 'lastName', familienaam: 'lastName', nachname: 'lastName', familienname: 'lastName',
 };
 
-/** Phone headers that name a mobile number, preferred to a landline's beside them. */
-const MOBILE_HEADERS = new Set(['mobile', 'mobilephone', 'mobilenumber', 'cellphone', 'mobiel', 'mobieletelefoon', 'whatsapp', 'whatsappnummer', 'mobielnummer', 'mobieltelefoon', 'mobieltelefoonnummer', 'mobielenummer', 'gsm', 'gsmnummer', 'handy', 'handynummer', 'mobil', 'mobilnummer', 'mobiltelefon']);
+/** Phone headers that name a mobile number, preferred to a landline's beside them; also a Google Contacts number's type. */
+const MOBILE_HEADERS = new Set([
+  'mobile', 'mobilephone', 'mobilenumber', 'cellphone', 'mobiel', 'mobieletelefoon', 'whatsapp', 'whatsappnummer', 'mobielnummer', 'mobieltelefoon', 'mobieltelefoonnummer',
+  'mobielenummer', 'gsm', 'gsmnummer', 'handy', 'handynummer', 'mobil', 'mobilnummer', 'mobiltelefon',
+  'cell', 'workmobile',
+]);
 
 /**
  * Aliases that yield to another column of the same field, which then leaves them an
@@ -60,9 +66,22 @@ const MOBILE_HEADERS = new Set(['mobile', 'mobilephone', 'mobilenumber', 'cellph
  * "Team" and "Abteilung": the role and the department, the other an attribute). Ranked
  * alike, such a file failed as a whole with "both map to role", in the dashboard and the
  * API with no mapping to give. Outlook's export has "Title" (Mr., Dr.) beside "Job Title",
- * and HR systems "Roepnaam" (the name used) beside "Voornaam" (the official one).
+ * and HR systems "Roepnaam" (the name used) beside "Voornaam" (the official one). Google's
+ * "Organization 1 - Title" and "- Department" are here for the same reason.
  */
-const YIELDING_HEADERS = new Set(['naammedewerker', 'telefon', 'telefonnummer', 'emailadresse', 'abteilung', 'rol', 'functietitel', 'funktion', 'title', 'roepnaam']);
+const YIELDING_HEADERS = new Set([
+  'naammedewerker', 'telefon', 'telefonnummer', 'emailadresse', 'abteilung', 'rol', 'functietitel', 'funktion', 'title', 'roepnaam',
+  'organization1title', 'organizationtitle', 'organization1department', 'organizationdepartment',
+]);
+
+/**
+ * Google Contacts' numbered columns: "Phone 1 - Type" (older exports; "Phone 1 - Label" in
+ * newer ones) beside "Phone 1 - Value", "Phone 2 - …", and "E-mail 1 - …" alike. Together
+ * they fill the field (listedChoice says which value); a Value cell may hold several,
+ * joined by " ::: ". They fill it only where no other column does: one that names the
+ * number ("Mobile", "WhatsApp") added beside them is the one meant.
+ */
+const LISTED_HEADER = /^(phone|email)(\d+)(type|label|value)$/;
 
 const BATCH_SIZE = 1000;
 /** Row errors kept on the import record; the `rejected` count stays exact beyond it. */
@@ -415,9 +434,20 @@ async function importPrune(tx: Queryable, importId: string, phones: string[], re
   return { removed, pruneNote };
 }
 
+/** A Google Contacts column of a numbered phone or e-mail (LISTED_HEADER) that fills its field. */
+interface ListedColumn {
+  listed: 'phone' | 'email';
+  slot: number;
+  part: 'type' | 'value';
+  header: string;
+}
+
 interface HeaderPlan {
-  /** Per column: the field it fills, the part of the name it holds, or the attribute name it becomes. */
-  columns: Array<{ field: PersonField } | { namePart: NamePart; header: string } | { attribute: string }>;
+  /**
+   * Per column: the field it fills, the part of the name it holds, its place among Google's
+   * numbered phones or e-mails, or the attribute name it becomes.
+   */
+  columns: Array<{ field: PersonField } | { namePart: NamePart; header: string } | ListedColumn | { attribute: string }>;
   /**
    * With a first-name column but no last-name one, the name column holds the family name
    * ("Name" and "Vorname", "Naam" and "Voornaam", as German and Dutch HR exports write them).
@@ -432,8 +462,12 @@ interface HeaderPlan {
  * parts were recognised kept "Voornaam" as an attribute, which the name now holds.
  */
 function columnsOf(plan: HeaderPlan): PersonColumns {
-  const fields = plan.columns.flatMap((c) => ('field' in c && (c.field === 'email' || c.field === 'department' || c.field === 'role') ? [c.field] : []));
-  const attributes = plan.columns.flatMap((c) => ('attribute' in c ? [c.attribute] : 'namePart' in c ? [c.header] : []));
+  const fields = plan.columns.flatMap((c): PersonColumns['fields'] => {
+    const field = 'field' in c ? c.field : 'listed' in c ? c.listed : null;
+    return field === 'email' || field === 'department' || field === 'role' ? [field] : [];
+  });
+  // A numbered column not chosen for a row is that row's attribute (listedChoice).
+  const attributes = plan.columns.flatMap((c) => ('attribute' in c ? [c.attribute] : 'namePart' in c || 'listed' in c ? [c.header] : []));
   return { fields, attributes };
 }
 
@@ -469,18 +503,32 @@ function headerPlan(cells: string[], explicit: Record<string, PersonField> = {})
   // Which column fills a field that two could fill: one mapped explicitly, then for the
   // phone a mobile one (HR systems export a landline beside it: "Telefoon" and "Mobiel",
   // "Telefon" and "Handy"; WhatsApp is on the mobile), then any but a yielding one
-  // (YIELDING_HEADERS), which leaves the other an attribute.
+  // (YIELDING_HEADERS; half a rank down, so that a yielding mobile would still beat a
+  // landline), which leaves the other an attribute, then Google's numbered columns.
   const candidates = cells.map((cell) => {
     const key = columnNameKey(cell);
     const mapped = explicitNormalised.get(key);
-    const field = mapped ?? HEADER_ALIASES[key] ?? NAME_PART_ALIASES[key];
-    return field && { field, rank: mapped ? 2 : field === 'phone' && MOBILE_HEADERS.has(key) ? 1 : YIELDING_HEADERS.has(key) ? -1 : 0 };
+    if (mapped) return { field: mapped, rank: 2, listed: null };
+    const listed = LISTED_HEADER.exec(key);
+    // A Type or Label column is no candidate of its own: it goes with its Value column.
+    if (listed) return listed[3] === 'value' ? { field: listed[1] as 'phone' | 'email', rank: -1, listed } : undefined;
+    const field = HEADER_ALIASES[key] ?? NAME_PART_ALIASES[key];
+    if (!field) return undefined;
+    return { field, rank: (field === 'phone' && MOBILE_HEADERS.has(key) ? 1 : 0) - (YIELDING_HEADERS.has(key) ? 0.5 : 0), listed: null };
   });
   const best = new Map<PersonField | NamePart, number>();
   for (const c of candidates) if (c) best.set(c.field, Math.max(best.get(c.field) ?? -Infinity, c.rank));
+  // The fields Google's numbered columns fill, which several Value columns fill together.
+  const listedFields = new Set(candidates.flatMap((c) => (c?.listed && c.rank === best.get(c.field) ? [c.field] : [])));
   const taken = new Map<PersonField | NamePart, string>();
   const columns = cells.map((cell, index): HeaderPlan['columns'][number] => {
+    const listed = LISTED_HEADER.exec(columnNameKey(cell));
+    const listedField = listed?.[1] as 'phone' | 'email' | undefined;
     const candidate = candidates[index];
+    if (listed && listedField && listedFields.has(listedField) && (candidate === undefined || candidate.listed)) {
+      if (!taken.has(listedField)) taken.set(listedField, cell);
+      return { listed: listedField, slot: Number(listed[2]), part: listed[3] === 'value' ? 'value' : 'type', header: cell.trim() };
+    }
     if (!candidate || candidate.rank < best.get(candidate.field)!) return { attribute: cell.trim() || `column ${index + 1}` };
     const { field } = candidate;
     if (taken.has(field)) throw new ImportFileError(`columns "${taken.get(field)}" and "${cell}" both map to ${ROLE_NAMES[field]}: rename one or map it explicitly`);
@@ -538,6 +586,59 @@ function nameOf(fields: Partial<Record<PersonField, string>>, parts: Partial<Rec
   return first && !words(full).includes(words(first)) ? joined(first, middle!, full) : full || joined(first!, middle!);
 }
 
+/** A Google Contacts phone or e-mail slot of a row: "Phone 2 - Type" and "Phone 2 - Value". */
+interface ListedSlot {
+  type: string;
+  typeHeader: string | null;
+  value: string;
+  valueHeader: string | null;
+}
+
+/** Mobile numbers by their digits: the Netherlands' 06, Belgium's 045-049, Germany's 015-017, France's 06 and 07. */
+const MOBILE_NUMBER = /^\+(316|324[5-9]|491[5-7]|33[67])/;
+
+/**
+ * Which of a row's Google Contacts numbers is the person's WhatsApp number (or which address
+ * is their e-mail), and what stays of the others as attributes under their own headers.
+ *
+ * A phone: one typed as a mobile ("Mobile", "* Mobile" as Google marks the primary one,
+ * a label of the user's own: "Mobiel", "GSM", "Handy", "WhatsApp"), the primary first; else
+ * one whose digits are a Dutch, Belgian, German or French mobile's (a mobile saved as "Work"
+ * or "Other"); else the first. WhatsApp runs on a mobile, and a person recognised by a
+ * landline is never recognised; where nothing tells (two landlines, or foreign numbers), the
+ * first is the one its owner put first, and the others stay beside it in the record, so no
+ * number is lost. A row is not refused for that: refused, a complete list removes no one.
+ * An address: the primary ("* Work"), else the first.
+ *
+ * A slot that held only the value chosen is the field and is not repeated as an attribute;
+ * one that held more keeps the rest (joined as Google joins them).
+ */
+function listedChoice(field: 'phone' | 'email', slots: ListedSlot[]): { value: string | null; attributes: Record<string, string> } {
+  const entries = slots.flatMap((slot) => {
+    const types = slot.type.split(':::').map((t) => t.trim());
+    const values = slot.value.split(':::').map((v) => v.trim());
+    // One type for the slot's values, or one each.
+    return values.flatMap((value, i) => (value === '' ? [] : [{ slot, value, type: types.length === values.length ? types[i]! : types[0]! }]));
+  });
+  const primary = (e: (typeof entries)[number]) => e.type.startsWith('*');
+  const mobile = (e: (typeof entries)[number]) => MOBILE_HEADERS.has(columnNameKey(e.type));
+  const chosen =
+    field === 'phone'
+      ? (entries.find((e) => mobile(e) && primary(e)) ?? entries.find(mobile) ?? entries.find((e) => MOBILE_NUMBER.test(phoneToE164(e.value) ?? '')) ?? entries[0])
+      : (entries.find(primary) ?? entries[0]);
+  const attributes: Record<string, string> = {};
+  for (const slot of slots) {
+    const rest = entries.filter((e) => e.slot === slot && e !== chosen);
+    if (rest.length === 0) continue;
+    // The types of the values kept: one for all, or one each.
+    const types = new Set(rest.map((e) => e.type));
+    const type = types.size === 1 ? [...types][0]! : rest.map((e) => e.type).join(' ::: ');
+    if (slot.typeHeader && type !== '') attributes[slot.typeHeader] = type;
+    if (slot.valueHeader) attributes[slot.valueHeader] = rest.map((e) => e.value).join(' ::: ');
+  }
+  return { value: chosen?.value ?? null, attributes };
+}
+
 // A record's cell holds a short fact. Every reply's prompt carries the sender's record, and
 // an offline answer quotes it: one 5 MB cell went out as a reply of 3,151 messages.
 const MAX_CELL_CHARS = 1000;
@@ -549,18 +650,35 @@ function rowFrom(cells: string[], plan: HeaderPlan, line: number): { person: Per
   const long = cells.findIndex((cell) => cell.length > MAX_CELL_CHARS);
   if (long >= 0) {
     const column = plan.columns[long]!;
-    const name = 'field' in column ? column.field : 'namePart' in column ? column.header : column.attribute;
+    const name = 'field' in column ? column.field : 'namePart' in column || 'listed' in column ? column.header : column.attribute;
     return { line, reason: `${name} holds ${cells[long]!.length} characters, more than ${MAX_CELL_CHARS}: a record holds short facts; put long texts in a knowledge document` };
   }
   const fields: Partial<Record<PersonField, string>> = {};
   const parts: Partial<Record<NamePart, string>> = {};
   const attributes: Record<string, string> = {};
+  const listed = { phone: new Map<number, ListedSlot>(), email: new Map<number, ListedSlot>() };
   plan.columns.forEach((column, i) => {
     const value = cells[i] ?? '';
     if ('field' in column) fields[column.field] = value;
     else if ('namePart' in column) parts[column.namePart] = value;
-    else if (value.trim() !== '') attributes[column.attribute] = value.trim();
+    else if ('listed' in column) {
+      const slots = listed[column.listed];
+      const slot = slots.get(column.slot) ?? { type: '', typeHeader: null, value: '', valueHeader: null };
+      if (column.part === 'type') Object.assign(slot, { type: value, typeHeader: column.header });
+      else Object.assign(slot, { value, valueHeader: column.header });
+      slots.set(column.slot, slot);
+    } else if (value.trim() !== '') attributes[column.attribute] = value.trim();
   });
+  for (const field of ['phone', 'email'] as const) {
+    if (listed[field].size === 0) continue;
+    const choice = listedChoice(field, [...listed[field].entries()].sort(([a], [b]) => a - b).map(([, slot]) => slot));
+    if (choice.value === null && field === 'phone') {
+      const headers = [...listed.phone.values()].flatMap((slot) => (slot.valueHeader ? [`"${slot.valueHeader}"`] : []));
+      return { line, reason: `no phone number (${headers.join(', ')} ${headers.length === 1 ? 'is' : 'are'} empty)` };
+    }
+    fields[field] = choice.value ?? '';
+    Object.assign(attributes, choice.attributes);
+  }
   fields.name = nameOf(fields, parts, plan);
   const parsed = rowSchema.safeParse(fields);
   if (!parsed.success) return { line, reason: parsed.error.issues.map((i) => i.message).join('; ') };
