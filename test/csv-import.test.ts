@@ -288,6 +288,41 @@ for (const backend of BACKENDS) {
       assert.match(unknown.error!, /--map "Header=phone"/);
     });
 
+    test('French headers, as francophone Belgian and French exports write them, with their accents or without', async () => {
+      const upload = async (csv: string) => {
+        const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'rh.csv', content: Buffer.from(csv) }));
+        await importPeopleExecute(t.db, importId).catch(() => {});
+        return (await importGet(t.db, importId))!;
+      };
+      const person = async (phone: string) => (await t.db.query('select name, email, department, role, attributes from people where phone = $1', [phone])).rows[0];
+      for (const csv of [
+        // "Nom" beside "Prénom" is the family name, as "Naam" beside "Voornaam".
+        'Prénom;Nom;GSM;Courriel;Service;Fonction\nMarie;Dupont;+32 470 66 66 01;marie.dupont@example.be;Ressources humaines;Conseillère\n',
+        // The accents lost on the way, as some exports lose them.
+        'Prenom;Nom de famille;Telephone mobile;E-mail;Departement\nLuc;Lambert;+32 471 66 66 02;luc@example.be;Finances\n',
+        // "Nom" alone is the whole name; the mobile beside a landline; "Département" beside "Service".
+        'Nom;Téléphone;Portable;Adresse e-mail;Département;Service\nClaire Martin;+32 2 666 66 03;+32 472 66 66 04;claire@example.be;Affaires sociales;Crèches\n',
+        'Nom;Prénom;Téléphone mobile;Courriel;Fonction\nBernard;Sophie;+33 6 12 66 66 05;sophie.bernard@example.fr;Comptable\n',
+      ]) {
+        const record = await upload(csv);
+        assert.deepEqual([record.status, record.inserted, record.error], ['done', 1, null], csv);
+      }
+      assert.deepEqual(await person('+32470666601'), { name: 'Marie Dupont', email: 'marie.dupont@example.be', department: 'Ressources humaines', role: 'Conseillère', attributes: {} });
+      assert.deepEqual(await person('+32471666602'), { name: 'Luc Lambert', email: 'luc@example.be', department: 'Finances', role: null, attributes: {} });
+      assert.deepEqual(await person('+32472666604'), {
+        name: 'Claire Martin', email: 'claire@example.be', department: 'Affaires sociales', role: null, attributes: { Téléphone: '+32 2 666 66 03', Service: 'Crèches' },
+      });
+      assert.deepEqual(await person('+33612666605'), { name: 'Sophie Bernard', email: 'sophie.bernard@example.fr', department: null, role: 'Comptable', attributes: {} });
+      // A bilingual Flemish file that imported before the French names were known imports as it
+      // did: the Dutch columns fill the fields, the French ones stay attributes (not "both map to").
+      const bilingual = await upload('Naam;Nom;GSM;Portable;Telefoon;Téléphone;Afdeling;Service\nJef Peeters;Jef Peeters;+32 473 66 66 06;+32 474 66 66 07;+32 3 666 66 08;+32 3 666 66 09;IT;Informatique\n');
+      assert.deepEqual([bilingual.status, bilingual.error], ['done', null]);
+      assert.deepEqual(await person('+32473666606'), {
+        name: 'Jef Peeters', email: null, department: 'IT', role: null,
+        attributes: { Nom: 'Jef Peeters', Portable: '+32 474 66 66 07', Telefoon: '+32 3 666 66 08', 'Téléphone': '+32 3 666 66 09', Service: 'Informatique' },
+      });
+    });
+
     test('a name in parts (first, middle or tussenvoegsel, last) is joined; a filled name column is preferred', async () => {
       const upload = async (csv: string, headerMap?: Record<string, 'phone'>) => {
         const { importId } = await t.db.transaction((tx) => importPeopleEnqueue(tx, { filename: 'parts.csv', content: Buffer.from(csv), headerMap }));

@@ -20,10 +20,11 @@ type NamePart = 'firstName' | 'middleName' | 'lastName';
 const NAME_PARTS: readonly NamePart[] = ['firstName', 'middleName', 'lastName'];
 
 /**
- * Header names understood without configuration, compared lower-cased with everything but
- * letters and digits removed (`E-mail`, `Phone number`, `Mobiel nummer` …). English, Dutch
- * (with Belgium's `GSM`) and German: the dashboard and the API take no mapping, so a header
- * not here cannot be imported from them without editing the file.
+ * Header names understood without configuration, compared as columnNameKey makes them
+ * (`E-mail`, `Phone number`, `Mobiel nummer` …) and, failing that, without their accents
+ * (`Téléphone`, as `Telephone` when an export lost them). English, Dutch (with Belgium's
+ * `GSM`), French (Belgium's francophone exports) and German: the dashboard and the API take
+ * no mapping, so a header not here cannot be imported from them without editing the file.
  * Any other column becomes a free attribute under its own header.
  */
 export const HEADER_ALIASES: Record<string, PersonField> = {
@@ -35,6 +36,11 @@ export const HEADER_ALIASES: Record<string, PersonField> = {
   email: 'email', emailaddress: 'email', mail: 'email', emailadres: 'email', emailadresse: 'email',
   department: 'department', dept: 'department', afdeling: 'department', team: 'department', abteilung: 'department',
   role: 'role', title: 'role', jobtitle: 'role', functie: 'role', position: 'role', rol: 'role', functietitel: 'role', funktion: 'role',
+  // French; "Nom" beside "Prénom" is the family name (nameIsFamilyName), as "Naam" beside "Voornaam".
+  nom: 'name', nomcomplet: 'name', nometprenom: 'name', prenometnom: 'name',
+  portable: 'phone', telephonemobile: 'phone', telephoneportable: 'phone', numerodetelephone: 'phone', numerogsm: 'phone', numerodegsm: 'phone', numerodeportable: 'phone',
+  courriel: 'email', adressecourriel: 'email', adresseemail: 'email', adressemail: 'email', adresseelectronique: 'email',
+  departement: 'department', service: 'department', fonction: 'role',
   // Google Contacts: "Organization 1 - Title" (older exports), "Organization Title" (newer).
   organization1title: 'role', organizationtitle: 'role', organization1department: 'department', organizationdepartment: 'department',
 };
@@ -42,22 +48,25 @@ export const HEADER_ALIASES: Record<string, PersonField> = {
 /**
  * Headers of a part of the name, as Excel lists, Outlook ("First Name", "Middle Name", "Last
  * Name"; in Dutch "Middelste naam", in German "Weitere Vornamen"), Google Contacts ("Given
- * Name", "Additional Name", "Family Name"; newer exports as Outlook) and Dutch, Belgian and
- * German HR systems ("Voornaam", "Tussenvoegsel"/"Voorvoegsel", "Achternaam"/"Familienaam";
- * "Vorname", "Nachname") write them. The middle part goes between: "Jan" "van der" "Berg".
+ * Name", "Additional Name", "Family Name"; newer exports as Outlook) and Dutch, Belgian,
+ * French and German HR systems ("Voornaam", "Tussenvoegsel"/"Voorvoegsel",
+ * "Achternaam"/"Familienaam"; "Prénom", "Nom de famille"; "Vorname", "Nachname") write them.
+ * The middle part goes between: "Jan" "van der" "Berg".
  */
 const NAME_PART_ALIASES: Record<string, NamePart> = {
   firstname: 'firstName', givenname: 'firstName', forename: 'firstName', voornaam: 'firstName', roepnaam: 'firstName', vorname: 'firstName',
+  prenom: 'firstName',
   middlename: 'middleName', additionalname: 'middleName', middelstenaam: 'middleName', tussenvoegsel: 'middleName', tussenvoegsels: 'middleName',
   voorvoegsel: 'middleName', weiterevornamen: 'middleName', namensvorsatz: 'middleName',
   lastname: 'lastName', surname: 'lastName', familyname: 'lastName', achternaam: 'lastName', familienaam: 'lastName', nachname: 'lastName', familienname: 'lastName',
+  nomdefamille: 'lastName',
 };
 
 /** Phone headers that name a mobile number, preferred to a landline's beside them; also a Google Contacts number's type. */
 const MOBILE_HEADERS = new Set([
   'mobile', 'mobilephone', 'mobilenumber', 'cellphone', 'mobiel', 'mobieletelefoon', 'whatsapp', 'whatsappnummer', 'mobielnummer', 'mobieltelefoon', 'mobieltelefoonnummer',
   'mobielenummer', 'gsm', 'gsmnummer', 'handy', 'handynummer', 'mobil', 'mobilnummer', 'mobiltelefon',
-  'cell', 'workmobile',
+  'portable', 'telephonemobile', 'telephoneportable', 'numerogsm', 'numerodegsm', 'numerodeportable', 'cell', 'workmobile',
 ]);
 
 /**
@@ -66,13 +75,25 @@ const MOBILE_HEADERS = new Set([
  * "Team" and "Abteilung": the role and the department, the other an attribute). Ranked
  * alike, such a file failed as a whole with "both map to role", in the dashboard and the
  * API with no mapping to give. Outlook's export has "Title" (Mr., Dr.) beside "Job Title",
- * and HR systems "Roepnaam" (the name used) beside "Voornaam" (the official one). Google's
- * "Organization 1 - Title" and "- Department" are here for the same reason.
+ * and HR systems "Roepnaam" (the name used) beside "Voornaam" (the official one). The French
+ * aliases and Google's are here for the same reason (a Flemish file with "Naam" and "Nom",
+ * "GSM" and "Portable" imported before they were known), and so is a header that is an alias
+ * only once its accents are taken off ("Téléphone" beside "Telefoon").
  */
 const YIELDING_HEADERS = new Set([
   'naammedewerker', 'telefon', 'telefonnummer', 'emailadresse', 'abteilung', 'rol', 'functietitel', 'funktion', 'title', 'roepnaam',
-  'organization1title', 'organizationtitle', 'organization1department', 'organizationdepartment',
+  'nom', 'nomcomplet', 'nometprenom', 'prenometnom', 'prenom', 'nomdefamille', 'portable', 'telephonemobile', 'telephoneportable', 'numerodetelephone',
+  'numerogsm', 'numerodegsm', 'numerodeportable', 'courriel', 'adressecourriel', 'adresseemail', 'adressemail', 'adresseelectronique', 'departement',
+  'fonction', 'organization1title', 'organizationtitle', 'organization1department', 'organizationdepartment',
 ]);
+
+/**
+ * Columns that fill their field only where no other column does (they yield to the
+ * yielding ones too). "Service" is the department in Belgian French, and below
+ * "Département" where a file has both; in an English file it may be anything. Google
+ * Contacts' numbered columns (LISTED_HEADER) rank here too.
+ */
+const LAST_RESORT_HEADERS = new Set(['service']);
 
 /**
  * Google Contacts' numbered columns: "Phone 1 - Type" (older exports; "Phone 1 - Label" in
@@ -82,6 +103,11 @@ const YIELDING_HEADERS = new Set([
  * number ("Mobile", "WhatsApp") added beside them is the one meant.
  */
 const LISTED_HEADER = /^(phone|email)(\d+)(type|label|value)$/;
+
+/** A header's key without its accents ("téléphone" → "telephone"), as exports that lose them write it. */
+function foldAccents(key: string): string {
+  return key.normalize('NFD').replace(/\p{M}/gu, '');
+}
 
 const BATCH_SIZE = 1000;
 /** Row errors kept on the import record; the `rejected` count stays exact beyond it. */
@@ -503,8 +529,8 @@ function headerPlan(cells: string[], explicit: Record<string, PersonField> = {})
   // Which column fills a field that two could fill: one mapped explicitly, then for the
   // phone a mobile one (HR systems export a landline beside it: "Telefoon" and "Mobiel",
   // "Telefon" and "Handy"; WhatsApp is on the mobile), then any but a yielding one
-  // (YIELDING_HEADERS; half a rank down, so that a yielding mobile would still beat a
-  // landline), which leaves the other an attribute, then Google's numbered columns.
+  // (YIELDING_HEADERS; half a rank down, so that a yielding mobile still beats a landline),
+  // which leaves the other an attribute, then a last resort (LAST_RESORT_HEADERS).
   const candidates = cells.map((cell) => {
     const key = columnNameKey(cell);
     const mapped = explicitNormalised.get(key);
@@ -512,9 +538,16 @@ function headerPlan(cells: string[], explicit: Record<string, PersonField> = {})
     const listed = LISTED_HEADER.exec(key);
     // A Type or Label column is no candidate of its own: it goes with its Value column.
     if (listed) return listed[3] === 'value' ? { field: listed[1] as 'phone' | 'email', rank: -1, listed } : undefined;
-    const field = HEADER_ALIASES[key] ?? NAME_PART_ALIASES[key];
+    // Without accents only where the header as written is no alias: one that is an alias
+    // only so is new to the table, and yields.
+    const folded = foldAccents(key);
+    const alias = (k: string) => HEADER_ALIASES[k] ?? NAME_PART_ALIASES[k];
+    const field = alias(key) ?? alias(folded);
     if (!field) return undefined;
-    return { field, rank: (field === 'phone' && MOBILE_HEADERS.has(key) ? 1 : 0) - (YIELDING_HEADERS.has(key) ? 0.5 : 0), listed: null };
+    const aliasKey = alias(key) ? key : folded;
+    if (LAST_RESORT_HEADERS.has(aliasKey)) return { field, rank: -1, listed: null };
+    const yielding = YIELDING_HEADERS.has(aliasKey) || aliasKey !== key;
+    return { field, rank: (field === 'phone' && MOBILE_HEADERS.has(aliasKey) ? 1 : 0) - (yielding ? 0.5 : 0), listed: null };
   });
   const best = new Map<PersonField | NamePart, number>();
   for (const c of candidates) if (c) best.set(c.field, Math.max(best.get(c.field) ?? -Infinity, c.rank));
