@@ -343,6 +343,11 @@ for (const backend of BACKENDS) {
         // "Name" beside "Vorname" (German and Dutch exports) is the family name, unless a row gives the whole name there.
         ['Name and Vorname', 'Name;Vorname;Handy\nM\u00fcller;Hans;+49 151 77777521\nUte Weber;Ute;+49 151 77777522\nBerg, Jan;Jan;+49 151 77777523\n'],
         ['Naam, Voornaam and Tussenvoegsel', 'Naam;Voornaam;Tussenvoegsel;Mobiel\nDijk;Tom;van;+31 6 77777524\n'],
+        // "Voornamen" (all official given names) is the first name only where no "Roepnaam" or "Voornaam" gives the one used.
+        ['Dutch HR, Voornamen', 'Voornamen;Tussenvoegsel;Achternaam;Mobiel\nJohannes Petrus;van den;Berg;+31 6 77777530\n'],
+        ['Dutch HR, Voornamen and Roepnaam', 'Voorletters;Voornamen;Roepnaam;Tussenvoegsel;Achternaam;Mobiel\nJ.P.M.;Johannes Petrus Maria;Hans;van den;Broek;+31 6 77777531\n'],
+        // Outlook's "Suffix" (Jr., MSc) is no part of the name, as its "Title" (Dr.) is not: an attribute.
+        ['Outlook, Suffix', 'First Name,Last Name,Suffix,Mobile Phone\nJan,Jansen,Jr.,+31 6 77777532\n'],
       ];
       for (const [source, csv, headerMap] of files) {
         const record = await upload(csv, headerMap);
@@ -358,6 +363,9 @@ for (const backend of BACKENDS) {
         '+31677777519': 'Anna Maria Bakker',
         '+31677777520': 'Sanne Visser',
         '+31677777524': 'Tom van Dijk',
+        '+31677777530': 'Johannes Petrus van den Berg',
+        '+31677777531': 'Hans van den Broek',
+        '+31677777532': 'Jan Jansen',
         '+32470777715': 'Lien D\u2019Hondt',
         '+4915177777516': 'J\u00fcrgen Klein',
         '+4915177777521': 'Hans M\u00fcller',
@@ -365,6 +373,8 @@ for (const backend of BACKENDS) {
         '+4915177777523': 'Berg, Jan',
       });
       assert.deepEqual(await person('+31677777519'), { name: 'Anna Maria Bakker', role: 'Chemist', attributes: { Title: 'Dr.', Company: 'Acme', 'Business Phone': '+31 30 7777719' } });
+      assert.deepEqual((await person('+31677777531'))!.attributes, { Voorletters: 'J.P.M.', Voornamen: 'Johannes Petrus Maria' });
+      assert.deepEqual((await person('+31677777532'))!.attributes, { Suffix: 'Jr.' });
       // A row without any part of the name is reported, as one without a name.
       const empty = await upload('Voornaam;Achternaam;Mobiel\n;;+31 6 77777514\nBob;;+31 6 77777525\n');
       assert.deepEqual([empty.inserted, empty.rowErrors], [1, [{ line: 2, reason: 'name is empty' }]]);

@@ -51,11 +51,13 @@ export const HEADER_ALIASES: Record<string, PersonField> = {
  * Name", "Additional Name", "Family Name"; newer exports as Outlook) and Dutch, Belgian,
  * French and German HR systems ("Voornaam", "Tussenvoegsel"/"Voorvoegsel",
  * "Achternaam"/"Familienaam"; "Prénom", "Nom de famille"; "Vorname", "Nachname") write them.
- * The middle part goes between: "Jan" "van der" "Berg".
+ * The middle part goes between: "Jan" "van der" "Berg". A suffix (Outlook's "Suffix",
+ * Google's "Name Suffix": Jr., MSc) is no part: like the title before the name (Dr.), which
+ * no one is addressed by either, it stays an attribute of the record.
  */
 const NAME_PART_ALIASES: Record<string, NamePart> = {
   firstname: 'firstName', givenname: 'firstName', forename: 'firstName', voornaam: 'firstName', roepnaam: 'firstName', vorname: 'firstName',
-  prenom: 'firstName',
+  voornamen: 'firstName', prenom: 'firstName',
   middlename: 'middleName', additionalname: 'middleName', middelstenaam: 'middleName', tussenvoegsel: 'middleName', tussenvoegsels: 'middleName',
   voorvoegsel: 'middleName', weiterevornamen: 'middleName', namensvorsatz: 'middleName',
   lastname: 'lastName', surname: 'lastName', familyname: 'lastName', achternaam: 'lastName', familienaam: 'lastName', nachname: 'lastName', familienname: 'lastName',
@@ -90,10 +92,12 @@ const YIELDING_HEADERS = new Set([
 /**
  * Columns that fill their field only where no other column does (they yield to the
  * yielding ones too). "Service" is the department in Belgian French, and below
- * "Département" where a file has both; in an English file it may be anything. Google
- * Contacts' numbered columns (LISTED_HEADER) rank here too.
+ * "Département" where a file has both; in an English file it may be anything. "Voornamen"
+ * (all official given names, as Dutch HR systems export them) is the first name only
+ * without "Voornaam" or "Roepnaam", the name a person goes by. Google Contacts' numbered
+ * columns (LISTED_HEADER) rank here too.
  */
-const LAST_RESORT_HEADERS = new Set(['service']);
+const LAST_RESORT_HEADERS = new Set(['service', 'voornamen']);
 
 /**
  * Google Contacts' numbered columns: "Phone 1 - Type" (older exports; "Phone 1 - Label" in
