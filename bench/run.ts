@@ -2,7 +2,9 @@
 // PostgreSQL (issue #3). Systems alternate within every round, every run gets a fresh
 // database, producer and worker are separate processes. Writes a table with aiq/peer
 // ratios to stdout and bench/results/latest.json, and a chart to docs/benchmark.svg.
-//   --quick        small counts, one round; checks only that every job completed (CI)
+//   --quick        small counts, one round; checks only that every job completed (CI).
+//                  Writes bench/results/quick.json and .md (not kept in git): its figures
+//                  say nothing about speed, and the published results stay as they are.
 //   --rounds N     rounds (default 3)
 //   --only a,b     scenarios: drain, pickup, hol, scale, webhook, pipeline
 //   --peers next   the newest graphile-worker and pg-boss (bench/next/package.json; they need
@@ -227,7 +229,8 @@ async function main(): Promise<void> {
   };
   const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
   mkdirSync(resultsDir, { recursive: true });
-  const stem = nextPeers ? 'latest-node24' : 'latest';
+  // A quick run's figures must not replace the published ones (the README quotes them).
+  const stem = args.quick ? 'quick' : nextPeers ? 'latest-node24' : 'latest';
   writeFileSync(`${resultsDir}/${stem}.json`, `${JSON.stringify(report, null, 2)}\n`);
   writeFileSync(`${resultsDir}/${stem}.md`, renderMarkdown(results, ratios, machine, plan));
   // The chart in docs/ is the published one: only a full run replaces it.
