@@ -110,10 +110,10 @@ const schema = z.object({
   WHATSAPP_TEMPLATE_SID: optionalText.pipe(z.string().regex(/^HX[0-9a-fA-F]{32}$/, 'must be a Content SID: HX followed by 32 hex characters').optional()),
   WHATSAPP_TEMPLATE_VARIABLES: z.string().default('1=reply'),
   // Inbound media (README, WhatsApp): larger files are recorded, not fetched. Twilio answers
-  // a media URL with a redirect to its media store; these hosts may be followed (without
-  // credentials), any other is refused.
+  // a media URL with a redirect to its media store (mms.twiliocdn.com, for every file); these
+  // hosts may be followed (without credentials), any other is refused.
   MEDIA_MAX_BYTES: int(1024, 100 * 1024 * 1024, 16 * 1024 * 1024),
-  MEDIA_REDIRECT_HOSTS: z.string().default('media.twiliocdn.com,s3-external-1.amazonaws.com'),
+  MEDIA_REDIRECT_HOSTS: z.string().default('mms.twiliocdn.com,media.twiliocdn.com,s3-external-1.amazonaws.com'),
   TRANSCRIPTION_MODEL: z.string().min(1).default('whisper-1'),
   // The chat model accepts images (gpt-4o, gpt-4o-mini do): photos go to it as image input.
   AI_VISION: bool(false),

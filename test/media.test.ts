@@ -5,9 +5,14 @@
 // fetched, a URL or a redirect to another host is never requested, a content type that lies
 // and an empty file are refused; each with its reason, and the message is still answered.
 import assert from 'node:assert/strict';
+import { lookup } from 'node:dns';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, LookupFunction } from 'node:net';
 import { after, before, test } from 'node:test';
+import { Agent, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
+import { loadConfig } from '../src/config.ts';
+import { mediaDepsOf } from '../src/jobs/media-process.ts';
+import { mediaFetch } from '../src/messaging/media.ts';
 import { jobGet } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { startFakeOpenAi, type FakeOpenAi, fakeOpenAiEnv } from './helpers/fake-openai.ts';
@@ -184,6 +189,42 @@ test('too large, another host, a redirect elsewhere, a lying type, an empty file
   const back = await receive('En deze?', [{ url: twilioApi.mediaUrl(backToApi), type: 'text/plain' }]);
   assert.deepEqual(back.media.map((r) => r.status), ['failed']);
   assert.match(back.media[0]!.note!, /^Twilio answered 401 for the media/, 'the redirect was followed without the credentials');
+});
+
+test('with the default settings, Twilio\'s redirect to its media CDN (mms.twiliocdn.com) is followed, without the credentials', async () => {
+  // Twilio answers every media URL with a redirect to mms.twiliocdn.com. Its real host names
+  // resolve here to local servers (the fake Twilio and a CDN that records what it is sent),
+  // so the configuration is the one a deployment has when it sets nothing.
+  const cdnRequests: Array<{ url: string; authorization?: string }> = [];
+  const cdn = createServer((req, res) => {
+    cdnRequests.push({ url: req.url ?? '', authorization: req.headers.authorization });
+    res.writeHead(200, { 'content-type': 'audio/ogg', 'content-length': String(OGG.length) });
+    res.end(OGG);
+  });
+  await new Promise<void>((resolve) => cdn.listen(0, '127.0.0.1', resolve));
+  const local = new Set(['api.twilio.com', 'mms.twiliocdn.com']);
+  const resolveLocal: LookupFunction = (host, options, callback) => {
+    if (!local.has(host)) return lookup(host, options, callback);
+    if (options.all) callback(null, [{ address: '127.0.0.1', family: 4 }]);
+    else callback(null, '127.0.0.1', 4);
+  };
+  const previous = getGlobalDispatcher();
+  setGlobalDispatcher(new Agent({ connect: { lookup: resolveLocal } }));
+  try {
+    const apiUrl = `http://api.twilio.com:${new URL(twilioApi.url).port}`;
+    const config = loadConfig(messagingEnv(t.url, apiUrl));
+    const settings = mediaDepsOf({ db: t.db, ai: m.runtime.ai, config }).fetch;
+    const sid = mediaSid();
+    const cdnUrl = `http://mms.twiliocdn.com:${(cdn.address() as AddressInfo).port}/${twilioApi.accountSid}/0685c8ad1b86205fa8dccd71765156c7?Expires=1631090890&Signature=KI4MPwaW`;
+    twilioApi.media.set(sid, { bytes: OGG, contentType: 'audio/ogg', redirectTo: cdnUrl });
+    const fetched = await mediaFetch(twilioApi.mediaUrl(sid).replace(twilioApi.url, apiUrl), 'audio/ogg', settings);
+    assert.equal(fetched.status, 'stored', 'note' in fetched ? fetched.note : '');
+    assert.deepEqual(fetched.status === 'stored' && Buffer.from(fetched.bytes), OGG);
+    assert.deepEqual(cdnRequests, [{ url: new URL(cdnUrl).pathname + new URL(cdnUrl).search, authorization: undefined }]);
+  } finally {
+    setGlobalDispatcher(previous);
+    await new Promise((resolve) => cdn.close(resolve));
+  }
 });
 
 test('a webhook with a media count but no URL is refused (400) and stores nothing', async () => {
