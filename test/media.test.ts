@@ -227,6 +227,32 @@ test('with the default settings, Twilio\'s redirect to its media CDN (mms.twilio
   }
 });
 
+test('a download cut off halfway is retried, and on the last attempt recorded as failed and the message answered on its text', async () => {
+  const sid = mediaSid();
+  twilioApi.media.set(sid, { bytes: OGG, contentType: 'audio/ogg', cut: true });
+  const params = inboundParams('Hoor je dit?', '+31612340099', { NumMedia: '1', MediaUrl0: twilioApi.mediaUrl(sid), MediaContentType0: 'audio/ogg' });
+  const chatsBefore = llm.chatRequests().length;
+  assert.equal((await injectSigned(m.app, WHATSAPP, params)).statusCode, 200);
+  const { rows } = await t.db.query<{ job_id: string; message_id: string }>(
+    `select j.id as job_id, m.id as message_id from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1`,
+    [params.MessageSid],
+  );
+  const { job_id: jobId, message_id: messageId } = rows[0]!;
+  // The first attempt: a connection lost mid-file may pass, so the job is retried.
+  await waitFor(async () => (await jobGet(t.db, jobId))?.attempts === 1 && (await jobGet(t.db, jobId))?.status === 'pending', 'the first attempt to fail', 20_000);
+  const first = await jobGet(t.db, jobId);
+  assert.match(first!.lastError ?? '', /media/, 'the error says it was the media');
+  // Its last attempt, now: the file is given up on and the message answered without it.
+  await t.db.query(`update ai_jobs set max_attempts = 2, next_run_at = now() where id = $1`, [jobId]);
+  await waitFor(async () => ['done', 'failed'].includes((await jobGet(t.db, jobId))!.status), 'the last attempt', 20_000);
+  const job = await jobGet(t.db, jobId);
+  assert.equal(job!.status, 'done', `the job ended ${job!.status}: ${job!.lastError}`);
+  const media = await t.db.query<{ status: string; note: string | null }>('select status, note from message_media where message_id = $1', [messageId]);
+  assert.equal(media.rows[0]!.status, 'failed');
+  assert.match(media.rows[0]!.note!, /gave up after the last attempt/);
+  assert.equal(llm.chatRequests()[chatsBefore]!.body.messages.at(-1).content, 'Hoor je dit?\n[an attachment that could not be opened]');
+});
+
 test('a webhook with a media count but no URL is refused (400) and stores nothing', async () => {
   const params = inboundParams('x', '+31699990000', { NumMedia: '1' });
   const response = await injectSigned(m.app, WHATSAPP, params);

@@ -137,14 +137,21 @@ async function readLimited(response: Response, contentType: string, maxBytes: nu
   const reader = response.body?.getReader();
   if (reader) {
     for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.length;
+      let read;
+      try {
+        read = await reader.read();
+      } catch (err) {
+        // The connection lost mid-file, or the time-out passed while the file came slowly:
+        // as passing as a failure before the answer, not a reason to fail the whole reply.
+        throw new MediaTemporaryError(`the media download broke off after ${size} bytes: ${(err as Error).message}`);
+      }
+      if (read.done) break;
+      size += read.value.length;
       if (size > maxBytes) {
         await reader.cancel();
         return tooLarge('the file');
       }
-      chunks.push(value);
+      chunks.push(read.value);
     }
   }
   if (size === 0) return { status: 'failed', note: 'the media file is empty' };

@@ -110,9 +110,10 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
   listFailures = 0;
   /**
    * Media by their ME… SID, served at the account's Messages/<MM>/Media/<ME> path behind
-   * basic auth with a redirect to the file, as Twilio does; `redirectTo` sends elsewhere.
+   * basic auth with a redirect to the file, as Twilio does; `redirectTo` sends elsewhere,
+   * `hang` never answers, `cut` loses the connection halfway through the file.
    */
-  readonly media = new Map<string, { bytes: Buffer; contentType: string; redirectTo?: string; hang?: boolean }>();
+  readonly media = new Map<string, { bytes: Buffer; contentType: string; redirectTo?: string; hang?: boolean; cut?: boolean }>();
   /** The URL Twilio would put in MediaUrlN for `mediaSid`. */
   mediaUrl(mediaSid: string): string {
     return `${this.url}/2010-04-01/Accounts/${this.accountSid}/Messages/MM${'0'.repeat(32)}/Media/${mediaSid}`;
@@ -290,6 +291,11 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
       const file = this.media.get(cdn[1]!);
       if (!file) return sendJson(res, 404, twilioError(20404, 'not found', 404));
       res.writeHead(200, { 'content-type': file.contentType, 'content-length': String(file.bytes.length) });
+      if (file.cut) {
+        // The connection lost halfway through the file, after the headers said it all comes.
+        res.write(file.bytes.subarray(0, file.bytes.length >> 1), () => res.destroy());
+        return;
+      }
       return void res.end(file.bytes);
     }
     const raw = await readBody(req);
