@@ -283,6 +283,31 @@ test('with AI_VISION, a photo reaches the chat model as image input', async () =
       { type: 'text', text: 'Wat staat er op deze foto?\n[a photo, attached]' },
       { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${JPEG.toString('base64')}` } },
     ]);
+
+    // An iPhone photo sent as a document comes as image/heic, which the model refuses (400):
+    // the whole reply failed for it. It reads as an image the assistant cannot see; a photo
+    // beside it in the same message is still attached.
+    const heic = mediaSid();
+    const photo2 = mediaSid();
+    const HEIC = Buffer.concat([Buffer.from([0, 0, 0, 0x18]), Buffer.from('ftypheic'), Buffer.alloc(500, 2)]);
+    twilioApi.media.set(heic, { bytes: HEIC, contentType: 'image/heic' });
+    twilioApi.media.set(photo2, { bytes: JPEG, contentType: 'image/jpeg' });
+    const document = inboundParams('En deze?', '+31688887778', {
+      NumMedia: '2',
+      MediaUrl0: twilioApi.mediaUrl(heic),
+      MediaContentType0: 'image/heic',
+      MediaUrl1: twilioApi.mediaUrl(photo2),
+      MediaContentType1: 'image/jpeg',
+    });
+    assert.equal((await injectSigned(vision.app, WHATSAPP, document)).statusCode, 200);
+    const job = await visionDb.db.query<{ id: string }>(`select j.id from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1`, [document.MessageSid]);
+    await waitFor(async () => ['done', 'failed'].includes((await jobGet(visionDb.db, job.rows[0]!.id))!.status), 'the reply to the document', 20_000);
+    const ended = await jobGet(visionDb.db, job.rows[0]!.id);
+    assert.equal(ended!.status, 'done', `the job ended ${ended!.status}: ${ended!.lastError}`);
+    assert.deepEqual(llm.chatRequests().at(-1)!.body.messages.at(-1).content, [
+      { type: 'text', text: 'En deze?\n[an image the assistant cannot see]\n[a photo, attached]' },
+      { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${JPEG.toString('base64')}` } },
+    ]);
   } finally {
     await vision.close();
     await visionDb.close();

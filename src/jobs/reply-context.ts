@@ -9,6 +9,7 @@ import { usageAdd } from '../ai/types.ts';
 import { aiWithUsageRecorded } from '../ai/usage.ts';
 import type { Queryable } from '../db/types.ts';
 import { mediaFile, mediaOfMessages, mediaText, type MediaInfo } from '../messaging/media-store.ts';
+import { visionTypeOf } from '../messaging/media.ts';
 import { type Citations, conversationThread, type ConversationThread, type Message } from '../messaging/conversations.ts';
 import { quoteLine, quotedMessages, type QuotedMessage } from '../messaging/quotes.ts';
 import type { PersonTextField } from '../knowledge/people.ts';
@@ -129,7 +130,7 @@ export function historyOf(
     .map((m) => {
       const known = media.get(m.id);
       const attached = images.get(m.id);
-      const attachments = known ? known.map((item) => mediaText(item, attached !== undefined)) : m.mediaUrls.length > 0 ? [`[${m.mediaUrls.length} attachment(s) not shown]`] : [];
+      const attachments = known ? known.map((item) => mediaText(item, attached !== undefined && visionTypeOf(item.contentType) !== null)) : m.mediaUrls.length > 0 ? [`[${m.mediaUrls.length} attachment(s) not shown]`] : [];
       const quote = m.repliedToSid === null ? '' : quoteLine(quotes.get(m.repliedToSid));
       const body = [quote, m.body, ...attachments].filter(Boolean).join('\n').trim();
       return { role: m.source === 'inbound' ? ('user' as const) : ('assistant' as const), body, ...(attached ? { images: attached } : {}) };
@@ -146,10 +147,11 @@ async function imagesOf(db: Queryable, messages: Message[], media: Map<string, M
   let count = 0;
   for (const m of messages) {
     for (const item of media.get(m.id) ?? []) {
-      if (item.kind !== 'image' || item.status !== 'stored' || count >= VISION_MAX_IMAGES) continue;
+      const type = visionTypeOf(item.contentType);
+      if (item.kind !== 'image' || item.status !== 'stored' || type === null || count >= VISION_MAX_IMAGES) continue;
       const file = await mediaFile(db, item.id);
       if (!file) continue;
-      images.set(m.id, [...(images.get(m.id) ?? []), `data:${file.contentType};base64,${file.bytes.toString('base64')}`]);
+      images.set(m.id, [...(images.get(m.id) ?? []), `data:${type};base64,${file.bytes.toString('base64')}`]);
       count += 1;
     }
   }

@@ -37,6 +37,18 @@ export function mediaKind(contentType: string): 'audio' | 'image' | 'other' {
   return 'other';
 }
 
+// Photos a vision model takes as image input: the formats WhatsApp sends photos and stickers
+// in, each checked against its bytes (contentMismatch). The API refuses others with a 400
+// that fails the whole reply: an iPhone photo sent as a document (image/heic), a TIFF, an
+// SVG; and GIF, which it takes only when not animated.
+const VISION_TYPES = new Set(['image/jpeg', 'image/png', 'image/webp']);
+
+/** The media type to attach a photo as, when a vision model takes it; else null. */
+export function visionTypeOf(contentType: string): string | null {
+  const type = contentType.toLowerCase().split(';')[0]!.trim();
+  return VISION_TYPES.has(type) ? type : type === 'image/jpg' ? 'image/jpeg' : null;
+}
+
 /** Fetches one media URL under the rules above. Throws MediaTemporaryError for a retry. */
 export async function mediaFetch(url: string, contentType: string, settings: MediaFetchSettings | null, signal?: AbortSignal): Promise<MediaFetchResult> {
   // `aiq simulate --media` carries the file in the (signed) webhook itself: no request at all.

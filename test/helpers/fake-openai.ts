@@ -201,7 +201,14 @@ export class FakeOpenAi {
       record.outcome = fault.status;
       return sendJson(res, fault.status, errorBody(fault.message ?? `injected ${fault.status}`, `injected_${fault.status}`), fault.headers);
     }
-    if (route.endpoint === 'chat') return sendJson(res, 200, this.chatResponse(body, route.deployment));
+    if (route.endpoint === 'chat') {
+      const refused = unsupportedImageOf(body);
+      if (refused) {
+        record.outcome = 400;
+        return sendJson(res, 400, errorBody(`You uploaded an unsupported image (${refused}). Please make sure your image has of one the following formats: ['png', 'jpeg', 'gif', 'webp'].`, 'invalid_image_format'));
+      }
+      return sendJson(res, 200, this.chatResponse(body, route.deployment));
+    }
     if (route.endpoint === 'transcription') return sendJson(res, 200, this.transcriptionResponse(raw));
     return sendJson(res, 200, this.embeddingsResponse(body, route.deployment));
   }
@@ -282,6 +289,19 @@ function routeOf(path: string): { endpoint: Endpoint; azure: boolean; deployment
   if (openai) return { endpoint: openai[1] === 'embeddings' ? 'embeddings' : openai[1] === 'audio/transcriptions' ? 'transcription' : 'chat', azure: false };
   const azure = /^\/openai\/deployments\/([^/]+)\/(chat\/completions|embeddings)$/.exec(path);
   if (azure) return { endpoint: azure[2] === 'embeddings' ? 'embeddings' : 'chat', azure: true, deployment: decodeURIComponent(azure[1]!) };
+  return undefined;
+}
+
+/** The first image input as a data URL of a type the vision models refuse (as the API does, with a 400), or undefined. */
+function unsupportedImageOf(body: any): string | undefined {
+  for (const message of body?.messages ?? []) {
+    if (!Array.isArray(message.content)) continue;
+    for (const part of message.content) {
+      const url: unknown = part?.type === 'image_url' ? part.image_url?.url : undefined;
+      const type = typeof url === 'string' ? /^data:([^;,]*)/.exec(url)?.[1] : undefined;
+      if (type !== undefined && !['image/png', 'image/jpeg', 'image/gif', 'image/webp'].includes(type)) return type;
+    }
+  }
   return undefined;
 }
 
