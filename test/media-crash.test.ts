@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
-import { jobGet } from '../src/queue/index.ts';
+import { jobGet, jobRetry, Worker } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { startFakeOpenAi, type FakeOpenAi, fakeOpenAiEnv } from './helpers/fake-openai.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
@@ -91,5 +91,48 @@ for (const moment of ['download', 'transcription'] as const) {
     assert.equal(replies.length, 1, 'exactly one reply');
     const prompt = llm.chatRequests().at(-1)!.body.messages.at(-1);
     assert.equal(prompt.content, '[voice note] Mijn laptop start niet op, wat nu?');
+  });
+}
+
+for (const moment of ['download', 'transcription'] as const) {
+  test(`a voice note whose last attempt timed out in its ${moment} stays pending, and an admin's retry answers it`, async () => {
+    const sid = `ME${(moment === 'download' ? '3' : '4').repeat(32)}`;
+    const from = moment === 'download' ? '+31611110003' : '+31611110004';
+    twilioApi.media.set(sid, { bytes: OGG, contentType: 'audio/ogg', hang: moment === 'download' });
+    if (moment === 'transcription') llm.failNext({ kind: 'hang' }, { endpoint: 'transcription' });
+    const params = inboundParams('', from, { NumMedia: '1', MediaUrl0: twilioApi.mediaUrl(sid), MediaContentType0: 'audio/ogg' });
+    assert.equal((await injectSigned(m.app, WHATSAPP, params)).statusCode, 200);
+    const row = await t.db.query<{ job_id: string; message_id: string }>(
+      `select j.id as job_id, m.id as message_id from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1`,
+      [params.MessageSid],
+    );
+    const { job_id: jobId, message_id: messageId } = row.rows[0]!;
+    const media = async () => (await t.db.query<{ status: string; transcript: string | null; note: string | null }>('select status, transcript, note from message_media where message_id = $1', [messageId])).rows;
+    // Its last attempt, with a job time-out that passes while Twilio holds the file (or the
+    // transcriber the voice note).
+    await t.db.query('update ai_jobs set max_attempts = 1 where id = $1', [jobId]);
+    const { runtime } = m;
+    const worker = new Worker({ db: runtime.db, handlers: runtime.handlers, logger: runtime.logger, pollIntervalMs: 100, jobTimeoutMs: 1000, shutdownGraceMs: 5000 });
+    await worker.start();
+    try {
+      await waitFor(async () => (await jobGet(t.db, jobId))?.status === 'failed', `the last attempt to time out in the ${moment}`, 20_000);
+    } finally {
+      // Until its handler has returned: what it records after the abort is recorded by now.
+      await worker.stop();
+    }
+    // Our own time-out says nothing about the file: it was never given up on.
+    assert.deepEqual(await media(), [{ status: 'pending', transcript: null, note: null }]);
+
+    // Twilio serves it again; the admin retries the failed job, and the reply hears it.
+    twilioApi.media.set(sid, { bytes: OGG, contentType: 'audio/ogg' });
+    assert.ok(await jobRetry(t.db, jobId));
+    const next = await m.startWorker();
+    try {
+      await waitFor(async () => (await jobGet(t.db, jobId))?.status === 'done', 'the retried job to finish', 30_000);
+    } finally {
+      await next.stop();
+    }
+    assert.deepEqual(await media(), [{ status: 'stored', transcript: 'Mijn laptop start niet op, wat nu?', note: null }]);
+    assert.equal(llm.chatRequests().at(-1)!.body.messages.at(-1).content, '[voice note] Mijn laptop start niet op, wat nu?');
   });
 }

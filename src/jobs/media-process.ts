@@ -63,7 +63,9 @@ export async function mediaProcessPending(deps: MediaDeps, conversationId: strin
     try {
       fetched = await mediaFetch(media.url, media.contentType, deps.fetch, options.signal);
     } catch (err) {
-      if (!(err instanceof MediaTemporaryError) || !options.finalAttempt) throw err;
+      // Our own abort (the job's time-out, a shutdown) says nothing of the file: it stays
+      // pending for the next attempt, or an admin's retry of a job that failed so.
+      if (!(err instanceof MediaTemporaryError) || !options.finalAttempt || options.signal?.aborted) throw err;
       fetched = { status: 'failed' as const, note: `${err.message} (gave up after the last attempt)` };
     }
     if (fetched.status !== 'stored') {
@@ -83,7 +85,8 @@ export async function mediaProcessPending(deps: MediaDeps, conversationId: strin
           if (!transcript) note = 'the transcription was empty';
         } catch (err) {
           // A refusal (400: a format the model does not take) will not pass: note it and go on.
-          if (!options.finalAttempt && !(err instanceof PermanentJobError)) throw err;
+          // Our own abort says nothing of the voice note, as above.
+          if ((!options.finalAttempt && !(err instanceof PermanentJobError)) || options.signal?.aborted) throw err;
           note = `transcription failed: ${(err as Error).message}`;
         }
       }
