@@ -12,6 +12,7 @@ import { after, before, test } from 'node:test';
 import { Agent, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
 import { loadConfig } from '../src/config.ts';
 import { mediaDepsOf } from '../src/jobs/media-process.ts';
+import { conversationAiPausedSet } from '../src/messaging/conversations.ts';
 import { mediaFetch } from '../src/messaging/media.ts';
 import { jobGet } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
@@ -251,6 +252,28 @@ test('a download cut off halfway is retried, and on the last attempt recorded as
   assert.equal(media.rows[0]!.status, 'failed');
   assert.match(media.rows[0]!.note!, /gave up after the last attempt/);
   assert.equal(llm.chatRequests()[chatsBefore]!.body.messages.at(-1).content, 'Hoor je dit?\n[an attachment that could not be opened]');
+});
+
+test('a voice note sent while a human has taken over is still fetched and transcribed, for the admin who answers it', async () => {
+  const from = '+31612340077';
+  const first = await receive('Hallo', [], from);
+  assert.ok(await conversationAiPausedSet(t.db, first.conversationId, true));
+  const voice = mediaSid();
+  twilioApi.media.set(voice, { bytes: OGG, contentType: 'audio/ogg' });
+  const params = inboundParams('', from, { NumMedia: '1', MediaUrl0: twilioApi.mediaUrl(voice), MediaContentType0: 'audio/ogg' });
+  const chatsBefore = llm.chatRequests().length;
+  assert.equal((await injectSigned(m.app, WHATSAPP, params)).statusCode, 200);
+  const { rows } = await t.db.query<{ job_id: string; message_id: string }>(
+    `select j.id as job_id, m.id as message_id from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1`,
+    [params.MessageSid],
+  );
+  await waitFor(async () => (await jobGet(t.db, rows[0]!.job_id))?.status === 'done', 'the reply job', 20_000);
+  assert.deepEqual((await jobGet(t.db, rows[0]!.job_id))!.result, { skipped: 'ai_paused' });
+  assert.equal(llm.chatRequests().length, chatsBefore, 'no reply was composed');
+  const media = await t.db.query<{ id: string; status: string; transcript: string | null }>('select id, status, transcript from message_media where message_id = $1', [rows[0]!.message_id]);
+  assert.deepEqual(media.rows.map((r) => [r.status, r.transcript]), [['stored', 'Hoeveel vakantiedagen heb ik nog over dit jaar?']]);
+  const page = await m.app.inject({ method: 'GET', url: `/admin/conversations/${first.conversationId}` });
+  assert.match(page.body, new RegExp(`<audio controls preload="none" src="/admin/media/${media.rows[0]!.id}"></audio><span class="meta transcript">transcript: Hoeveel vakantiedagen`));
 });
 
 test('a webhook with a media count but no URL is refused (400) and stores nothing', async () => {

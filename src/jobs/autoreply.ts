@@ -295,18 +295,26 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
           throw err;
         }
       } else {
+        const mediaOptions = { finalAttempt: job.attempts >= job.maxAttempts, purpose: 'autoreply', signal } as const;
+        // A message the AI does not answer is still read by a person: the admin who took
+        // over, or who answered it already. Its voice notes and photos are fetched (and
+        // transcribed) all the same; the thread showed them as being fetched for good.
+        const skip = async (skipped: Record<string, unknown>) => {
+          await mediaProcessForReply(media, state, mediaOptions);
+          return skipped;
+        };
         const skipped = newReplySkipped(state);
-        if (skipped) return skipped;
+        if (skipped) return await skip(skipped);
         // A first attempt reads the thread once the contact has stopped typing, so that one
         // reply answers their burst; what it waited for is checked again.
         if (replyWaitMs > 0 && job.attempts <= 1 && (await quietWait(runtime.db, state.conversation.id, replyWaitMs, replyWaitLongestMs, signal))) {
           state = await readState();
           const skippedSince = newReplySkipped(state);
-          if (skippedSince) return skippedSince;
+          if (skippedSince) return await skip(skippedSince);
         }
         const { conversation } = state;
         // Voice notes and photos first: the reply reads their transcripts (media-process.ts).
-        const thread = await mediaProcessForReply(media, state, { finalAttempt: job.attempts >= job.maxAttempts, purpose: 'autoreply', signal });
+        const thread = await mediaProcessForReply(media, state, mediaOptions);
         const composed = await composeReply(depsFor, conversation, inbound, signal, thread);
         meta = composed.meta;
         const parts = replyParts(composed.body, runtime.config.REPLY_MAX_CHARS, runtime.config.REPLY_OVERFLOW);
