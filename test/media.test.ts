@@ -14,7 +14,7 @@ import { loadConfig } from '../src/config.ts';
 import { mediaDepsOf } from '../src/jobs/media-process.ts';
 import { conversationAiPausedSet } from '../src/messaging/conversations.ts';
 import { mediaFetch } from '../src/messaging/media.ts';
-import { jobGet } from '../src/queue/index.ts';
+import { jobGet, jobRetry } from '../src/queue/index.ts';
 import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 import { startFakeOpenAi, type FakeOpenAi, fakeOpenAiEnv } from './helpers/fake-openai.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
@@ -285,6 +285,44 @@ test('a webhook with a media count but no URL is refused (400) and stores nothin
   const nul = await injectSigned(m.app, WHATSAPP, inboundParams('x', '+31699990000', { NumMedia: '1', MediaUrl0: 'https://api.twilio.com/x\u0000y' }));
   assert.equal(nul.statusCode, 400, nul.body);
   assert.match(nul.body, /MediaUrl0 must be a URL/);
+});
+
+test('media refused for the account\'s credentials (a rotated auth token) fail the job and stay pending; the retry with the right token hears the voice note', async () => {
+  const tokenDb = await freshServerDatabase();
+  const wrong = await startMessagingApp(messagingEnv(tokenDb.url, twilioApi.url, { ...fakeOpenAiEnv(llm, 64), TWILIO_AUTH_TOKEN: 'f'.repeat(32) }));
+  const voice = mediaSid();
+  twilioApi.media.set(voice, { bytes: OGG, contentType: 'audio/ogg' });
+  const params = inboundParams('', '+31688880001', { NumMedia: '1', MediaUrl0: twilioApi.mediaUrl(voice), MediaContentType0: 'audio/ogg' });
+  let jobId = '';
+  let messageId = '';
+  try {
+    await wrong.startWorker();
+    assert.equal((await injectSigned(wrong.app, WHATSAPP, params, { token: 'f'.repeat(32) })).statusCode, 200);
+    const { rows } = await tokenDb.db.query<{ job_id: string; message_id: string }>(
+      `select j.id as job_id, m.id as message_id from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1`,
+      [params.MessageSid],
+    );
+    ({ job_id: jobId, message_id: messageId } = rows[0]!);
+    await waitFor(async () => (await jobGet(tokenDb.db, jobId))?.status === 'failed', 'the job to fail', 20_000);
+  } finally {
+    await wrong.close();
+  }
+  assert.match((await jobGet(tokenDb.db, jobId))!.lastError!, /Twilio refused the account's credentials \(401\) for the media: check TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN/);
+  const media = async () => (await tokenDb.db.query<{ status: string; transcript: string | null }>('select status, transcript from message_media where message_id = $1', [messageId])).rows;
+  assert.deepEqual(await media(), [{ status: 'pending', transcript: null }], 'the file is not given up on for our credentials');
+
+  // The token put right, the admin retries the job: the voice note is heard.
+  const right = await startMessagingApp(messagingEnv(tokenDb.url, twilioApi.url, fakeOpenAiEnv(llm, 64)));
+  try {
+    await right.startWorker();
+    assert.ok(await jobRetry(tokenDb.db, jobId));
+    await waitFor(async () => (await jobGet(tokenDb.db, jobId))?.status === 'done', 'the retried job', 20_000);
+    assert.deepEqual(await media(), [{ status: 'stored', transcript: 'Hoeveel vakantiedagen heb ik nog over dit jaar?' }]);
+    assert.equal(llm.chatRequests().at(-1)!.body.messages.at(-1).content, '[voice note] Hoeveel vakantiedagen heb ik nog over dit jaar?');
+  } finally {
+    await right.close();
+    await tokenDb.close();
+  }
 });
 
 test('with AI_VISION, a photo reaches the chat model as image input', async () => {

@@ -9,7 +9,7 @@ import type { AiProvider } from '../ai/types.ts';
 import { aiWithUsageRecorded, type UsagePurpose } from '../ai/usage.ts';
 import type { Env } from '../config.ts';
 import type { Queryable } from '../db/types.ts';
-import { mediaFetch, mediaKind, MediaTemporaryError, type MediaFetchSettings } from '../messaging/media.ts';
+import { MediaCredentialsError, mediaFetch, mediaKind, MediaTemporaryError, type MediaFetchSettings } from '../messaging/media.ts';
 import type { ConversationThread, InboundReplyState } from '../messaging/conversations.ts';
 import { mediaPending, mediaRecord } from '../messaging/media-store.ts';
 import { PermanentJobError } from '../queue/index.ts';
@@ -63,6 +63,9 @@ export async function mediaProcessPending(deps: MediaDeps, conversationId: strin
     try {
       fetched = await mediaFetch(media.url, media.contentType, deps.fetch, options.signal);
     } catch (err) {
+      // Credentials Twilio refuses fail every file and every send alike: the job fails at
+      // once with what to fix, the file pending for its retry.
+      if (err instanceof MediaCredentialsError) throw new PermanentJobError(err.message, { cause: err });
       // Our own abort (the job's time-out, a shutdown) says nothing of the file: it stays
       // pending for the next attempt, or an admin's retry of a job that failed so.
       if (!(err instanceof MediaTemporaryError) || !options.finalAttempt || options.signal?.aborted) throw err;

@@ -27,6 +27,14 @@ export class MediaTemporaryError extends Error {
   override name = 'MediaTemporaryError';
 }
 
+/**
+ * Twilio refused the account's credentials (a rotated auth token): nothing is known of the
+ * file, and no retry helps until the configuration is put right.
+ */
+export class MediaCredentialsError extends Error {
+  override name = 'MediaCredentialsError';
+}
+
 const MAX_REDIRECTS = 3;
 
 /** The kind of media a content type names: what the reply can do with it. */
@@ -103,6 +111,12 @@ export async function mediaFetch(url: string, contentType: string, settings: Med
       }
       target = next;
       continue;
+    }
+    if (credentials && (response.status === 401 || response.status === 403)) {
+      // Said of our credentials, not of the file: not a failure to record on the file, which
+      // the retry fetches once the token is put right.
+      await response.body?.cancel();
+      throw new MediaCredentialsError(`Twilio refused the account's credentials (${response.status}) for the media: check TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN, then retry the job (the file is fetched then)`);
     }
     if (response.status === 429 || response.status >= 500) {
       await response.body?.cancel();
