@@ -47,6 +47,9 @@ const postgresUrl = z
     }
   }, 'is not a connection URL PostgreSQL clients can read (postgres://user:password@host:5432/database)');
 
+/** Where Twilio redirects every media file since 2025 (the README's Upgrading). */
+export const TWILIO_MEDIA_CDN = 'mms.twiliocdn.com';
+
 const schema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -113,7 +116,7 @@ const schema = z.object({
   // a media URL with a redirect to its media store (mms.twiliocdn.com, for every file); these
   // hosts may be followed (without credentials), any other is refused.
   MEDIA_MAX_BYTES: int(1024, 100 * 1024 * 1024, 16 * 1024 * 1024),
-  MEDIA_REDIRECT_HOSTS: z.string().default('mms.twiliocdn.com,media.twiliocdn.com,s3-external-1.amazonaws.com'),
+  MEDIA_REDIRECT_HOSTS: z.string().default(`${TWILIO_MEDIA_CDN},media.twiliocdn.com,s3-external-1.amazonaws.com`),
   TRANSCRIPTION_MODEL: z.string().min(1).default('whisper-1'),
   // The chat model accepts images (gpt-4o, gpt-4o-mini do): photos go to it as image input.
   AI_VISION: bool(false),
@@ -420,6 +423,20 @@ export function adminHostNamesHint(config: Pick<Env, 'HOST' | 'PUBLIC_URL' | 'AL
   return {
     result: `HOST=${config.HOST} with no PUBLIC_URL or ALLOWED_HOSTS: the dashboard, API and /metrics answer only under IP addresses, localhost and one-label names; opened by any other name they answer 403 (the DNS-rebinding check)`,
     hint: 'set ALLOWED_HOSTS to the names admins use (aiq.example.org, or .example.org for a domain), or PUBLIC_URL',
+  };
+}
+
+/**
+ * A MEDIA_REDIRECT_HOSTS without Twilio's media CDN (the default before it was added, kept
+ * in a deployment's settings) refuses every voice note and photo: a warning, or null.
+ */
+export function mediaRedirectHostsHint(config: Pick<Env, 'MEDIA_REDIRECT_HOSTS' | 'TWILIO_ACCOUNT_SID'>): { result: string; hint: string } | null {
+  if (!config.TWILIO_ACCOUNT_SID) return null;
+  const hosts = config.MEDIA_REDIRECT_HOSTS.split(',').map((h) => h.trim().toLowerCase());
+  if (hosts.includes(TWILIO_MEDIA_CDN)) return null;
+  return {
+    result: `MEDIA_REDIRECT_HOSTS=${config.MEDIA_REDIRECT_HOSTS} leaves out ${TWILIO_MEDIA_CDN}, where Twilio redirects every media file: voice notes and photos are refused, unread`,
+    hint: `add ${TWILIO_MEDIA_CDN} to MEDIA_REDIRECT_HOSTS, or remove the setting for its default`,
   };
 }
 

@@ -1,7 +1,7 @@
 // The composition root: config → database → migrations → handlers → HTTP server and/or
 // worker, and an orderly shutdown on SIGINT/SIGTERM. The only module that wires parts.
 import type { FastifyInstance } from 'fastify';
-import { adminExposedWithoutToken, adminHostNamesHint, aiProviderOf, ConfigError, isLoopback, type Env } from './config.ts';
+import { adminExposedWithoutToken, adminHostNamesHint, aiProviderOf, ConfigError, isLoopback, mediaRedirectHostsHint, type Env } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { isDatabaseUnreachable } from './db/errors.ts';
@@ -231,6 +231,8 @@ export async function run(config: Env, role: Role): Promise<void> {
     if (role !== 'serve') {
       if (runtime.transport.kind === 'log') logger.warn({}, 'no Twilio credentials: replies are stored and logged, not sent');
       else if (!config.PUBLIC_URL) logger.warn({}, 'PUBLIC_URL is not set: Twilio cannot send status callbacks, so a reply whose sender dies mid-send is flagged instead of confirmed');
+      const media = mediaRedirectHostsHint(config);
+      if (media) logger.warn({}, `${media.result}: ${media.hint}`);
       await whenReachable(logger, () => schedulesDeclare(runtime), stop);
       await whenReachable(logger, () => knowledgeIndexPrepare(runtime), stop);
       // On the embedded database this is the only worker (`aiq worker` needs a server, and

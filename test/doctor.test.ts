@@ -64,6 +64,16 @@ test('listening beyond this machine with no name of its own, doctor warns that o
   }
 });
 
+test('a MEDIA_REDIRECT_HOSTS kept from before Twilio moved its media to mms.twiliocdn.com: doctor warns that voice notes and photos are refused', async () => {
+  const { code, out } = await doctor({ ...healthy(), MEDIA_REDIRECT_HOSTS: 'media.twiliocdn.com,s3-external-1.amazonaws.com' });
+  assert.equal(code, 0, out);
+  assert.match(out, /^warn\s+media\s+MEDIA_REDIRECT_HOSTS=media\.twiliocdn\.com,s3-external-1\.amazonaws\.com leaves out mms\.twiliocdn\.com.*refused.*\n\s+→ add mms\.twiliocdn\.com to MEDIA_REDIRECT_HOSTS/m);
+  const fine: Array<Record<string, string>> = [{}, { MEDIA_REDIRECT_HOSTS: 'MMS.twiliocdn.com, media.twiliocdn.com' }];
+  for (const settings of fine) {
+    assert.equal(line((await doctor({ ...healthy(), ...settings })).out, 'media'), '', JSON.stringify(settings));
+  }
+});
+
 test('a database reached over its Unix socket (postgres://user@/db?host=/dir) is checked like any other', async () => {
   const database = new URL(t.directUrl!).pathname.slice(1);
   const { code, out } = await doctor({ ...healthy(), DATABASE_URL: `postgres://postgres@/${database}?host=/var/run/postgresql` });

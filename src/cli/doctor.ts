@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { parse as parseConnectionString } from 'pg-connection-string';
 import { aiProviderCreate } from '../ai/providers.ts';
 import { embeddingSpaceOf } from '../ai/types.ts';
-import { adminExposedWithoutToken, adminHostNamesHint, aiProviderOf, type Env } from '../config.ts';
+import { adminExposedWithoutToken, adminHostNamesHint, aiProviderOf, mediaRedirectHostsHint, type Env } from '../config.ts';
 import { pendingMigrations } from '../db/migrate.ts';
 import { openDatabase } from '../db/open.ts';
 import { cutShortRestore } from '../db/pglite-files.ts';
@@ -210,6 +210,8 @@ async function checkTwilio(config: Env, findings: Finding[]): Promise<void> {
     const rejected = (err as { details?: { httpStatus?: number } }).details?.httpStatus === 401;
     findings.push({ verdict: 'FAIL', check: 'twilio', result: rejected ? 'Twilio rejected the account SID and auth token' : `Twilio: ${oneLine(err)}`, hint: rejected ? 'copy both from the Twilio console (Account info)' : undefined });
   }
+  const media = mediaRedirectHostsHint(config);
+  if (media) findings.push({ verdict: 'warn', check: 'media', result: media.result, hint: media.hint });
   if (!config.PUBLIC_URL) findings.push({ verdict: 'warn', check: 'public url', result: 'PUBLIC_URL is not set: no delivery status callbacks, and webhook signatures are checked against the request URL', hint: 'set PUBLIC_URL to the address Twilio calls (https://…)' });
 }
 
