@@ -289,6 +289,26 @@ describe('with an approved template', () => {
     assert.doesNotMatch(message.errorMessage, /configure an approved template/);
     assert.equal(s!.twilioApi.messages.length, before);
   });
+
+  test('a reply too long for a template is held with the reason, not sent for WhatsApp to refuse (63021)', async () => {
+    const phone = '+31612340006';
+    const { conversationId, jobId } = await received(s!, phone, 'Hallo', 'Sanne');
+    await settled(s!, jobId);
+    await closeWindow(s!, conversationId);
+    const page = await s!.m.app.inject({ method: 'GET', url: `/admin/conversations/${conversationId}` });
+    assert.match(page.body, /a reply goes as the approved template <span class="mono">HX[0-9a]+<\/span> if it fits \(WhatsApp takes 1,024 characters in a template; a longer one is held\)/);
+    const before = s!.twilioApi.messages.length;
+    // Within REPLY_MAX_CHARS (1,600), so free-form it would go; WhatsApp takes a template's
+    // text up to 1,024 characters, and Twilio accepts a longer one only to report 63021.
+    const body = 'Je aanvraag is goedgekeurd. '.repeat(40).trim();
+    const sent = await s!.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${conversationId}/messages`, payload: { body } });
+    const { message, outcome } = JSON.parse(sent.body);
+    assert.equal(outcome, 'held', sent.body);
+    assert.match(message.errorMessage, /1,024/);
+    assert.equal(s!.twilioApi.messages.length, before, 'nothing handed to Twilio');
+    const stored = await s!.t.db.query<{ status: string; template_sid: string | null }>('select status, template_sid from messages where id = $1', [message.id]);
+    assert.equal(stored.rows[0]!.status, 'held');
+  });
 });
 
 test('a bad template setting is refused at start, naming the variable', async () => {

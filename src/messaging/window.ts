@@ -61,6 +61,12 @@ function templateParameter(text: string): string {
   return text.replace(/\s*[\r\n\t\v\f\u0085\u2028\u2029]\s*/g, ' ').replace(/\s{5,}/g, '    ').trim();
 }
 
+// WhatsApp takes a template's text up to 1,024 characters, its variables filled in. Twilio
+// accepts a longer one (a reply may have 1,600) and its status callback then reports 63021:
+// the reply is lost after it was recorded as sent. The template's own words are not known
+// here, so this catches what can never go, not every text that is a little too long.
+export const TEMPLATE_TEXT_MAX_CHARS = 1024;
+
 /** The template's variables for one reply, or the reason it cannot be filled. */
 export function templateFill(template: ReplyTemplate, values: { name: string | null; reply: string }): { variables: Record<string, string> } | { missing: string } {
   const variables: Record<string, string> = {};
@@ -68,6 +74,10 @@ export function templateFill(template: ReplyTemplate, values: { name: string | n
     const value = templateParameter((source === 'name' ? values.name : values.reply) ?? '');
     if (!value) return { missing: `template variable ${key} (${source}) has no value for this contact${source === 'name' ? ': WhatsApp gave no profile name' : ''}` };
     variables[key] = value;
+  }
+  const length = Object.values(variables).reduce((sum, value) => sum + value.length, 0);
+  if (length > TEMPLATE_TEXT_MAX_CHARS) {
+    return { missing: `the template's variables would hold ${length.toLocaleString('en-GB')} characters, more than the ${TEMPLATE_TEXT_MAX_CHARS.toLocaleString('en-GB')} WhatsApp takes in a template (Twilio's 63021); a shorter reply can go` };
   }
   return { variables };
 }

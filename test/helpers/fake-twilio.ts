@@ -431,12 +431,15 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
       status: 'queued',
     };
     const outsideWindow = !params.ContentSid && this.closedWindows.has(params.To);
+    // WhatsApp takes a template's text up to 1,024 characters: Twilio accepts a longer one,
+    // and its status callback then says 63021 (the template's own words are not counted here).
+    const templateTooLong = Object.values(contentVariables ?? {}).reduce((sum, value) => sum + value.length, 0) > 1024;
     // Recorded before any answer: from here on the message has "gone out", whatever the
     // connection does next. That is the moment a sender's crash must not repeat.
     this.messages.push(message);
     record(fault ? `accepted+fault:${fault.kind}` : 'accepted');
     this.emit('accepted', message);
-    this.scheduleCallbacks(message, outsideWindow ? 63016 : fault?.kind === 'fail-later' ? fault.code : undefined);
+    this.scheduleCallbacks(message, outsideWindow ? 63016 : templateTooLong ? 63021 : fault?.kind === 'fail-later' ? fault.code : undefined);
 
     if (fault?.kind === 'accept-then-hang') return;
     if (fault?.kind === 'accept-then-http') {

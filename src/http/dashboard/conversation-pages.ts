@@ -5,7 +5,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { suggestionDiscard, suggestionGet, suggestionList, type Suggestion } from '../../jobs/suggest.ts';
 import { chunkLocation } from '../../knowledge/chunking.ts';
-import { templateFill, windowOpen, windowOpenUntil, type ReplyTemplate } from '../../messaging/window.ts';
+import { TEMPLATE_TEXT_MAX_CHARS, templateFill, windowOpen, windowOpenUntil, type ReplyTemplate } from '../../messaging/window.ts';
 import type { Profiles } from '../../messaging/profiles.ts';
 import { mediaFile, mediaOfMessages, type MediaInfo } from '../../messaging/media-store.ts';
 import { quotedExcerpt, quotedMessages, quotedWhose, type QuotedMessage } from '../../messaging/quotes.ts';
@@ -137,7 +137,7 @@ function windowNote(conversation: Conversation, template: ReplyTemplate | null):
     ? html`a reply is <strong>held</strong>, not sent: no approved template is configured (WHATSAPP_TEMPLATE_SID)`
     : filled && 'missing' in filled
       ? html`a reply is <strong>held</strong>, not sent: the approved template <span class="mono">${template.contentSid}</span> cannot be filled (${filled.missing})`
-      : html`a reply goes as the approved template <span class="mono">${template.contentSid}</span>`;
+      : html`a reply goes as the approved template <span class="mono">${template.contentSid}</span> if it fits (WhatsApp takes ${TEMPLATE_TEXT_MAX_CHARS.toLocaleString('en-GB')} characters in a template; a longer one is held)`;
   return html`<p id="window" data-window="closed"><span class="badge b-failed">window closed</span>${since}: the contact has not written for 24 hours, so ${then}.</p>`;
 }
 
