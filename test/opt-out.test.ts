@@ -50,6 +50,11 @@ test('keywords: the whole message, any case, punctuation around it; never a sent
   for (const body of ['रोको', 'रोको।', 'توقف', 'توقّف', 'تَوَقَّفْ']) assert.equal(optChangeOf(body, world), 'out', body);
   assert.equal(optChangeOf('शुरू', world), 'in');
   for (const body of ['रुको', 'रोक', 'र क', 'شكرا']) assert.equal(optChangeOf(body, world), null, body);
+  // An emoji as phones send it: many carry a variation selector (U+FE0F, a combining mark),
+  // which stayed behind as a word of its own when the emoji went.
+  for (const body of ['STOP❗️', 'STOP ‼️', '⛔️ STOP', 'stop ❤️', 'Stop ✋️ bedankt', 'stop\uFE0E', '☝️ stop ☝️']) assert.equal(optChangeOf(body, keywords), 'out', body);
+  assert.equal(optChangeOf('START ✔️', keywords), 'in');
+  assert.equal(optChangeOf('stop ❤️ met roken', keywords), null);
 });
 
 test('STOP: one confirmation, no AI reply to it or to the next message; admin sends refused; START resumes', async () => {

@@ -29,11 +29,14 @@ export function optKeywordsOf(config: { OPT_OUT_KEYWORDS: string; OPT_IN_KEYWORD
 
 // "Stop.", " stop! ", "STOP 🙏" all mean STOP; "stop met roken?" does not. Combining marks
 // are part of a word (a Devanagari vowel sign: "रोको" is not "रुको"), except the vowel
-// points Arabic and Hebrew writers mostly leave out: "توقّف" is "توقف".
+// points Arabic and Hebrew writers mostly leave out: "توقّف" is "توقف", and the variation
+// selectors that only say how to draw the character before them: phones send "STOP❗️" and
+// "⛔️ STOP" with one (U+FE0F), which stayed behind as a word when the emoji went.
 function normalise(text: string): string {
   return text
     .normalize('NFKC')
     .replace(/[\u064B-\u065F\u0670\u0591-\u05BD\u05BF\u05C1\u05C2\u05C4\u05C5\u05C7]/g, '')
+    .replace(/[\uFE00-\uFE0F\u{E0100}-\u{E01EF}]/gu, '')
     .replace(/[^\p{L}\p{M}\p{N}\s]/gu, ' ')
     .replace(/\s+/g, ' ')
     .trim()
