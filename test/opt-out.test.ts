@@ -236,3 +236,25 @@ test('"Start" from a contact who never opted out is an ordinary message: answere
   assert.ok(await optedInAt(), 'the export says when they came back');
   assert.equal(await optIns(), optInsBefore + 1);
 });
+
+test('a STOP to one business number silences the others too; a START to another resumes them all, each confirmation from the number written to', async () => {
+  const ben = '+31612345699';
+  const desk = 'whatsapp:+3197010000002';
+  const toDesk = (body: string) => receiveAnswered(suite.m, inboundParams(body, ben, { To: desk }));
+  const senders = () => suite.twilioApi.messages.filter((msg) => msg.to === `whatsapp:${ben}`).map((msg) => msg.from);
+  assert.equal((await receive('Hoi', ben))['status'], 'queued');
+  assert.equal((await toDesk('Mijn laptop is stuk'))['status'], 'queued');
+  const [defaultSender, deskSender] = senders();
+  assert.equal(deskSender, desk);
+  assert.notEqual(defaultSender, desk);
+
+  assert.equal((await receive('STOP', ben))['optChange'], 'out');
+  assert.equal(senders()[2], defaultSender, 'confirmed from the number written to');
+  assert.deepEqual(await toDesk('En mijn muis?'), { skipped: 'opted_out' }, 'the other desk is silent too (README: opt-out is the contact’s)');
+  assert.equal(senders().length, 3);
+
+  assert.equal((await toDesk('start'))['optChange'], 'in');
+  assert.equal(senders()[3], desk);
+  assert.equal((await receive('Nog een vraag', ben))['status'], 'queued', 'the first desk answers again');
+  assert.equal(senders()[4], defaultSender);
+});
