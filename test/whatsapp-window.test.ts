@@ -315,6 +315,9 @@ test('a bad template setting is refused at start, naming the variable', async ()
   const { loadConfig } = await import('../src/config.ts');
   assert.throws(() => loadConfig({ WHATSAPP_TEMPLATE_SID: 'HX123' }), /WHATSAPP_TEMPLATE_SID: must be a Content SID/);
   assert.throws(() => loadConfig({ WHATSAPP_TEMPLATE_VARIABLES: '1=reply,2=weather' }), /WHATSAPP_TEMPLATE_VARIABLES: "2=weather" is not <variable>=name or <variable>=reply/);
+  // A typo for 1=name,2=reply: {{2}} would go unfilled, and Twilio fills an unfilled
+  // variable with the template's sample text, which the contact would read as the reply.
+  assert.throws(() => loadConfig({ WHATSAPP_TEMPLATE_VARIABLES: '1=name,1=reply' }), /WHATSAPP_TEMPLATE_VARIABLES: variable 1 is filled twice/);
 });
 
 describe("the window by the database's clock", () => {

@@ -45,6 +45,10 @@ export function templateVariablesParse(text: string): ReplyTemplate['variables']
       return { key: match[1]!, source: match[2] as TemplateSource };
     });
   if (variables.length === 0) throw new Error('needs at least one variable, e.g. 1=reply');
+  // "1=name,1=reply" for "1=name,2=reply": the other variable would go unfilled, and Twilio
+  // sends an unfilled one as the template's sample text, which the contact reads as the reply.
+  const twice = variables.find((v, i) => variables.findIndex((w) => w.key === v.key) !== i);
+  if (twice) throw new Error(`variable ${twice.key} is filled twice`);
   return variables;
 }
 
