@@ -162,14 +162,15 @@ test("erasure and export go by whole cells and words, read uploads in any encodi
   assert.equal(erased.statusCode, 200, erased.body);
   const content = async (id: string) => (await t.db.query<{ c: Buffer; e: Array<{ line: number }> }>('select content as c, row_errors as e from imports where id = $1', [id])).rows[0]!;
   const after = await content(team);
-  assert.equal(after.c.toString(), 'Name,Phone,Email\nMarjo Visser,+31622222222,marjo@corp.nl\nCarl (US office),+15611111111,carl@corp.com\n');
+  // Each of Jo's rows an empty line: the rows after them keep their numbers.
+  assert.equal(after.c.toString(), 'Name,Phone,Email\n\nMarjo Visser,+31622222222,marjo@corp.nl\nCarl (US office),+15611111111,carl@corp.com\n\n');
   assert.deepEqual(after.e, [{ line: 3, reason: 'something about Marjo' }], "the rejected line's error went with it");
-  assert.deepEqual((await content(cp1252)).c, Buffer.concat([Buffer.from('Name,Phone\nRen'), Buffer.from([0xe9]), Buffer.from(',+31633333333\n')]), 'the other lines byte for byte');
-  // Its line and the NUL after its line break: the rest as it was.
-  const unicodeKept = Buffer.from(`\ufeffName\tPhone\r\nSomeone\t+31699999999\r\n`, 'utf16le');
+  assert.deepEqual((await content(cp1252)).c, Buffer.concat([Buffer.from('Name,Phone\n\nRen'), Buffer.from([0xe9]), Buffer.from(',+31633333333\n')]), 'the other lines byte for byte');
+  // Its line as an empty one, with the NUL that pairs with a line break: the rest as it was.
+  const unicodeKept = Buffer.from(`\ufeffName\tPhone\r\nSomeone\t+31699999999\r\n\n`, 'utf16le');
   assert.deepEqual((await content(utf16)).c, unicodeKept);
   assert.deepEqual((await content(misread)).c, Buffer.from(unicodeKept.toString('utf8'), 'utf8'));
-  assert.equal((await content(noBreak)).c.toString(), 'Name,Phone\nRen\u00e9,+31633333333\n');
+  assert.equal((await content(noBreak)).c.toString(), 'Name,Phone\n\nRen\u00e9,+31633333333\n');
   await t.db.query('delete from imports where id = any($1::uuid[])', [[team, utf16, misread, cp1252, noBreak]]);
 });
 
@@ -190,6 +191,63 @@ test('a number held only in a stored upload (its row refused, so no person recor
   assert.equal(again.statusCode, 404, 'nothing left to erase');
   await t.db.query('delete from imports where id = $1', [upload.importId]);
   await t.db.query(`delete from people where phone = '+31622224444'`);
+});
+
+test("uploads go by the rows the import numbered: a record over several lines is the person's whole, Excel's sep= line is no row, and the rows after an erased one keep their numbers", async () => {
+  const imported = async (filename: string, content: string) => {
+    const { importId } = await importUpload(m.runtime, { filename, content });
+    await waitFor(async () => (await t.db.query<{ status: string }>('select status from imports where id = $1', [importId])).rows[0]!.status === 'done', 'the import');
+    return importId;
+  };
+  const rowErrors = async (id: string) => (await t.db.query<{ e: Array<{ line: number; reason: string }> }>('select row_errors as e from imports where id = $1', [id])).rows[0]!.e;
+  const exportOf = async (phone: string) => {
+    const response = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${encodeURIComponent(phone)}`, headers: BEARER });
+    assert.equal(response.statusCode, 200, response.body);
+    return response.json().imports as Array<{ id: string; lines: string[]; rowErrors: Array<{ line: number; reason: string }> }>;
+  };
+  const erase = async (phone: string) => {
+    const response = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone } });
+    assert.equal(response.statusCode, 200, response.body);
+  };
+  // Excel's sep= line: the import numbers the header 1 beneath it, so Bob's refused row is 3.
+  const sep = await imported('sep.csv', 'sep=;\nNaam;Telefoon;Email\nAnna Sep;+31655550001;anna.sep@corp.nl\nBob Sep;06 5555 0002x;bob.sep@corp.nl\n');
+  const bobsError = await rowErrors(sep);
+  assert.deepEqual(bobsError.map((e) => e.line), [3]);
+  // An address over two lines (as Google Contacts and Outlook write one): Carla's row is 2,
+  // Dirk's 3 and Erik's refused one 4.
+  const multi = await imported('contacts.csv', 'Name,Phone,Email,Address\nCarla Multi,+31655550003,carla@corp.nl,"Kerkstraat 12\n3511 AB Utrecht"\nDirk Good,+31655550004,dirk@corp.nl,Dorpsstraat 1\nErik Bad,+31655550005,erik@@corp.nl,Laan 3\n');
+  const eriksError = await rowErrors(multi);
+  assert.deepEqual(eriksError.map((e) => e.line), [4]);
+
+  const anna = await exportOf('+31655550001');
+  assert.deepEqual(anna.map((i) => [i.lines, i.rowErrors]), [[['Anna Sep;+31655550001;anna.sep@corp.nl'], []]], "Bob's row error is not Anna's");
+  const dirk = await exportOf('+31655550004');
+  assert.deepEqual(dirk.map((i) => [i.lines, i.rowErrors]), [[['Dirk Good,+31655550004,dirk@corp.nl,Dorpsstraat 1'], []]], "Erik's row error is not Dirk's");
+  const carla = await exportOf('+31655550003');
+  assert.deepEqual(carla.map((i) => i.lines), [['Carla Multi,+31655550003,carla@corp.nl,"Kerkstraat 12', '3511 AB Utrecht"']], 'her whole record');
+
+  await erase('+31655550001');
+  assert.deepEqual(await rowErrors(sep), bobsError, "Bob's row error stays");
+  await erase('+31655550003');
+  for (const needle of ['Anna Sep', 'Kerkstraat 12', '3511 AB Utrecht']) assert.deepEqual(await whereFound(t.db, needle), [], needle);
+  // The rows after hers keep their numbers: Erik's row error still names his row.
+  assert.deepEqual(await rowErrors(multi), eriksError);
+  const rows = (await t.db.query<{ c: Buffer }>('select content as c from imports where id = $1', [multi])).rows[0]!.c.toString().split('\n');
+  assert.match(rows[eriksError[0]!.line - 1]!, /^Erik Bad,/);
+
+  // A quote that opens a cell and never closes (a broken file): no record of hers runs to the
+  // file's end, taking everyone below her along into her export and her erasure.
+  const broken = (await t.db.query<{ id: string }>(
+    `insert into imports (filename, content, status, finished_at) values ('broken.csv', $1, 'done', now()) returning id`,
+    [Buffer.from('Name,Phone\n"Oops,+31655550006\nIna Broken,+31655550007\nJoost Below,+31655550008\n')],
+  )).rows[0]!.id;
+  const ina = await exportOf('+31655550007');
+  assert.deepEqual(ina.map((i) => i.lines), [['Ina Broken,+31655550007']], "not Joost's line");
+  await erase('+31655550007');
+  const kept = (await t.db.query<{ c: Buffer }>('select content as c from imports where id = $1', [broken])).rows[0]!.c.toString();
+  assert.equal(kept, 'Name,Phone\n"Oops,+31655550006\n\nJoost Below,+31655550008\n');
+  await t.db.query('delete from people where phone = any($1::text[])', [['+31655550004', '+31655550005', '+31655550002']]);
+  await t.db.query('delete from imports where id = any($1::uuid[])', [[sep, multi, broken]]);
 });
 
 test("a number named only in other jobs' errors and an import's error: export hands over those texts, not the jobs, and erasure scrubs them", async () => {
@@ -466,7 +524,7 @@ test('on the embedded database too, export hands over the lines of stored upload
     assert.equal(erased.status, 'erased');
     assert.equal(erased.status === 'erased' ? erased.counts.importsScrubbed : -1, 1);
     const stored = await embedded.db.query<{ content: Uint8Array }>('select content from imports where id = $1', [id]);
-    assert.equal(Buffer.from(stored.rows[0]!.content).toString('utf8'), 'name,phone,email\nBob Bakker,+31677775555,bob@corp.nl\n');
+    assert.equal(Buffer.from(stored.rows[0]!.content).toString('utf8'), 'name,phone,email\n\nBob Bakker,+31677775555,bob@corp.nl\n');
   } finally {
     await embedded.close();
   }

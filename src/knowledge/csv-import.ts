@@ -725,6 +725,25 @@ function rowFrom(cells: string[], plan: HeaderPlan, line: number): { person: Per
 /** Text read, at most, before the delimiter is sniffed (more holds no header). */
 const SNIFF_CHARS = 64 * 1024;
 
+// Excel's `sep=;` line names the delimiter (some HR systems write it so that Excel opens the
+// file in any locale). Excel shows the header as row 1 beneath it, and so do we. Taken for
+// the header, it failed the import ("found: sep=").
+const SEPARATOR_LINE = /^"?sep=(.)"?\s*$/i;
+
+/**
+ * How a file's first lines (up to HEADER_SEARCH_ROWS, without a byte order mark) say it is
+ * laid out: its delimiter, named by a `sep=` line or sniffed from the first line that holds
+ * one of them, which a title above the header ("Personeelslijst december 2026") does not
+ * (',' was taken for a file of ';'); and whether that `sep=` line is there, above row 1.
+ * Erasure reads stored uploads by the same rows (src/privacy/erasure.ts).
+ */
+export function csvLayoutOf(lines: string[]): { delimiter: string; separatorLine: boolean } {
+  const separator = SEPARATOR_LINE.exec(lines[0] ?? '');
+  if (separator) return { delimiter: separator[1]!, separatorLine: true };
+  const sniffed = lines.slice(0, HEADER_SEARCH_ROWS).find((line) => /[,;\t]/.test(line)) ?? lines[0] ?? '';
+  return { delimiter: [',', ';', '\t'].map((d) => ({ d, n: sniffed.split(d).length })).sort((a, b) => b.n - a.n)[0]!.d, separatorLine: false };
+}
+
 /** A record's cells, with its line as a spreadsheet numbers it (the header is line 1). */
 type CsvRow = string[] & { line: number };
 
@@ -764,12 +783,7 @@ async function csvRecords(source: AsyncIterable<Uint8Array>, onSkip: (line: numb
     } else firstText += decoder.write(next.value);
   }
   const firstLine = firstText.split(/\r?\n/, 1)[0] ?? '';
-  // Excel's `sep=;` line names the delimiter (some HR systems write it so that Excel opens
-  // the file in any locale). Excel shows the header as row 1 beneath it, and so do we. Taken
-  // for the header, it failed the import ("found: sep=").
-  const separatorLine = /^"?sep=(.)"?\s*$/i.exec(firstLine);
-  const sniffed = delimitedLine() ?? firstLine;
-  const delimiter = separatorLine?.[1] ?? [',', ';', '\t'].map((d) => ({ d, n: sniffed.split(d).length })).sort((a, b) => b.n - a.n)[0]!.d;
+  const { delimiter, separatorLine } = csvLayoutOf(lines().length > 0 ? lines() : [firstLine]);
   // Line breaks inside the cells of the records read so far: csv-parse counts them as lines.
   let breaksInCells = 0;
   const parser = parse({

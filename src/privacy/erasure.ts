@@ -13,6 +13,7 @@ import { phoneToE164, phoneWithTrunkZero, phoneWrittenE164 } from '../knowledge/
 import { auditRecord } from './audit.ts';
 import { documentsAboutPerson } from './documents-about.ts';
 import { emailPattern, nationalPartOf, personMatcher, spelledNumberPattern } from './written-forms.ts';
+import { csvLayoutOf } from '../knowledge/csv-import.ts';
 
 export class ErasureInputError extends Error {
   override name = 'ErasureInputError';
@@ -118,6 +119,16 @@ function uploadLines(content: Uint8Array): string[] {
 }
 
 /**
+ * An empty line in place of one of uploadLines, in its encoding: in UTF-16 (or UTF-16 read
+ * as UTF-8) a line between two LF bytes holds the NUL that pairs with one of them, which
+ * keeps the characters after it aligned; a CRLF file keeps its CR.
+ */
+function blankLine(line: string): string {
+  if (line.startsWith('\0')) return '\0';
+  return line.endsWith('\r') ? '\r' : '';
+}
+
+/**
  * A line of uploadLines as text, to match and to show: UTF-8 (what uploads are stored as)
  * without NULs. A UTF-16 file read as UTF-8 by its sender (a people sync did until it
  * decoded its source, an API client may) holds a NUL between every two ASCII characters,
@@ -126,13 +137,62 @@ function uploadLines(content: Uint8Array): string[] {
 export const uploadLineText = (line: string): string => Buffer.from(line, 'latin1').toString('utf8').replaceAll('\0', '').replace(/\r$/, '');
 
 /**
- * Stored uploads with a line about the person, with their import's status, their lines
- * (uploadLines) and which of them (1-based) are the person's: a cheap test in SQL on the
- * bytes first (escape-encoded, so no upload's encoding can fail it, its NULs dropped as
- * uploadLineText drops them; a superset), then personMatcher's cells line by line.
- * `lock` takes the rows (erasure).
+ * The rows of an upload as the import numbers them (csv-import.ts: the header is row 1), each
+ * with its lines (0-based indexes into `texts`, uploadLineText's): a record whose quoted cell
+ * holds line breaks (an address, as Google Contacts and Outlook write one) is one row over
+ * several lines, Excel's `sep=` line above the header is no row, and an empty line is one.
+ * Going by lines, an erasure left the rest of such a record (their address) in the upload,
+ * and export and erasure took the row error of another row for theirs (a line number is a
+ * row number only until the first such record or `sep=` line).
  */
-export async function uploadsAboutPerson(db: Queryable, phone: string, email: string | null, lock = false): Promise<Array<{ id: string; status: string; lines: string[]; about: number[] }>> {
+function uploadRows(texts: string[]): Array<{ row: number; lines: number[] }> {
+  // Without a byte order mark (as UTF-8 reads a UTF-16 one: two U+FFFD), as the import reads it.
+  const { delimiter, separatorLine } = csvLayoutOf(texts.map((text, i) => (i === 0 ? text.replace(/^(\ufeff|\ufffd\ufffd)/, '') : text)));
+  const rows: Array<{ row: number; lines: number[] }> = [];
+  let open: { row: number; lines: number[] } | null = null;
+  for (let i = separatorLine ? 1 : 0; i < texts.length; i++) {
+    const quoted = open !== null;
+    if (open) open.lines.push(i);
+    else rows.push((open = { row: rows.length + 1, lines: [i] }));
+    if (!quoteOpenAtEnd(texts[i]!, quoted, delimiter)) open = null;
+  }
+  // A quote never closed (a broken file): the import could not read past it, and it is no
+  // record of anyone's. Line by line, so that no one's row takes the lines below it along.
+  if (open && open.lines.length > 1) rows.splice(rows.length - 1, 1, ...open.lines.map((line, n) => ({ row: open!.row + n, lines: [line] })));
+  return rows;
+}
+
+/**
+ * Whether a quoted cell goes on past the end of this line, as csv-parse reads it: a quote
+ * opens a cell only at its start (after leading spaces: ltrim), "" inside is one quote, and
+ * a quote elsewhere is kept as written (relax_quotes).
+ */
+function quoteOpenAtEnd(line: string, inQuotes: boolean, delimiter: string): boolean {
+  let quoted = inQuotes;
+  let cellStart = !inQuotes;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i];
+    if (quoted) {
+      if (c === '"' && line[i + 1] === '"') i++;
+      else if (c === '"') quoted = false;
+    } else if (c === delimiter) cellStart = true;
+    else if (cellStart && c === '"') {
+      quoted = true;
+      cellStart = false;
+    } else if (!(cellStart && (c === ' ' || c === '\t'))) cellStart = false;
+  }
+  return quoted;
+}
+
+/**
+ * Stored uploads with a row about the person, with their import's status, their lines
+ * (uploadLines), which of those (1-based) are the person's rows' (`about`) and those rows'
+ * numbers as the import gave them (`rows`, what row errors name): a cheap test in SQL on the
+ * bytes first (escape-encoded, so no upload's encoding can fail it, its NULs dropped as
+ * uploadLineText drops them; a superset), then personMatcher's cells line by line, a row
+ * being theirs when one of its lines is (uploadRows). `lock` takes the rows (erasure).
+ */
+export async function uploadsAboutPerson(db: Queryable, phone: string, email: string | null, lock = false): Promise<Array<{ id: string; status: string; lines: string[]; about: number[]; rows: Array<{ row: number; lines: number[] }> }>> {
   // Of the digits test: encode's octal escapes (\ooo: a NUL, any byte of a non-ASCII
   // character, such as the no-break space Word puts in "06 1234 5678") are dropped whole, so
   // their digits cannot split the number's; an escaped backslash (\\) is dropped whole first,
@@ -149,7 +209,9 @@ export async function uploadsAboutPerson(db: Queryable, phone: string, email: st
   return rows
     .map(({ id, status, content }) => {
       const lines = uploadLines(content);
-      return { id, status, lines, about: lines.flatMap((line, i) => (names.cells(uploadLineText(line)) ? [i + 1] : [])) };
+      const texts = lines.map(uploadLineText);
+      const theirs = uploadRows(texts).filter((row) => row.lines.some((i) => names.cells(texts[i]!)));
+      return { id, status, lines, about: theirs.flatMap((row) => row.lines.map((i) => i + 1)), rows: theirs };
     })
     .filter((upload) => upload.about.length > 0);
 }
@@ -261,16 +323,20 @@ async function uploadsScrub(tx: Queryable, phone: string, email: string | null):
   if (rows.some((row) => row.status === 'running')) {
     throw new ErasureBusyError("an import of a file that names this person is running: erase once it has finished (the dashboard's Imports page shows it)");
   }
-  for (const row of rows) {
-    const kept = row.lines.filter((_, i) => !row.about.includes(i + 1));
-    // The row errors of their lines go with them (a rejected address, a name): export hands
+  for (const upload of rows) {
+    // Each of their rows becomes one empty line, which the import skips: the rows after it
+    // keep the numbers their row errors name.
+    const firstLines = new Set(upload.rows.map((row) => row.lines[0]!));
+    const theirs = new Set(upload.about.map((n) => n - 1));
+    const kept = upload.lines.flatMap((line, i) => (firstLines.has(i) ? [blankLine(line)] : theirs.has(i) ? [] : [line]));
+    // The row errors of their rows go with them (a rejected address, a name): export hands
     // those over as theirs.
     await tx.query(
       `update imports set content = $2,
          row_errors = (select coalesce(jsonb_agg(e order by n), '[]') from jsonb_array_elements(row_errors) with ordinality as r(e, n)
                        where not coalesce((e->>'line')::int = any($3::int[]), false))
        where id = $1`,
-      [row.id, Buffer.from(kept.join('\n'), 'latin1'), row.about],
+      [upload.id, Buffer.from(kept.join('\n'), 'latin1'), upload.rows.map((row) => row.row)],
     );
   }
   return rows.length;

@@ -217,13 +217,14 @@ async function importsAboutPerson(db: Queryable, { phone, email, patterns, names
   );
   return rows.map((row) => {
     const upload = uploads.get(row.id);
-    const about = new Set(upload?.about ?? []);
+    // Row errors name the import's rows, which are not the file's lines (uploadsAboutPerson).
+    const theirRows = new Set(upload?.rows.map((r) => r.row) ?? []);
     return {
       id: row.id,
       filename: row.filename,
       createdAt: row.created_at,
-      lines: [...about].map((n) => uploadLineText(upload!.lines[n - 1]!)),
-      rowErrors: row.row_errors.filter((e) => about.has(e.line) || names.prose(e.reason)),
+      lines: (upload?.about ?? []).map((n) => uploadLineText(upload!.lines[n - 1]!)),
+      rowErrors: row.row_errors.filter((e) => theirRows.has(e.line) || names.prose(e.reason)),
       error: row.error !== null && names.prose(row.error) ? row.error : null,
     };
   }).filter((entry) => entry.lines.length + entry.rowErrors.length > 0 || entry.error !== null);
