@@ -505,6 +505,30 @@ test('every admin action lands in the audit log with actor, route, target and ou
   await settled();
 });
 
+test("an erasure from the dashboard is recorded with the session that did it, as that session's other actions are", async () => {
+  const login = await m.app.inject({ method: 'POST', url: '/admin/login', payload: { token: 'test-admin-token-0123456789', next: '/admin' } });
+  assert.equal(login.statusCode, 303, login.body);
+  const cookie = String(login.headers['set-cookie']).split(';')[0]!;
+  await send('+31688881111', 'Hallo');
+  await settled();
+  const conversation = (await t.db.query<{ id: string }>(`select c.id from conversations c join contacts k on k.id = c.contact_id where k.whatsapp_number = '+31688881111'`)).rows[0]!.id;
+  const page = await m.app.inject({ method: 'GET', url: `/admin/conversations/${conversation}`, headers: { cookie } });
+  const csrf = /name="csrf-token" content="([^"]+)"/.exec(page.body)![1]!;
+  const form = { cookie, origin: m.url, 'content-type': 'application/x-www-form-urlencoded' };
+  const paused = await m.app.inject({ method: 'POST', url: `/admin/conversations/${conversation}/pause`, headers: form, payload: `_csrf=${csrf}&paused=true` });
+  assert.equal(paused.statusCode, 303, paused.body);
+  const forgotten = await m.app.inject({ method: 'POST', url: `/admin/conversations/${conversation}/forget`, headers: form, payload: `_csrf=${csrf}` });
+  assert.equal(forgotten.statusCode, 303, forgotten.body);
+  await waitFor(async () => (await t.db.query(`select 1 from audit_log where action = 'POST /admin/conversations/:id/pause' and target = $1`, [conversation])).rowCount! > 0, 'the pause recorded');
+  const actors = (await t.db.query<{ action: string; actor: string }>(
+    `select action, actor from audit_log where (action = 'POST /admin/conversations/:id/pause' and target = $1) or (action = 'erase' and at > now() - interval '1 minute') order by id`,
+    [conversation],
+  )).rows;
+  const session = actors.find((a) => a.action !== 'erase')!.actor;
+  assert.match(session, /^dashboard:[\w-]{8}$/);
+  assert.deepEqual(actors.filter((a) => a.action === 'erase').map((a) => a.actor).at(-1), session, 'who erased, as for the pause');
+});
+
 test('on the embedded database too, export hands over the lines of stored uploads and erasure removes them', async () => {
   // PGlite returns bytea as a Uint8Array, not a Buffer: every line read as "110,97,…" and
   // none matched, so export left uploads out and erasure left the lines in place (found by a

@@ -14,13 +14,16 @@ import { AdminAuth, wasAdmitted } from './auth.ts';
 const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const SELF_RECORDING = new Set(['/api/privacy/erase', '/admin/conversations/:id/forget']);
 
+/** A dashboard session as the audit log names it: by a prefix of its id, never the whole. */
+export const dashboardActor = (sid: string): string => `dashboard:${sid.slice(0, 8)}`;
+
 /**
  * Who: a dashboard session (by a prefix of its id), or the API's caller, whose token the gate
  * checked (any bearer in open mode); `dashboard:none` is a login attempt.
  */
 function actorOf(request: FastifyRequest, auth: AdminAuth): string {
   const session = auth.sessionOf(request);
-  if (session) return `dashboard:${session.sid.slice(0, 8)}`;
+  if (session) return dashboardActor(session.sid);
   // By the route: the raw URL may spell it /%61pi/….
   if (request.routeOptions.url?.startsWith('/api')) return auth.open ? 'api:open' : 'api:token';
   return 'dashboard:none';

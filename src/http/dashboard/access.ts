@@ -5,6 +5,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { OPEN_ELSEWHERE, admit, fromThisMachine, safeEqual, setSessionCookie, type AdminAuth, type Session } from '../auth.ts';
 import type { AllowedHosts } from '../../config.ts';
+import { dashboardActor } from '../audit-trail.ts';
 import { crossSiteRefusal, requestOrigin } from '../cross-site.ts';
 import { hostRefusal } from '../host-names.ts';
 import type { PageContext } from './layout.ts';
@@ -53,6 +54,11 @@ function signedFlash(request: FastifyRequest, { auth, session }: RequestContext)
   if (Object.keys(flash).length === 0) return {};
   // Unsigned or altered (a link from elsewhere): not shown.
   return typeof query.sig === 'string' && safeEqual(query.sig, auth.flashMac(session, flashText(flash))) ? flash : {};
+}
+
+/** Who acts, as the audit log names this request's session (audit-trail.ts). */
+export function sessionActor(request: FastifyRequest): string {
+  return dashboardActor(requestContext(request).session.sid);
 }
 
 /** Whether the page was reached by a job retry's own redirect (`?retried=1`, signed). */

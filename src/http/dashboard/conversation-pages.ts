@@ -14,7 +14,7 @@ import { ANSWERED_SINCE_TEXT } from '../../messaging/outbox.ts';
 import { documentsNamingText } from '../../privacy/documents-about.ts';
 import { personErase } from '../../privacy/erasure.ts';
 import type { Runtime } from '../../runtime.ts';
-import { actionQuery, pageContext } from './access.ts';
+import { actionQuery, pageContext, sessionActor } from './access.ts';
 import { ActionError, adminReplySend, inboundSimulate, optOutRecord, outcomeText, suggestionRequest, suggestionSend } from '../admin/conversation-actions.ts';
 import { IdParams as Id, plusRestored, ReplyBody, SimulateBody } from '../admin/inputs.ts';
 import { conversationList, type ConversationSummary } from '../admin/conversation-queries.ts';
@@ -290,7 +290,9 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const params = Id.safeParse(request.params);
     const conversation = params.success ? await conversationGet(db, params.data.id) : null;
     if (!conversation) return reply.status(404).send('no such conversation');
-    const outcome = await personErase(db, conversation.whatsappNumber, 'dashboard');
+    // Recorded by the erasure itself (audit-trail.ts leaves this route to it), as the session
+    // that asked: 'dashboard' alone said no more than that someone with the token did.
+    const outcome = await personErase(db, conversation.whatsappNumber, sessionActor(request));
     if (outcome.status === 'busy') return back(request, reply, conversation.id, { problem: `Nothing erased: ${outcome.reason}` });
     // The notice travels in the address (and so into history and access logs): no number in it.
     const notice = outcome.status === 'erased' ? `Erased: ${outcome.counts.messages} message(s), ${outcome.counts.jobs} job(s)${outcome.counts.people ? ' and the person record' : ''}.` : 'Nothing was left to erase.';
