@@ -602,6 +602,50 @@ test('on the embedded database, neither its folder nor a backup taken after an e
   }
 });
 
+test('aiq forget while aiq start holds the embedded database: neither the folder nor a backup taken afterwards holds the person', { timeout: 120_000 }, async () => {
+  // The usual set-up: `npm start` in one terminal, `aiq forget` in another. The command
+  // reached the database through the running aiq's socket, where no purge can be run, and a
+  // backup taken after it still held the person.
+  const { spawn } = await import('node:child_process');
+  const { readdirSync } = await import('node:fs');
+  const { gunzipSync } = await import('node:zlib');
+  const { freePort } = await import('./helpers/fake-http.ts');
+  const { ROOT } = await import('./helpers/processes.ts');
+  const FENNA = '+31677776666';
+  const theirs = ['ZEEPAARDJE', '677776666'];
+  const root = mkdtempSync(join(tmpdir(), 'aiq-forget-running-'));
+  const dataDir = join(root, 'data');
+  const env = { DATA_DIR: dataDir, PORT: String(await freePort()), AI_PROVIDER: 'local', LOG_LEVEL: 'warn', WORKER_POLL_INTERVAL_MS: '200', REPLY_WAIT_SECONDS: '0' };
+  const server = spawn(process.execPath, ['bin/aiq.js', 'start'], { cwd: ROOT, env: { PATH: process.env.PATH!, ...env }, stdio: 'ignore' });
+  const base = `http://127.0.0.1:${env.PORT}`;
+  const run = (args: string[]) => runAiq(args, env, 60_000);
+  try {
+    await waitFor(async () => (await fetch(`${base}/readyz`).then((r) => r.ok, () => false)), 'aiq start to be ready', 60_000, 100);
+    for (const text of ['Waar staat de ZEEPAARDJE-printer?', 'En de ZEEPAARDJE-scanner?']) assert.equal((await run(['simulate', text, '--from', FENNA])).code, 0);
+    await waitFor(async () => {
+      const stats = await (await fetch(`${base}/api/stats`)).json() as { totals: Record<string, number> };
+      return stats.totals.done >= 2 && stats.totals.pending + stats.totals.processing === 0;
+    }, 'the replies', 30_000, 100);
+    const forgotten = await run(['forget', FENNA, '--yes']);
+    assert.equal(forgotten.code, 0, forgotten.out);
+    assert.match(forgotten.out, /^erased \+31677776666: 1 contact/m);
+    const file = join(root, 'after.tar.gz');
+    const backedUp = await run(['backup', file]);
+    assert.equal(backedUp.code, 0, backedUp.out);
+    const backup = gunzipSync(readFileSync(file));
+    assert.deepEqual(theirs.filter((needle) => backup.includes(needle)), [], 'a backup taken after the erasure does not hold them');
+  } finally {
+    server.kill('SIGTERM');
+    await new Promise((resolve) => server.once('exit', resolve));
+  }
+  try {
+    const files = readdirSync(dataDir, { recursive: true, withFileTypes: true }).filter((f) => f.isFile()).map((f) => readFileSync(join(f.parentPath, f.name)));
+    assert.deepEqual(theirs.filter((needle) => files.some((bytes) => bytes.includes(needle))), [], 'nor does the folder');
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
 test('on the embedded database, a purge a crash or a full disk stopped is done when aiq next opens it', async () => {
   const { openPglite } = await import('../src/db/pglite.ts');
   const { existsSync: exists, readdirSync } = await import('node:fs');

@@ -3,10 +3,12 @@ import { closeSync, fchmodSync, fstatSync, openSync, writeFileSync } from 'node:
 import { createInterface } from 'node:readline/promises';
 import type { Env } from '../config.ts';
 import { auditRecord } from '../privacy/audit.ts';
-import { erasurePhone, ErasureInputError, personErase } from '../privacy/erasure.ts';
+import { erasurePhone, ErasureInputError, personErase, type ErasureCounts, type ErasureOutcome } from '../privacy/erasure.ts';
 import { documentsNamingText } from '../privacy/documents-about.ts';
 import { personExport } from '../privacy/export.ts';
+import { dataDirHeld } from '../db/data-dir-lock.ts';
 import { cliActor, UsageError, withRuntime, type CommandInput } from './command.ts';
+import { localServerUrl } from './local-server.ts';
 
 
 function phoneOf(positionals: string[], command: string): string {
@@ -35,27 +37,54 @@ export async function forget({ values, positionals }: CommandInput, config: Env)
       prompt.close();
     }
   }
-  return withRuntime(config, async (rt) => {
-    const outcome = await personErase(rt.db, phone, cliActor());
-    if (outcome.status === 'busy') {
-      console.error(`aiq: nothing erased: ${outcome.reason}`);
-      return 1;
-    }
-    const documents = documentsNamingText(outcome.documentsNamingThem);
-    if (outcome.status === 'not_found') {
-      console.error(`aiq: nothing is held for ${phone}: no contact, no person, no line of a stored upload with that number (already erased, or a typo?)`);
-      if (documents) console.error(`aiq: ${documents}`);
-      return 1;
-    }
-    const c = outcome.counts;
-    console.log(
-      `erased ${phone}: ${c.contacts} contact, ${c.people} person record, ${c.conversations} conversation(s), ${c.messages} message(s), ` +
-        `${c.jobs} job(s); ${c.importsScrubbed} stored upload(s) and ${c.textsScrubbed} other text(s) scrubbed. The audit log records the erasure, not the data.`,
-    );
-    if (documents) console.log(documents);
-    if (outcome.purgeFailed) console.error(`aiq: warning: ${outcome.purgeFailed}`);
-    return 0;
-  });
+  const outcome = !config.DATABASE_URL && dataDirHeld(config.DATA_DIR)
+    ? await eraseThroughRunningServer(config, phone)
+    : await withRuntime(config, (rt) => personErase(rt.db, phone, cliActor()));
+  if (outcome.status === 'busy') {
+    console.error(`aiq: nothing erased: ${outcome.reason}`);
+    return 1;
+  }
+  const documents = documentsNamingText(outcome.documentsNamingThem);
+  if (outcome.status === 'not_found') {
+    console.error(`aiq: nothing is held for ${phone}: no contact, no person, no line of a stored upload with that number (already erased, or a typo?)`);
+    if (documents) console.error(`aiq: ${documents}`);
+    return 1;
+  }
+  const c = outcome.counts;
+  console.log(
+    `erased ${phone}: ${c.contacts} contact, ${c.people} person record, ${c.conversations} conversation(s), ${c.messages} message(s), ` +
+      `${c.jobs} job(s); ${c.importsScrubbed} stored upload(s) and ${c.textsScrubbed} other text(s) scrubbed. The audit log records the erasure, not the data.`,
+  );
+  if (documents) console.log(documents);
+  if (outcome.purgeFailed) console.error(`aiq: warning: ${outcome.purgeFailed}`);
+  return 0;
+}
+
+/**
+ * The erasure as the running aiq that holds the embedded database does it (its admin API, as
+ * `aiq backup` goes): this command would reach the database through that aiq's socket, where
+ * the files cannot be written anew without the deleted rows, so the folder and every backup
+ * taken afterwards still held the person. The audit log records it as the API's.
+ */
+async function eraseThroughRunningServer(config: Env, phone: string): Promise<ErasureOutcome> {
+  const url = `${localServerUrl(config)}/api/privacy/erase`;
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${config.ADMIN_TOKEN ?? 'local'}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ phone }),
+    });
+  } catch (err) {
+    throw new Error(`nothing erased: the embedded database is held by a running aiq, and its API at ${url} did not answer (${(err as Error).message}): is it still starting? Run this with the same ADMIN_TOKEN as the server`);
+  }
+  const answer = (await response.json().catch(() => ({}))) as { counts?: ErasureCounts; documentsNamingThem?: Array<{ id: string; title: string }>; warning?: string; error?: string };
+  const documentsNamingThem = answer.documentsNamingThem ?? [];
+  if (response.ok && answer.counts) return { status: 'erased', counts: answer.counts, documentsNamingThem, ...(answer.warning ? { purgeFailed: answer.warning } : {}) };
+  if (response.status === 404) return { status: 'not_found', documentsNamingThem };
+  if (response.status === 409) return { status: 'busy', reason: (answer.error ?? '').replace(/^nothing erased: /, '') };
+  if (response.status === 401) throw new Error(`nothing erased: the running aiq at ${url} refused this command's ADMIN_TOKEN: run it with the server's ADMIN_TOKEN in this shell (or its .env)`);
+  throw new Error(`nothing erased: the running aiq at ${url} answered ${response.status}: ${(answer.error ?? '').slice(0, 200)}`);
 }
 
 export async function exportPerson({ values, positionals }: CommandInput, config: Env): Promise<number> {
