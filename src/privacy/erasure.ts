@@ -14,6 +14,7 @@ import { auditRecord } from './audit.ts';
 import { documentsAboutPerson } from './documents-about.ts';
 import { emailPattern, nationalPartOf, personMatcher, spelledNumberPattern } from './written-forms.ts';
 import { csvLayoutOf } from '../knowledge/csv-import.ts';
+import { textDecode } from '../knowledge/text-encoding.ts';
 
 export class ErasureInputError extends Error {
   override name = 'ErasureInputError';
@@ -129,16 +130,29 @@ function blankLine(line: string): string {
 }
 
 /**
- * A line of uploadLines as text, to match and to show: UTF-8 (what uploads are stored as)
- * without NULs. A UTF-16 file read as UTF-8 by its sender (a people sync did until it
- * decoded its source, an API client may) holds a NUL between every two ASCII characters,
- * its digits and addresses only whole without them.
+ * A line of uploadLines as text, to match and to show: UTF-8 without NULs. A UTF-16 file
+ * read as UTF-8 by its sender (a people sync did until it decoded its source, an API client
+ * may) holds a NUL between every two ASCII characters, its digits and addresses only whole
+ * without them.
  */
-export const uploadLineText = (line: string): string => Buffer.from(line, 'latin1').toString('utf8').replaceAll('\0', '').replace(/\r$/, '');
+const uploadLineText = (line: string): string => Buffer.from(line, 'latin1').toString('utf8').replaceAll('\0', '').replace(/\r$/, '');
+
+/**
+ * The text of each of uploadLines, decoded as the import decodes the file (text-encoding.ts):
+ * the Windows-1252 that Excel saves in Western Europe, or UTF-16, whose names were handed over
+ * with U+FFFD for every accent when each line was read as UTF-8. Line by line (uploadLineText)
+ * where the decoded text has other line breaks than the bytes (a UTF-16 character with a 0x0A
+ * byte in it).
+ */
+function uploadTexts(content: Uint8Array, lines: string[]): string[] {
+  const decoded = textDecode(content).split('\n');
+  if (decoded.length !== lines.length) return lines.map(uploadLineText);
+  return decoded.map((text) => text.replaceAll('\0', '').replace(/\r$/, ''));
+}
 
 /**
  * The rows of an upload as the import numbers them (csv-import.ts: the header is row 1), each
- * with its lines (0-based indexes into `texts`, uploadLineText's): a record whose quoted cell
+ * with its lines (0-based indexes into `texts`, uploadTexts'): a record whose quoted cell
  * holds line breaks (an address, as Google Contacts and Outlook write one) is one row over
  * several lines, Excel's `sep=` line above the header is no row, and an empty line is one.
  * Going by lines, an erasure left the rest of such a record (their address) in the upload,
@@ -186,13 +200,13 @@ function quoteOpenAtEnd(line: string, inQuotes: boolean, delimiter: string): boo
 
 /**
  * Stored uploads with a row about the person, with their import's status, their lines
- * (uploadLines), which of those (1-based) are the person's rows' (`about`) and those rows'
+ * (uploadLines) and their texts (uploadTexts), which of those (1-based) are the person's rows' (`about`) and those rows'
  * numbers as the import gave them (`rows`, what row errors name): a cheap test in SQL on the
  * bytes first (escape-encoded, so no upload's encoding can fail it, its NULs dropped as
- * uploadLineText drops them; a superset), then personMatcher's cells line by line, a row
+ * uploadTexts drops them; a superset), then personMatcher's cells line by line, a row
  * being theirs when one of its lines is (uploadRows). `lock` takes the rows (erasure).
  */
-export async function uploadsAboutPerson(db: Queryable, phone: string, email: string | null, lock = false): Promise<Array<{ id: string; status: string; lines: string[]; about: number[]; rows: Array<{ row: number; lines: number[] }> }>> {
+export async function uploadsAboutPerson(db: Queryable, phone: string, email: string | null, lock = false): Promise<Array<{ id: string; status: string; lines: string[]; texts: string[]; about: number[]; rows: Array<{ row: number; lines: number[] }> }>> {
   // Of the digits test: encode's octal escapes (\ooo: a NUL, any byte of a non-ASCII
   // character, such as the no-break space Word puts in "06 1234 5678") are dropped whole, so
   // their digits cannot split the number's; an escaped backslash (\\) is dropped whole first,
@@ -209,9 +223,9 @@ export async function uploadsAboutPerson(db: Queryable, phone: string, email: st
   return rows
     .map(({ id, status, content }) => {
       const lines = uploadLines(content);
-      const texts = lines.map(uploadLineText);
+      const texts = uploadTexts(content, lines);
       const theirs = uploadRows(texts).filter((row) => row.lines.some((i) => names.cells(texts[i]!)));
-      return { id, status, lines, about: theirs.flatMap((row) => row.lines.map((i) => i + 1)), rows: theirs };
+      return { id, status, lines, texts, about: theirs.flatMap((row) => row.lines.map((i) => i + 1)), rows: theirs };
     })
     .filter((upload) => upload.about.length > 0);
 }

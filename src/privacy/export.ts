@@ -5,7 +5,7 @@
 // erasure removes or scrubs, the export hands over first), and the lines of knowledge
 // documents that name them.
 import type { Queryable } from '../db/types.ts';
-import { erasurePhones, IMPORT_TEXTS_NAMING_PERSON, JOB_TEXTS_NAMING_PERSON, JOBS_ABOUT_PERSON, MESSAGE_ERRORS_NAMING_PERSON, uploadLineText, uploadsAboutPerson } from './erasure.ts';
+import { erasurePhones, IMPORT_TEXTS_NAMING_PERSON, JOB_TEXTS_NAMING_PERSON, JOBS_ABOUT_PERSON, MESSAGE_ERRORS_NAMING_PERSON, uploadsAboutPerson } from './erasure.ts';
 import { emailPattern, nationalPartOf, personMatcher, spelledNumberPattern } from './written-forms.ts';
 import { documentsAboutPerson, type DocumentAboutPerson } from './documents-about.ts';
 
@@ -223,7 +223,7 @@ async function importsAboutPerson(db: Queryable, { phone, email, patterns, names
       id: row.id,
       filename: row.filename,
       createdAt: row.created_at,
-      lines: (upload?.about ?? []).map((n) => uploadLineText(upload!.lines[n - 1]!)),
+      lines: (upload?.about ?? []).map((n) => upload!.texts[n - 1]!),
       rowErrors: row.row_errors.filter((e) => theirRows.has(e.line) || names.prose(e.reason)),
       error: row.error !== null && names.prose(row.error) ? row.error : null,
     };
