@@ -518,7 +518,7 @@ test("an erasure from the dashboard is recorded with the session that did it, as
   const form = { cookie, origin: m.url, 'content-type': 'application/x-www-form-urlencoded' };
   const paused = await m.app.inject({ method: 'POST', url: `/admin/conversations/${conversation}/pause`, headers: form, payload: `_csrf=${csrf}&paused=true` });
   assert.equal(paused.statusCode, 303, paused.body);
-  const forgotten = await m.app.inject({ method: 'POST', url: `/admin/conversations/${conversation}/forget`, headers: form, payload: `_csrf=${csrf}` });
+  const forgotten = await m.app.inject({ method: 'POST', url: `/admin/conversations/${conversation}/forget`, headers: form, payload: `_csrf=${csrf}&confirm=erase` });
   assert.equal(forgotten.statusCode, 303, forgotten.body);
   await waitFor(async () => (await t.db.query(`select 1 from audit_log where action = 'POST /admin/conversations/:id/pause' and target = $1`, [conversation])).rowCount! > 0, 'the pause recorded');
   const actors = (await t.db.query<{ action: string; actor: string }>(
@@ -528,6 +528,30 @@ test("an erasure from the dashboard is recorded with the session that did it, as
   const session = actors.find((a) => a.action !== 'erase')!.actor;
   assert.match(session, /^dashboard:[\w-]{8}$/);
   assert.deepEqual(actors.filter((a) => a.action === 'erase').map((a) => a.actor).at(-1), session, 'who erased, as for the pause');
+});
+
+test("the dashboard erases only once the admin has confirmed it on aiq's own page: without the script, a click on 'Forget this person…' erased at once", async () => {
+  const login = await m.app.inject({ method: 'POST', url: '/admin/login', payload: { token: 'test-admin-token-0123456789', next: '/admin' } });
+  const cookie = String(login.headers['set-cookie']).split(';')[0]!;
+  const GIJS = '+31688882222';
+  await send(GIJS, 'Wanneer is de borrel?');
+  await settled();
+  const conversation = (await t.db.query<{ id: string }>(`select c.id from conversations c join contacts k on k.id = c.contact_id where k.whatsapp_number = $1`, [GIJS])).rows[0]!.id;
+  const thread = await m.app.inject({ method: 'GET', url: `/admin/conversations/${conversation}`, headers: { cookie } });
+  const csrf = /name="csrf-token" content="([^"]+)"/.exec(thread.body)![1]!;
+  const held = async () => (await t.db.query('select 1 from contacts where whatsapp_number = $1', [GIJS])).rowCount;
+  const form = { cookie, origin: m.url, 'content-type': 'application/x-www-form-urlencoded' };
+  // What the thread's button sends as it is, without the script's prompt: nothing erased, the question asked.
+  const unconfirmed = await m.app.inject({ method: 'POST', url: `/admin/conversations/${conversation}/forget`, headers: form, payload: `_csrf=${csrf}` });
+  assert.equal(await held(), 1, 'nothing erased without a confirmation');
+  assert.equal(unconfirmed.statusCode, 303, unconfirmed.body);
+  const asked = await m.app.inject({ method: 'GET', url: unconfirmed.headers.location!, headers: { cookie } });
+  assert.equal(asked.statusCode, 200, asked.body);
+  assert.match(asked.body, /Erase everything aiq holds about \+31688882222/);
+  assert.match(asked.body, /name="confirm" value="erase"/);
+  const confirmed = await m.app.inject({ method: 'POST', url: `/admin/conversations/${conversation}/forget`, headers: form, payload: `_csrf=${csrf}&confirm=erase` });
+  assert.equal(confirmed.statusCode, 303, confirmed.body);
+  assert.equal(await held(), 0, 'erased once confirmed');
 });
 
 test('on the embedded database too, export hands over the lines of stored uploads and erasure removes them', async () => {

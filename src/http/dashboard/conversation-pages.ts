@@ -157,10 +157,7 @@ function threadPage(ctx: PageContext, conversation: Conversation, messages: Mess
 <span class="muted">${conversation.aiPaused ? 'The AI sends nothing here until you resume it; answer yourself below.' : 'The AI answers every inbound message.'}</span>
 ${actionButton(ctx, `/admin/conversations/${conversation.id}/suggest`, 'Draft a reply with AI')}
 ${optOutControl(ctx, conversation)}
-${actionButton(ctx, `/admin/conversations/${conversation.id}/forget`, 'Forget this person…', {
-  className: 'danger',
-  confirm: `Erase everything aiq holds about ${conversation.whatsappNumber}: this conversation, every message, their person record and the jobs about them? This cannot be undone.`,
-})}
+<form class="inline" method="get" action="/admin/conversations/${conversation.id}/forget"><button class="danger">Forget this person…</button></form>
 </div>
 <div id="live" data-refresh-ms="2000">
 <div class="thread">${messages.length === 0 ? html`<p class="muted">No messages.</p>` : messages.map((m) => messageBubble(m, media.get(m.id), superseded.has(m.id), quotes))}</div>
@@ -169,6 +166,24 @@ ${pending.map((s) => suggestionCard(ctx, s))}
 <div class="card">${windowNote(conversation, template)}<form method="post" action="/admin/conversations/${conversation.id}/reply">${csrfField(ctx)}
 <label>Reply as admin<textarea name="body" required maxlength="${maxChars}">${draft}</textarea></label>
 <p><button class="primary" type="submit">Send reply</button></p></form></div>`,
+  );
+}
+
+/**
+ * What "Forget this person…" leads to: the question, asked by aiq's own page, not by the
+ * script's prompt, which a page without its script (or clicked before the script had
+ * loaded) did not show: the one irreversible action erased at the first click.
+ */
+function forgetConfirmPage(ctx: PageContext, conversation: Conversation): Html {
+  return page(
+    ctx,
+    'conversations',
+    'Forget this person',
+    html`<h1>Forget this person</h1><div class="card">
+<p id="forget-question">Erase everything aiq holds about ${conversation.whatsappNumber}: every conversation with them (on any business number), every message, their person record and the jobs about them? This cannot be undone.</p>
+<form method="post" action="/admin/conversations/${conversation.id}/forget">${csrfField(ctx)}<input type="hidden" name="confirm" value="erase">
+<button class="danger" type="submit">Erase for good</button>
+<a href="/admin/conversations/${conversation.id}">cancel</a></form></div>`,
   );
 }
 
@@ -285,11 +300,20 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     return back(request, reply, params.data.id, { notice: paused ? 'AI paused: it will not answer here until you resume it.' : 'AI resumed: it answers new messages again.' });
   });
 
-  // Erasure on request (GDPR art. 17), confirmed in the page; the audit log keeps the fact.
+  // Erasure on request (GDPR art. 17), once confirmed on forgetConfirmPage; the audit log keeps the fact.
+  app.get('/admin/conversations/:id/forget', async (request, reply) => {
+    const params = Id.safeParse(request.params);
+    const conversation = params.success ? await conversationGet(db, params.data.id) : null;
+    if (!conversation) return reply.status(404).send('no such conversation');
+    return sendPage(reply, forgetConfirmPage(pageContext(request), conversation));
+  });
+
   app.post('/admin/conversations/:id/forget', async (request, reply) => {
     const params = Id.safeParse(request.params);
     const conversation = params.success ? await conversationGet(db, params.data.id) : null;
     if (!conversation) return reply.status(404).send('no such conversation');
+    // Not confirmed (a form of an earlier version, a hand-made request): asked first.
+    if ((request.body as { confirm?: unknown } | undefined)?.confirm !== 'erase') return reply.redirect(`/admin/conversations/${conversation.id}/forget`, 303);
     // Recorded by the erasure itself (audit-trail.ts leaves this route to it), as the session
     // that asked: 'dashboard' alone said no more than that someone with the token did.
     const outcome = await personErase(db, conversation.whatsappNumber, sessionActor(request));
