@@ -434,6 +434,21 @@ test('an erasure while the reply is being composed leaves nothing behind and sen
 });
 
 
+test("the export's number as typed into a query string: its + (a space there, by the rules of query strings) is taken for the + it was", async () => {
+  const HANS = '+31633335555';
+  await send(HANS, 'Mag ik mijn verlof overdragen?');
+  await settled();
+  // curl "…/api/privacy/export?phone=+31633335555": answered 400, '"31633335555" is not a
+  // phone number in international form (e.g. +31612345678)', for the very form it asks for.
+  for (const phone of ['+31633335555', '+31%206%2033335555']) {
+    const exported = await m.app.inject({ method: 'GET', url: `/api/privacy/export?phone=${phone}`, headers: BEARER });
+    assert.equal(exported.statusCode, 200, `${phone}: ${exported.body}`);
+    assert.equal(exported.json().phone, HANS);
+  }
+  const national = await m.app.inject({ method: 'GET', url: '/api/privacy/export?phone=0633335555', headers: BEARER });
+  assert.equal(national.statusCode, 400, 'a national number is still no international one');
+});
+
 test('aiq export and aiq forget: JSON out, confirmation, clear errors', async () => {
   const dave = '+31633334444';
   await send(dave, 'Kan ik morgen thuiswerken?');

@@ -12,6 +12,17 @@ import { parseOr400 } from './api-input.ts';
 const warning = (purgeFailed: string | undefined) => (purgeFailed ? { warning: purgeFailed } : {});
 const PhoneInput = z.object({ phone: z.string().trim().min(1, 'a phone number is required').max(40) });
 
+/**
+ * The export's query with its number's + back: a query string writes a space as +, so the
+ * + of `?phone=+31612345678` (curl, a browser's address bar) arrives as a space, and the
+ * number the answer asked for ("in international form (e.g. +31612345678)") was refused as
+ * not international. A number begins with no space of its own.
+ */
+function phoneQuery(query: unknown): unknown {
+  const phone = (query as { phone?: unknown } | undefined)?.phone;
+  return typeof phone === 'string' ? { ...(query as object), phone: phone.replace(/^ (?=\d)/, '+') } : query;
+}
+
 export const privacyApi: FastifyPluginAsync<{ runtime: Runtime; actor: string }> = async (app, { runtime, actor }) => {
   const { db } = runtime;
 
@@ -35,7 +46,7 @@ export const privacyApi: FastifyPluginAsync<{ runtime: Runtime; actor: string }>
   });
 
   app.get('/api/privacy/export', async (request, reply) => {
-    const input = parseOr400(PhoneInput, request.query, reply);
+    const input = parseOr400(PhoneInput, phoneQuery(request.query), reply);
     if (!input) return reply;
     try {
       const document = await personExport(db, input.phone);
