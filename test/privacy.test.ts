@@ -5,7 +5,7 @@
 // nothing behind.
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -495,6 +495,24 @@ test('aiq export and aiq forget: JSON out, confirmation, clear errors', async ()
   assert.deepEqual(await whereFound(t.db, '633334444'), []);
   const actors = (await t.db.query<{ actor: string }>(`select distinct actor from audit_log where actor like 'cli:%'`)).rows;
   assert.equal(actors.length, 1);
+});
+
+test("aiq export and aiq forget with a DATA_DIR that holds no database say so: they made an empty one there and answered 'nothing is held'", async () => {
+  // Run from another folder than the server's (its .env not read, DATA_DIR ./data), an
+  // export request was answered "nothing is held for +31…" from a database made for it.
+  const root = mkdtempSync(join(tmpdir(), 'aiq-no-data-'));
+  try {
+    const dataDir = join(root, 'data');
+    for (const args of [['export', '+31612345678'], ['forget', '+31612345678', '--yes']]) {
+      const run = await runAiq(args, { DATA_DIR: dataDir, LOG_LEVEL: 'silent', AI_PROVIDER: 'local' });
+      assert.equal(run.code, 2, run.out);
+      assert.match(run.out, /there is no embedded database in .*data \(DATA_DIR\): nothing (exported|erased)\. Is DATA_DIR the folder your aiq start uses\?/);
+      assert.doesNotMatch(run.out, /nothing is held/);
+      assert.equal(existsSync(dataDir), false, 'no database made for it');
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
 });
 
 test('every admin action lands in the audit log with actor, route, target and outcome, and no message text', async () => {

@@ -7,7 +7,7 @@ import { erasurePhone, ErasureInputError, personErase, type ErasureCounts, type 
 import { documentsNamingText } from '../privacy/documents-about.ts';
 import { personExport } from '../privacy/export.ts';
 import { dataDirHeld } from '../db/data-dir-lock.ts';
-import { cliActor, UsageError, withRuntime, type CommandInput } from './command.ts';
+import { cliActor, refuseMissingEmbedded, UsageError, withRuntime, type CommandInput } from './command.ts';
 import { localServerUrl } from './local-server.ts';
 
 
@@ -24,6 +24,9 @@ function phoneOf(positionals: string[], command: string): string {
 
 export async function forget({ values, positionals }: CommandInput, config: Env): Promise<number> {
   const phone = phoneOf(positionals, 'forget');
+  // Opened, a folder without a database (DATA_DIR not the server's: another working folder, its
+  // .env not read) got an empty one, and the answer was "nothing is held for" the person.
+  refuseMissingEmbedded(config, 'nothing erased');
   if (!values.yes) {
     if (!process.stdin.isTTY) throw new UsageError('forget erases for good: pass --yes to confirm when not at a terminal');
     const prompt = createInterface({ input: process.stdin, output: process.stdout });
@@ -89,6 +92,7 @@ async function eraseThroughRunningServer(config: Env, phone: string): Promise<Er
 
 export async function exportPerson({ values, positionals }: CommandInput, config: Env): Promise<number> {
   const phone = phoneOf(positionals, 'export');
+  refuseMissingEmbedded(config, 'nothing exported');
   return withRuntime(config, async (rt) => {
     const document = await personExport(rt.db, phone);
     await auditRecord(rt.db, { actor: cliActor(), action: 'export', result: document ? 'ok' : 'not_found' });
