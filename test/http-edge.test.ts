@@ -509,6 +509,39 @@ describe('the audit log records what the gate let through, not what it refused',
     }
   });
 
+  test('an action whose client hung up before the answer is recorded all the same', async () => {
+    // A script's time-out, a closed tab, or someone holding the token who hangs up on purpose:
+    // the retry is done either way, so the log must say so.
+    const t = await startAdminApp();
+    try {
+      await t.app.listen({ host: '127.0.0.1', port: 0 });
+      const port = (t.app.server.address() as AddressInfo).port;
+      const { jobId } = await seed(t);
+      // The job's row is held, so the retry waits in the database while the client hangs up.
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const holding = t.runtime.db.transaction(async (tx) => {
+        await tx.query('select 1 from ai_jobs where id = $1 for update', [jobId]);
+        await held;
+      });
+      const blocked = () => t.runtime.db.query(`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
+      const request = httpRequest({ host: '127.0.0.1', port, path: `/api/jobs/${jobId}/retry`, method: 'POST', headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` } });
+      request.on('error', () => {});
+      request.end();
+      await waitFor(async () => (await blocked()).rowCount! > 0, 'the retry waiting for the row');
+      request.destroy();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      release();
+      await holding;
+      await waitFor(async () => (await t.runtime.db.query(`select 1 from ai_jobs where id = $1 and status = 'pending'`, [jobId])).rowCount === 1, 'the job retried');
+      const audited = () => t.runtime.db.query(`select actor, result from audit_log where action = 'POST /api/jobs/:id/retry' and target = $1`, [jobId]);
+      await waitFor(async () => (await audited()).rowCount! > 0, 'the retry in the audit log', 3000);
+      assert.deepEqual((await audited()).rows, [{ actor: 'api:token', result: 'ok' }]);
+    } finally {
+      await t.close();
+    }
+  });
+
   test('open mode: no row for a request without the header, from another site or under a foreign host name', async () => {
     const t = await startAdminApp({ ADMIN_TOKEN: '' });
     try {

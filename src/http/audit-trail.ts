@@ -1,5 +1,5 @@
 // Every admin action in the audit log, recorded where all of them pass: a hook on the
-// responses to state-changing requests under /api and /admin that the admin gate let through
+// answers to state-changing requests under /api and /admin that the admin gate let through
 // (retry, cancel, bulk retry, send, edit or discard a suggestion, pause or resume the AI,
 // replies, simulate, imports, documents, login and failed login, forms refused for their CSRF
 // token). What a gate refused, and the login limiter's 429s, are not recorded: anyone can
@@ -38,7 +38,10 @@ function resultOf(status: number, location: string): AuditResult {
 }
 
 export function auditTrail(app: FastifyInstance, db: Database, auth: AdminAuth): void {
-  app.addHook('onResponse', async (request, reply) => {
+  // When the answer is sent, before it goes out: an onResponse hook runs only once it has
+  // gone out, and never when the client hung up first (a script's time-out, a closed tab, or
+  // on purpose), while the action was done all the same.
+  app.addHook('onSend', async (request, reply) => {
     const route = request.routeOptions.url;
     if (!STATE_CHANGING.has(request.method) || !route || SELF_RECORDING.has(route)) return;
     if (!wasAdmitted(request) || reply.statusCode === 429) return;
