@@ -419,6 +419,18 @@ describe('dashboard on the embedded database (PGlite)', () => {
       await t.close();
     }
   });
+
+  test('a backup taken through the API is in the audit log, as an export of one person is', async () => {
+    const t = await startEmbeddedAdminApp();
+    try {
+      const backup = await t.app.inject({ url: '/api/backup', headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` } });
+      assert.equal(backup.statusCode, 200);
+      const { rows } = await t.runtime.db.query<{ actor: string; result: string; details: { bytes: number } }>(`select actor, result, details from audit_log where action = 'backup'`);
+      assert.deepEqual(rows, [{ actor: 'api:token', result: 'ok', details: { bytes: backup.rawPayload.length } }]);
+    } finally {
+      await t.close();
+    }
+  });
 });
 
 test('chart axes keep two significant digits: a day of AI costs in cents does not read 0.0', () => {

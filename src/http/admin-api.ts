@@ -6,6 +6,7 @@ import { loggedPath } from '../logger.ts';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { usageReport } from '../ai/costs.ts';
+import { auditRecord } from '../privacy/audit.ts';
 import { jobCount, jobGet, jobList, jobRetry, jobRetryCount, jobRetryMany, jobStats, scheduleEnable, scheduleList } from '../queue/index.ts';
 import { jobCancelChecked, REPLY_IN_FLIGHT } from '../jobs/cancel-guard.ts';
 import { allowedHostsOf } from '../config.ts';
@@ -76,11 +77,16 @@ export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth; l
       .send({ error: 'missing or wrong admin token: send the header "Authorization: Bearer <ADMIN_TOKEN>"' });
   });
 
+  // The admin token is one shared secret: the audit log can say no more than that it was used.
+  const actor = runtime.config.ADMIN_TOKEN ? 'api:token' : 'api:open (loopback, no ADMIN_TOKEN)';
+
   // A consistent copy of the embedded database while it runs (`aiq backup` asks here when
-  // the server holds the folder). A server database has pg_dump for this.
+  // the server holds the folder). A server database has pg_dump for this. Audited: it is
+  // everyone's data at once, and an export of one person's is recorded.
   app.get('/api/backup', async (_request, reply) => {
     if (!runtime.db.backup) return reply.status(409).send({ error: 'this aiq runs on a PostgreSQL server: back it up with pg_dump (README, Operations)' });
     const backup = Buffer.from(await (await runtime.db.backup()).arrayBuffer());
+    await auditRecord(db, { actor, action: 'backup', result: 'ok', details: { bytes: backup.length } });
     const name = `aiq-backup-${new Date().toISOString().replace(/[:.]/g, '-')}.tar.gz`;
     return reply.header('content-type', 'application/gzip').header('content-disposition', `attachment; filename="${name}"`).header('cache-control', 'no-store').send(backup);
   });
@@ -164,6 +170,5 @@ export const adminApi: FastifyPluginAsync<{ runtime: Runtime; auth: AdminAuth; l
 
   await app.register(conversationApi, { runtime });
   await app.register(knowledgeApi, { runtime });
-  // The admin token is one shared secret: the audit log can say no more than that it was used.
-  await app.register(privacyApi, { runtime, actor: runtime.config.ADMIN_TOKEN ? 'api:token' : 'api:open (loopback, no ADMIN_TOKEN)' });
+  await app.register(privacyApi, { runtime, actor });
 };
