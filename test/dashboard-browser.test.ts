@@ -240,6 +240,23 @@ describe('dashboard in a browser', () => {
     }
   });
 
+  test('an edit of a suggestion survives the live refresh once the admin clicks elsewhere', async () => {
+    const headers = { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, 'content-type': 'application/json' };
+    const simulated = await fetch(`${base}/api/simulate`, { method: 'POST', headers, body: JSON.stringify({ from: '+31677788899', body: 'Waar vind ik mijn loonstrook?' }) });
+    const { conversationId } = (await simulated.json()) as { conversationId: string };
+    assert.equal((await fetch(`${base}/api/conversations/${conversationId}/pause`, { method: 'POST', headers, body: JSON.stringify({ paused: true }) })).status, 200);
+    assert.equal((await fetch(`${base}/api/conversations/${conversationId}/suggest`, { method: 'POST', headers: { authorization: headers.authorization } })).status, 202);
+    await page.goto(`${base}/admin/conversations/${conversationId}`);
+    const draft = page.locator('.suggestion textarea');
+    await draft.waitFor({ timeout: 15_000 });
+    await draft.fill('In het portaal, onder Salaris. Groet, Petra');
+    // Away from the box (to read the thread, select a line of it): the region refreshes meanwhile.
+    await page.locator('h1').click();
+    await page.evaluate(() => ((document.getElementById('live') as HTMLElement & { old?: boolean }).old = true));
+    await page.waitForFunction(() => !(document.getElementById('live') as HTMLElement & { old?: boolean }).old, undefined, { timeout: 10_000 });
+    assert.equal(await draft.inputValue(), 'In het portaal, onder Salaris. Groet, Petra');
+  });
+
   test('forget a person from their conversation: the page asks first, then nothing of them is left', async () => {
     await page.goto(`${base}/admin/simulate`);
     await page.fill('input[name=from]', '+31655566677');

@@ -1,7 +1,7 @@
 // The dashboard's only script, served as is (no build step). Progressive: every page works
-// without it. It adds live refresh of the `#live` region, confirmation prompts on
-// `form[data-confirm]`, reading an uploaded text file into a form's textarea, and drops a
-// notice from the address once shown.
+// without it. It adds live refresh of the `#live` region (keeping what was typed in it),
+// confirmation prompts on `form[data-confirm]`, reading an uploaded text file into a form's
+// textarea, and drops a notice from the address once shown.
 'use strict';
 
 function scheduleRefresh() {
@@ -16,13 +16,34 @@ function scheduleRefresh() {
         const next = new DOMParser().parseFromString(await response.text(), 'text/html').getElementById('live');
         const current = document.getElementById('live');
         // Do not swap under someone typing in a form inside the live region.
-        if (next && current && !current.contains(document.activeElement)) current.replaceWith(next);
+        if (next && current && !current.contains(document.activeElement)) {
+          const typed = typedIn(current);
+          current.replaceWith(next);
+          typed.forEach(putBack);
+        }
       }
     } catch {
       // Server restarting or offline: try again on the next tick.
     }
     scheduleRefresh();
   }, every);
+}
+
+// What was typed into the live region's forms and not sent (an edited suggestion): a click
+// outside the box, to read the thread, let the next refresh replace it with the server's text.
+function typedIn(region) {
+  const typed = [];
+  for (const field of region.querySelectorAll('textarea, input[type=text]')) {
+    if (field.value !== field.defaultValue && field.name && field.form) typed.push({ action: field.form.getAttribute('action'), name: field.name, value: field.value });
+  }
+  return typed;
+}
+
+/** Puts a typed value back into the same form (by its action) of the refreshed region, if it is still there. */
+function putBack({ action, name, value }) {
+  const form = [...document.querySelectorAll('#live form')].find((f) => f.getAttribute('action') === action);
+  const field = form?.elements.namedItem(name);
+  if (field instanceof HTMLTextAreaElement || field instanceof HTMLInputElement) field.value = value;
 }
 
 document.addEventListener('submit', (event) => {
