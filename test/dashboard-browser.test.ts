@@ -152,6 +152,27 @@ describe('dashboard in a browser', () => {
     await t.runtime.db.query('delete from ai_jobs where id = $1', [later]);
   });
 
+  test('jobs arriving while the first page refreshes: "older" goes on from the rows shown, skipping none', async () => {
+    // Pending jobs of a type no worker here runs: the list stays live (refreshes itself).
+    const enqueue = async (n: number) => {
+      for (let i = 0; i < n; i++) await jobEnqueue(t.runtime.db, { type: 'paging_probe', payload: { i } });
+    };
+    await enqueue(60);
+    await page.goto(`${base}/admin/jobs?type=paging_probe`);
+    const shown = () => page.locator('tr[data-job-id]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job-id')!));
+    assert.equal((await shown()).length, 50);
+    await enqueue(5);
+    await page.evaluate(() => ((document.getElementById('live') as HTMLElement & { old?: boolean }).old = true));
+    await page.waitForFunction(() => !(document.getElementById('live') as HTMLElement & { old?: boolean }).old, undefined, { timeout: 10_000 });
+    const first = await shown();
+    await page.getByRole('link', { name: 'older »' }).click();
+    await page.waitForURL(/after=/);
+    const second = await shown();
+    const newestFirst = (await t.runtime.db.query<{ id: string }>(`select id from ai_jobs where type = 'paging_probe' order by created_at desc, id desc`)).rows.map((r) => r.id);
+    assert.deepEqual([...first, ...second], newestFirst, 'the two pages are the list, in order, each job once');
+    await t.runtime.db.query(`delete from ai_jobs where type = 'paging_probe'`);
+  });
+
   test('overview shows counts and charts', async () => {
     await page.goto(`${base}/admin`);
     const cell = page.locator('tr', { hasText: 'autoreply_demo' });

@@ -252,6 +252,36 @@ describe('dashboard with ADMIN_TOKEN', () => {
     await waitFor(async () => (await t.runtime.db.query(`select 1 from audit_log where action in ('POST /admin/documents/:id/remove', 'DELETE /api/documents/:id')`)).rowCount === 3, 'the removals audited');
   });
 
+  test('the conversation list refreshed as contacts write: its "older" link (swapped with the rows) skips no one', async () => {
+    const headers = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+    const write = async (from: string) => assert.equal((await t.app.inject({ method: 'POST', url: '/api/simulate', headers, payload: { from, body: 'Hallo' } })).statusCode, 201);
+    const numbers = Array.from({ length: 55 }, (_, i) => `+3162000${String(i).padStart(4, '0')}`);
+    for (const from of numbers) await write(from);
+    const { cookie } = await login(t);
+    // What the page script does every few seconds: read the first page again and swap its #live region in.
+    const live = async (url: string) => {
+      const body = (await t.app.inject({ url, headers: { cookie } })).body;
+      const start = body.indexOf('<div id="live"');
+      // Up to the region's own closing tag.
+      let depth = 0;
+      for (const tag of body.slice(start).matchAll(/<div\b|<\/div>/g)) {
+        depth += tag[0] === '</div>' ? -1 : 1;
+        if (depth === 0) return body.slice(start, start + tag.index! + tag[0].length);
+      }
+      throw new Error('no live region');
+    };
+    await live('/admin/conversations');
+    // Three contacts far down the list write again: they move to the top.
+    for (const from of numbers.slice(0, 3)) await write(from);
+    const first = await live('/admin/conversations');
+    const older = /<a href="([^"]+)">older »<\/a>/.exec(first);
+    assert.ok(older, 'the refreshed region carries the link to the next page');
+    const second = await live(older[1]!.replaceAll('&amp;', '&'));
+    const ids = (html: string) => [...html.matchAll(/<tr><td><a href="\/admin\/conversations\/([0-9a-f-]{36})">/g)].map((m) => m[1]);
+    const all = await t.runtime.db.query<{ id: string }>(`select id from conversations order by last_message_at desc, id desc`);
+    assert.deepEqual([...ids(first), ...ids(second)], all.rows.map((r) => r.id));
+  });
+
   test('bad filters and unknown jobs answer 400/404 pages', async () => {
     const { cookie } = await login(t);
     assert.equal((await t.app.inject({ url: '/admin/jobs?status=zzz', headers: { cookie } })).statusCode, 400);

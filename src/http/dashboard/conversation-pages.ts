@@ -45,6 +45,7 @@ function numberChoices(profiles: Profiles): Array<{ value: string; label: string
   );
 }
 
+// The pager refreshes with the rows (see jobsPage): conversations with new messages move up.
 function listPage(ctx: PageContext, query: z.infer<typeof ListQuery>, rows: ConversationSummary[], nextCursor: string | null, profiles: Profiles): Html {
   const choices = numberChoices(profiles);
   return page(
@@ -71,8 +72,8 @@ ${rows.map(
 <td>${when(c.lastMessageAt)}</td>
 <td>${c.awaitingReply ? html`<span class="badge b-pending">awaiting reply</span> ` : ''}${c.problems ? html`<span class="badge b-failed">${c.problems} not delivered</span> ` : ''}${c.pendingSuggestions ? html`<span class="badge b-processing">${c.pendingSuggestions} suggestion${c.pendingSuggestions === 1 ? '' : 's'}</span> ` : ''}${c.aiPaused ? html`<span class="badge">AI paused</span> ` : ''}${c.optedOut ? html`<span class="badge b-failed">opted out</span>` : ''}</td></tr>`,
 )}</tbody></table>`
-}</div>
-${pager('/admin/conversations', { q: query.q, number: query.number }, query.after, nextCursor, { first: '« newest', next: 'older »' })}`,
+}
+${pager('/admin/conversations', { q: query.q, number: query.number }, query.after, nextCursor, { first: '« newest', next: 'older »' })}</div>`,
   );
 }
 

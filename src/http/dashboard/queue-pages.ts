@@ -90,6 +90,8 @@ function retryNotice(job: Job): string {
   }
 }
 
+// The pager is in the live region with the rows: refreshed apart from them, its "older"
+// went on from the first page as it was loaded, and jobs pushed off it since were skipped.
 function jobsPage(ctx: PageContext, runtime: Runtime, query: z.infer<typeof JobListQuery>, jobs: Job[], nextCursor: string | null): Html {
   const filter = { status: query.status, type: query.type, q: query.q };
   const types = runtime.handlers.map((h) => h.type).sort();
@@ -114,8 +116,8 @@ ${
     ? html`<div class="card muted">No jobs match this filter.</div>`
     : html`<table><thead><tr><th>job</th><th>type</th><th>status</th><th class="num">attempts</th><th>created</th><th>when</th><th>last error</th><th></th></tr></thead>
 <tbody>${jobs.map((job) => jobRow(ctx, job))}</tbody></table>`
-}</div>
-${pager('/admin/jobs', filter, query.after, nextCursor, { first: '« newest', next: 'older »' })}`,
+}
+${pager('/admin/jobs', filter, query.after, nextCursor, { first: '« newest', next: 'older »' })}</div>`,
   );
 }
 
