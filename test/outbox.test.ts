@@ -243,6 +243,24 @@ describe('reply delivery through the outbox', () => {
     assert.equal(fake.messages.length, 1, 'exactly one message went out');
   });
 
+  test('a 502 after Twilio accepted: the job waiting to ask Twilio cannot be cancelled; its next run confirms the reply', async () => {
+    fake.fault({ kind: 'accept-then-http', status: 502, message: 'Bad Gateway' });
+    const inbound = await receive(m, t, 'Gateway weg');
+    const retrying = await untilJob(t, inbound, 'job waiting to retry', (j) => j.status === 'pending' && j.errors.length === 1);
+    const reply = (await t.db.query<Row & { maybe_sent: boolean }>(`select * from messages where reply_to_message_id = $1 and source = 'ai'`, [inbound])).rows[0]!;
+    assert.deepEqual([reply.status, reply.maybe_sent], ['send_failed', true]);
+    // Cancelled, nothing would ever ask Twilio about it: 'send_failed' for good, though the
+    // contact has it (and an admin reading "not delivered" sends it again by hand).
+    const cancel = await m.app.inject({ method: 'POST', url: `/api/jobs/${retrying.id}/cancel`, headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` } });
+    assert.equal(cancel.statusCode, 409, cancel.body);
+    assert.match(JSON.parse(cancel.body).error, /may have reached Twilio/);
+    await runNow(t, retrying.id);
+    const done = await untilJob(t, inbound, 'job done', (j) => j.status === 'done');
+    assert.equal((done.result as { resumed?: boolean }).resumed, true);
+    assert.equal((await replyTo(t, inbound))!.twilio_sid, fake.messages[0]!.sid);
+    assert.equal(fake.messages.length, 1, 'exactly one message went out');
+  });
+
   test('no confirmation within REPLY_CONFIRM_TIMEOUT_SECONDS and Twilio\'s list cannot tell: flagged for a human, never resent', async () => {
     fake.fault({ kind: 'accept-then-drop' });
     fake.listFailures = 1_000;

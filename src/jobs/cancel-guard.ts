@@ -1,8 +1,10 @@
 // Cancelling a job from the dashboard, the API or the CLI, with the one case the queue
 // cannot know about: an autoreply job that is pending because it waits for Twilio's status
-// callback on a reply that may have gone out (or holds its later parts unsent). Only its next
-// run confirms, flags or sends them; cancelled, the reply would stay `unconfirmed` for good,
-// neither sent exactly once nor flagged for a human. Such a job is not cancelled.
+// callback on a reply that may have gone out (or holds its later parts unsent), or to ask
+// Twilio's list about a send refused with a 5xx (`maybe_sent`: it may have gone out all the
+// same). Only its next run confirms, flags or sends them; cancelled, the reply would stay
+// `unconfirmed` or `send_failed` for good, neither sent exactly once nor flagged for a human
+// (and an admin reading "not delivered" would send it again). Such a job is not cancelled.
 import type { Queryable } from '../db/types.ts';
 import { isUuid, jobCancel } from '../queue/index.ts';
 import { AUTOREPLY } from './autoreply.ts';
@@ -16,7 +18,7 @@ const REPLY_IN_FLIGHT_SQL = `
     from ai_jobs j
     join messages r on r.reply_to_message_id = (j.payload->>'messageId')::uuid and r.source = 'ai'
     where j.id = $1 and j.type = $2 and j.status = 'pending'
-      and r.status in ('pending', 'unconfirmed', 'unsent')
+      and (r.status in ('pending', 'unconfirmed', 'unsent') or (r.status = 'send_failed' and r.maybe_sent))
   ) as in_flight`;
 
 /** Cancels a pending job, unless it is an autoreply whose reply is in flight. */
