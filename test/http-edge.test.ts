@@ -465,7 +465,7 @@ test('no admin page or API read answers 500 to a bad query string', async () => 
     for (const route of reads) {
       const url = route.path.replace(/:[a-z]+/g, '00000000-0000-4000-8000-000000000000');
       const headers = url.startsWith('/api') ? { authorization: `Bearer ${TEST_ADMIN_TOKEN}` } : { cookie };
-      for (const query of ['status=bogus', 'status=failed&status=done', `q=${'x'.repeat(5000)}`, 'after=%25zz', 'limit=-1&days=x', 'q[x]=1']) {
+      for (const query of ['status=bogus', 'status=failed&status=done', `q=${'x'.repeat(5000)}`, 'after=%25zz', 'limit=-1&days=x', 'q[x]=1', 'next=/admin&next=/admin', 'after=a&after=b&days=7&days=30']) {
         const response = await t.app.inject({ url: `${url}?${query}`, headers });
         assert.ok(response.statusCode < 500, `${url}?${query.slice(0, 30)}: ${response.statusCode} ${response.body.slice(0, 200)}`);
       }

@@ -12,10 +12,11 @@ const LoginBody = z.object({ token: z.string().max(1000).default(''), next: z.st
 /**
  * Only local dashboard paths, so the login cannot be used to redirect elsewhere, and only
  * in printable ASCII (what a browser sends, encoded): a line break or a character beyond
- * Latin-1 cannot go in the Location header (Node refuses it: a 500).
+ * Latin-1 cannot go in the Location header (Node refuses it: a 500). Only one: a query
+ * string naming it twice gives a list.
  */
-function safeNext(next: string | undefined): string {
-  return next && next.startsWith('/admin') && !next.startsWith('//') && !next.includes('\\') && /^[\x21-\x7e]+$/.test(next) ? next : '/admin';
+function safeNext(next: unknown): string {
+  return typeof next === 'string' && next.startsWith('/admin') && !next.startsWith('//') && !next.includes('\\') && /^[\x21-\x7e]+$/.test(next) ? next : '/admin';
 }
 
 function loginPage(next: string, failed: boolean) {
@@ -36,7 +37,7 @@ function loginPage(next: string, failed: boolean) {
 
 export const loginPages: FastifyPluginAsync<{ auth: AdminAuth; limiter: AuthFailureLimiter }> = async (app, { auth, limiter }) => {
   app.get('/admin/login', async (request, reply) => {
-    const next = safeNext((request.query as { next?: string }).next);
+    const next = safeNext((request.query as { next?: unknown }).next);
     if (auth.open) return reply.redirect(next, 303);
     return reply.type('text/html').send(String(loginPage(next, false)));
   });
