@@ -3,6 +3,7 @@
 // effects are checked in the database.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { importPeopleExecute } from '../src/jobs/import-people.ts';
 import { jobEnqueue, jobGet } from '../src/queue/index.ts';
 import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
 
@@ -167,6 +168,21 @@ describe('admin API', () => {
     const again = await t.app.inject({ method: 'POST', url: `/api/jobs/${id}/cancel`, headers: auth });
     assert.equal(again.statusCode, 409);
     assert.equal((await t.app.inject({ method: 'POST', url: '/api/jobs/00000000-0000-4000-8000-000000000000/cancel', headers: auth })).statusCode, 404);
+  });
+
+  test('an import whose job is cancelled before it ran says so, instead of waiting for good; a retry runs it', async () => {
+    // The wrong file, or a complete list (prune) that is not: stopped before the worker takes it.
+    const upload = await t.app.inject({ method: 'POST', url: '/api/imports', headers: auth, payload: { filename: 'wrong.csv', content: 'name,phone\nAnna,+31611111111\n', prune: true } });
+    assert.equal(upload.statusCode, 202, upload.body);
+    const { importId, jobId } = upload.json();
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/cancel`, headers: auth })).statusCode, 200);
+    const cancelled = (await t.app.inject({ url: `/api/imports/${importId}`, headers: auth })).json();
+    assert.equal(cancelled.status, 'failed', 'not pending (the dashboard showed it about to run, refreshing every second, for good)');
+    assert.match(cancelled.error, /cancelled/);
+    // Retried after all, it runs as any failed import does.
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/retry`, headers: auth })).statusCode, 200);
+    await importPeopleExecute(t.runtime.db, importId);
+    assert.equal((await t.app.inject({ url: `/api/imports/${importId}`, headers: auth })).json().status, 'done');
   });
 
   test('POST /api/jobs/retry-failed counts with dryRun, then retries only the matching failed jobs', async () => {

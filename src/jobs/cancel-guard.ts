@@ -5,9 +5,14 @@
 // same). Only its next run confirms, flags or sends them; cancelled, the reply would stay
 // `unconfirmed` or `send_failed` for good, neither sent exactly once nor flagged for a human
 // (and an admin reading "not delivered" would send it again). Such a job is not cancelled.
+// An import's job cancelled before it ran ends its import too: it would say 'pending' for good.
 import type { Queryable } from '../db/types.ts';
-import { isUuid, jobCancel } from '../queue/index.ts';
+import { importFail } from '../knowledge/csv-import.ts';
+import { isUuid, jobCancel, jobGet } from '../queue/index.ts';
 import { AUTOREPLY } from './autoreply.ts';
+import { IMPORT_PEOPLE } from './import-people.ts';
+
+const IMPORT_CANCELLED = 'cancelled by an admin before it ran: nothing was imported or removed. Retry its job to run it after all, or upload the file again.';
 
 export const REPLY_IN_FLIGHT =
   "this job's reply may have reached Twilio and waits for its confirmation (or has parts still to send): cancelling would leave it unconfirmed for good. Let the job run: it confirms the reply, or flags it for a human when no confirmation comes.";
@@ -26,5 +31,9 @@ export async function jobCancelChecked(db: Queryable, id: string): Promise<'canc
   if (!isUuid(id)) return 'not_pending';
   const { rows } = await db.query<{ in_flight: boolean }>(REPLY_IN_FLIGHT_SQL, [id, AUTOREPLY]);
   if (rows[0]?.in_flight) return 'reply_in_flight';
-  return (await jobCancel(db, id)) ? 'cancelled' : 'not_pending';
+  if (!(await jobCancel(db, id))) return 'not_pending';
+  const job = await jobGet(db, id);
+  const importId = job?.type === IMPORT_PEOPLE ? (job.payload as { importId?: unknown }).importId : undefined;
+  if (typeof importId === 'string' && isUuid(importId)) await importFail(db, importId, IMPORT_CANCELLED);
+  return 'cancelled';
 }
