@@ -8,6 +8,7 @@ import { formatTick } from '../src/http/dashboard/charts.ts';
 import { PromMetrics } from '../src/http/metrics.ts';
 import { jobEnqueue, jobGet, Worker } from '../src/queue/index.ts';
 import { startAdminApp, startEmbeddedAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
+import { freshServerDatabase } from './helpers/db.ts';
 import { waitFor } from './helpers/processes.ts';
 
 async function login(t: AdminApp, headers: Record<string, string> = {}) {
@@ -465,6 +466,27 @@ describe('dashboard on the embedded database (PGlite)', () => {
       await t.close();
     }
   });
+});
+
+test("AI costs on a database whose time zone is not UTC: today's cost has its bar", async () => {
+  // A server set up in its country's zone (Debian's initdb takes the machine's): a day there
+  // begins hours before or after a UTC day. A zone whose date differs from UTC's right now.
+  const database = await freshServerDatabase();
+  const zone = new Date().getUTCHours() >= 12 ? 'Pacific/Kiritimati' : 'Etc/GMT+12';
+  const name = (await database.db.query<{ name: string }>('select current_database() as name')).rows[0]!.name;
+  await database.db.query(`alter database ${name} set timezone = '${zone}'`);
+  const t = await startAdminApp({}, database);
+  try {
+    await t.runtime.db.query(`insert into ai_usage (purpose, provider, model, operation, prompt_tokens, completion_tokens, total_tokens)
+      values ('autoreply', 'openai', 'gpt-4o-mini', 'chat', 2000000, 500000, 2500000)`);
+    const { cookie } = await login(t);
+    const body = (await t.app.inject({ url: '/admin/usage?days=7', headers: { cookie } })).body;
+    assert.match(body, /Last 7 days: <b>USD 0\.60<\/b>/);
+    assert.match(body, /<title>cost \(USD\): 0\.6<\/title>/, `the day's bar (${zone})`);
+  } finally {
+    await t.close();
+    await database.close();
+  }
 });
 
 test('chart axes keep two significant digits: a day of AI costs in cents does not read 0.0', () => {

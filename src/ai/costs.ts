@@ -47,6 +47,11 @@ export interface UsageRow {
 export interface UsageReport {
   currency: string;
   days: number;
+  /**
+   * The period's days, oldest first, as `rows` count them: in the database's time zone, whose
+   * today may be another date than UTC's (a chart that named its days by UTC lost today's bar).
+   */
+  dates: string[];
   rows: UsageRow[];
   /** Sum of the known costs; `unpriced` lists the models that have none. */
   totalCost: number;
@@ -67,14 +72,22 @@ function priceOf(prices: Record<string, ModelPrice>, model: string): ModelPrice 
 }
 
 export async function usageReport(db: Queryable, prices: Record<string, ModelPrice>, currency: string, days: number): Promise<UsageReport> {
-  const { rows } = await db.query<{ day: string; model: string; purpose: string; prompt: number; completion: number; audio_seconds: number }>(
-    `select to_char(date_trunc('day', created_at), 'YYYY-MM-DD') as day, model, purpose,
-            sum(prompt_tokens)::bigint as prompt, sum(completion_tokens)::bigint as completion,
-            coalesce(sum(audio_seconds), 0)::float8 as audio_seconds
-     from ai_usage where created_at >= date_trunc('day', now()) - make_interval(days => $1 - 1)
-     group by 1, 2, 3 order by 1, 2, 3`,
-    [days],
-  );
+  const [{ rows }, dates] = await Promise.all([
+    db.query<{ day: string; model: string; purpose: string; prompt: number; completion: number; audio_seconds: number }>(
+      `select to_char(date_trunc('day', created_at), 'YYYY-MM-DD') as day, model, purpose,
+              sum(prompt_tokens)::bigint as prompt, sum(completion_tokens)::bigint as completion,
+              coalesce(sum(audio_seconds), 0)::float8 as audio_seconds
+       from ai_usage where created_at >= date_trunc('day', now()) - make_interval(days => $1 - 1)
+       group by 1, 2, 3 order by 1, 2, 3`,
+      [days],
+    ),
+    // The same days, counted the same way (the session's time zone), so that each row has its slot.
+    db.query<{ day: string }>(
+      `select to_char(day, 'YYYY-MM-DD') as day
+       from generate_series(date_trunc('day', now()) - make_interval(days => $1 - 1), date_trunc('day', now()), interval '1 day') day`,
+      [days],
+    ),
+  ]);
   const unpriced = new Set<string>();
   const report = rows.map((r) => {
     const price = priceOf(prices, r.model);
@@ -86,6 +99,7 @@ export async function usageReport(db: Queryable, prices: Record<string, ModelPri
   return {
     currency,
     days,
+    dates: dates.rows.map((r) => r.day),
     rows: report,
     totalCost: report.reduce((sum, r) => sum + (r.cost ?? 0), 0),
     totalTokens: report.reduce((sum, r) => sum + r.promptTokens + r.completionTokens, 0),

@@ -17,8 +17,9 @@ const money = (value: number, currency: string) => `${currency} ${value > 0 && v
 const minutes = (seconds: number) => `${(seconds / 60).toLocaleString('en', { maximumFractionDigits: 1 })} min`;
 
 function usagePage(ctx: PageContext, report: UsageReport): Html {
-  // One slot per day, today last, so a quiet day shows as a gap and not as a missing slot.
-  const days = Array.from({ length: report.days }, (_, i) => new Date(Date.now() - (report.days - 1 - i) * 86_400_000).toISOString().slice(0, 10));
+  // One slot per day, today last, so a quiet day shows as a gap and not as a missing slot;
+  // the days as the report counts them (the database's time zone, not necessarily UTC's).
+  const days = report.dates;
   const perDay = (pick: (r: UsageReport['rows'][number]) => number) => days.map((d) => report.rows.filter((r) => r.day === d).reduce((sum, r) => sum + pick(r), 0));
   const byModel = new Map<string, { model: string; purpose: string; prompt: number; completion: number; audioSeconds: number; cost: number | null }>();
   for (const r of report.rows) {
