@@ -142,3 +142,23 @@ test('the offline answer quotes whole sentences of text wrapped over lines, and 
   assert.match(list, /- uiterlijk 1 juli van het volgende jaar/);
   assert.doesNotMatch(list, /portaal - uiterlijk/);
 });
+
+test('the offline answer quotes no sentence that shares only little words ("the", "from", "het") with the question', async () => {
+  const { localProviderCreate } = await import('../src/ai/local-provider.ts');
+  const provider = localProviderCreate({ dimensions: 64 });
+  const chunk = (title: string, content: string) => ({ id: title, documentId: title, title, headingPath: [], content, score: 1, relevance: 0.5 });
+  const ask = async (question: string, knowledge: ReturnType<typeof chunk>[]) =>
+    (await provider.chat({ messages: [], grounding: { questions: [question], person: null, knowledge } })).text;
+  const english = await ask('What is the policy on working from home?', [
+    chunk('Handbook', 'You may work from home two days a week. Ask your manager first.'),
+    chunk('Canteen', 'The canteen is open from 12 to 14. Lunch is free on Fridays.'),
+  ]);
+  assert.match(english, /From "Handbook": You may work from home two days a week\./);
+  assert.doesNotMatch(english, /canteen|Lunch/);
+  const dutch = await ask('Hoeveel vakantiedagen heb ik in het jaar?', [
+    chunk('Verlof', 'Je hebt recht op 25 vakantiedagen per jaar.'),
+    chunk('Kantine', 'De kantine is open van 12 tot 14 uur. Het parkeren is gratis.'),
+  ]);
+  assert.match(dutch, /From "Verlof": Je hebt recht op 25 vakantiedagen per jaar\./);
+  assert.doesNotMatch(dutch, /parkeren/);
+});

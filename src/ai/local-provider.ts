@@ -99,14 +99,16 @@ function paragraphsOf(content: string): string[] {
 }
 
 /**
- * The sentences of the knowledge passages that share the most words with the questions
- * (ties: the better-ranked passage first), plus the sender's record when there is one.
+ * The sentences of the knowledge passages that share the most words (stopwords aside) with
+ * the questions (ties: the better-ranked passage first), plus the sender's record when there is one.
  * A passage's headings are the context of its sentences: named with the document ("From
  * "Handbook" › Lunch: …") and counted in their score, never an answer by themselves.
  */
 function extractiveAnswer(prompt: Prompt): string {
   const { questions, person, knowledge } = prompt.grounding;
-  const asked = new Set(words(questions.join(' ')));
+  // Stopwords left out as in the embeddings: counted, a sentence sharing only "the" and
+  // "from" with the question was quoted as part of the answer, from another passage.
+  const asked = new Set(words(questions.join(' ')).filter((w) => !STOPWORDS.has(w)));
   const scored: Array<{ sentence: string; source: string; score: number; order: number }> = [];
   knowledge.forEach((item, rank) => {
     const heading = item.headingPath.join(' ');
