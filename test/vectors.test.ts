@@ -5,6 +5,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { localProviderCreate } from '../src/ai/local-provider.ts';
+import { aiProviderCreate } from '../src/ai/providers.ts';
+import { embeddingSpaceOf } from '../src/ai/types.ts';
+import { loadConfig } from '../src/config.ts';
+import { RetryLaterError } from '../src/queue/index.ts';
 import type { Database } from '../src/db/types.ts';
 import type { AiProvider } from '../src/ai/types.ts';
 import { embedRecord } from '../src/jobs/embed-record.ts';
@@ -12,6 +16,7 @@ import { documentRechunk, documentSave } from '../src/knowledge/documents.ts';
 import { chunkSearch } from '../src/knowledge/search.ts';
 import { vectorSettingsGet, vectorSpaceCheck, vectorSpaceOpen, vectorSpaceSwitch, vectorStaleCount, VectorSpaceMismatchError, type VectorStorage } from '../src/knowledge/vectors.ts';
 import { freshPgliteDatabase, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+import { fakeOpenAiEnv, startFakeOpenAi } from './helpers/fake-openai.ts';
 
 const DOCS = [
   { title: 'Leave policy', body: 'Every employee has 25 days of paid holiday per year.\n\nRequest leave in the HR portal at least two weeks ahead.' },
@@ -155,3 +160,38 @@ for (const name of ['pglite', 'postgres']) {
     });
   });
 }
+
+test("a handbook larger than the provider's rate limit lets through at once is embedded over several attempts, each chunk paid for once", async () => {
+  const fake = await startFakeOpenAi();
+  const t = await freshServerDatabase();
+  try {
+    const openai = aiProviderCreate(loadConfig(fakeOpenAiEnv(fake)));
+    await vectorSpaceOpen(t.db, embeddingSpaceOf(openai));
+    // 150 sections, a chunk each: three embedding requests (64, 64, 22).
+    const body = Array.from({ length: 150 }, (_, i) => `## Article ${i + 1}\n\nRule ${i + 1} of the handbook: requests of kind ${i + 1} go to desk ${i % 7}.`).join('\n\n');
+    const saved = await t.db.transaction((tx) => documentSave(tx, { title: 'Handbook', body }));
+    assert.equal(saved.chunks, 150);
+    // A tokens-per-minute quota: one request's worth goes through, the next is throttled (429).
+    let paid = 0;
+    let status = '';
+    for (let attempt = 0; attempt < 5 && status !== 'embedded'; attempt++) {
+      fake.reset();
+      fake.failNext({ kind: 'delay', ms: 0 }, { endpoint: 'embeddings' });
+      fake.failNext({ kind: 'status', status: 429, headers: { 'retry-after-ms': '10' } }, { endpoint: 'embeddings' });
+      try {
+        status = (await embedRecord(t.db, openai, { table: 'documents', id: saved.id })).status;
+      } catch (err) {
+        assert.ok(err instanceof RetryLaterError, String(err));
+      }
+      paid += fake.embeddingRequests().filter((r) => r.outcome === 200).reduce((n, r) => n + r.body.input.length, 0);
+    }
+    assert.equal(status, 'embedded', 'embedded within five attempts');
+    assert.equal(paid, 150, 'every chunk embedded once');
+    const chunks = (await t.db.query<{ total: number; embedded: number }>('select count(*)::int as total, count(embedding)::int as embedded from document_chunks')).rows[0]!;
+    assert.deepEqual(chunks, { total: 150, embedded: 150 });
+    assert.equal(await vectorStaleCount(t.db), 0);
+  } finally {
+    await t.close();
+    await fake.close();
+  }
+});

@@ -108,23 +108,35 @@ export async function embedRecord(
   const doc = await documentGetForEmbedding(db, id);
   if (!doc) return { table, id, status: 'missing', usage: NO_USAGE };
   if (doc.embeddedHash === doc.contentHash) return { table, id, status: 'unchanged', usage: NO_USAGE };
+  // Chunks are new on every change of content or cut, and a switch drops every vector: some
+  // with a vector and some without are an earlier attempt's progress, stored batch by batch
+  // (a 429 or a time-out half-way through a long handbook), and only the rest is embedded.
+  // Begun again from the start, an attempt per quota window redid the same first batches,
+  // paid for them again, and never reached the end. All with a vector (`aiq reembed --all`)
+  // are all redone.
+  const rest = doc.chunks.filter((c) => !c.embedded);
+  const todo = rest.length > 0 ? rest : doc.chunks;
+  const chunkIds = doc.chunks.map((c) => c.id);
   let usage = NO_USAGE;
   let model = ai.embeddingModel;
-  const vectors: Array<{ id: string; vector: number[] }> = [];
   try {
-    for (let i = 0; i < doc.chunks.length; i += EMBED_BATCH) {
-      const slice = doc.chunks.slice(i, i + EMBED_BATCH);
-      const result = await ai.embed(slice.map((c) => chunkEmbeddingText(doc.title, c.headingPath, c.content)), options);
-      slice.forEach((chunk, j) => vectors.push({ id: chunk.id, vector: result.vectors[j]! }));
-      usage = usageAdd(usage, result.usage);
-      model = result.model;
+    for (let i = 0; i === 0 || i < todo.length; i += EMBED_BATCH) {
+      const slice = todo.slice(i, i + EMBED_BATCH);
+      const result = slice.length > 0 ? await ai.embed(slice.map((c) => chunkEmbeddingText(doc.title, c.headingPath, c.content)), options) : null;
+      const vectors = slice.map((chunk, j) => ({ id: chunk.id, vector: result!.vectors[j]! }));
+      if (result) {
+        usage = usageAdd(usage, result.usage);
+        model = result.model;
+      }
+      const last = i + EMBED_BATCH >= todo.length;
+      const stored = await documentEmbeddingSet(db, id, doc.contentHash, vectors, space, last ? { chunkIds } : null);
+      if (!stored) return { table, id, status: 'superseded', model, usage };
     }
   } finally {
     // Every batch's tokens in one statement, also when a later batch failed.
     await ai.flush();
   }
-  const stored = await documentEmbeddingSet(db, id, doc.contentHash, vectors, space);
-  return { table, id, status: stored ? 'embedded' : 'superseded', model, usage };
+  return { table, id, status: 'embedded', model, usage };
 }
 
 /** The embed_record handler for the worker. */

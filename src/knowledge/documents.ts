@@ -183,7 +183,8 @@ export interface DocumentForEmbedding {
   title: string;
   contentHash: string;
   embeddedHash: string | null;
-  chunks: Array<{ id: string; headingPath: string[]; content: string }>;
+  /** `embedded`: the chunk has a vector (an earlier attempt's, or the last embedding's). */
+  chunks: Array<{ id: string; headingPath: string[]; content: string; embedded: boolean }>;
 }
 
 /** A document's hashes and chunks in order, for embedding; null when it is gone. */
@@ -194,8 +195,8 @@ export async function documentGetForEmbedding(db: Queryable, id: string): Promis
   );
   const row = doc.rows[0];
   if (!row) return null;
-  const chunks = await db.query<{ id: string; headingPath: string[]; content: string }>(
-    'select id, heading_path as "headingPath", content from document_chunks where document_id = $1 order by position',
+  const chunks = await db.query<{ id: string; headingPath: string[]; content: string; embedded: boolean }>(
+    'select id, heading_path as "headingPath", content, embedding is not null as embedded from document_chunks where document_id = $1 order by position',
     [id],
   );
   return { id: row.id, title: row.title, contentHash: row.content_hash, embeddedHash: row.embedded_hash, chunks: chunks.rows };

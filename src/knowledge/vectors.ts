@@ -179,9 +179,12 @@ function columnsDdl(storage: VectorStorage, dimensions: number): string {
 }
 
 /**
- * Stores the chunks' embeddings, made in `space`, and marks the document embedded at `hash`,
- * in one transaction; false (nothing stored) when the document changed or was cut again
- * meanwhile, or the knowledge base was switched to another space since they were made.
+ * Stores embeddings of a document's chunks, made in `space`, in one transaction; with
+ * `complete` (the ids of every chunk the embedding read, all now embedded) it also marks the
+ * document embedded at `hash`. False (nothing stored) when the document changed or was cut
+ * again meanwhile, or the knowledge base was switched to another space since they were made.
+ * Stored a batch at a time, so that an attempt cut short (a 429 half-way through a long
+ * handbook) keeps what it paid for and the next one goes on from there.
  */
 export async function documentEmbeddingSet(
   db: Database,
@@ -189,6 +192,7 @@ export async function documentEmbeddingSet(
   hash: string,
   chunks: Array<{ id: string; vector: number[] }>,
   space: VectorSpace,
+  complete: { chunkIds: string[] } | null = { chunkIds: chunks.map((c) => c.id) },
 ): Promise<boolean> {
   return db.transaction(async (tx) => {
     // A switch (`aiq reembed --switch`) that committed while these vectors were being made
@@ -204,15 +208,16 @@ export async function documentEmbeddingSet(
     // A re-cut with other chunk settings keeps the content hash but replaces every chunk:
     // vectors of chunks that are gone would store nothing, and the document would be marked
     // embedded with none. The re-cut queued its own job for the new chunks.
+    const ids = complete?.chunkIds ?? chunks.map((c) => c.id);
     const { rows } = await tx.query<{ total: number; known: number }>(
       'select count(*)::int as total, (count(*) filter (where id = any($2::uuid[])))::int as known from document_chunks where document_id = $1',
-      [documentId, chunks.map((c) => c.id)],
+      [documentId, ids],
     );
-    if (rows[0]!.total !== chunks.length || rows[0]!.known !== chunks.length) return false;
+    if (rows[0]!.known !== ids.length || (complete && rows[0]!.total !== ids.length)) return false;
     for (const chunk of chunks) {
       await tx.query('update document_chunks set embedding = aiq_vector($2::real[]) where id = $1 and document_id = $3', [chunk.id, chunk.vector, documentId]);
     }
-    await tx.query('update documents set embedded_hash = $2, embedded_at = now() where id = $1', [documentId, hash]);
+    if (complete) await tx.query('update documents set embedded_hash = $2, embedded_at = now() where id = $1', [documentId, hash]);
     return true;
   });
 }
