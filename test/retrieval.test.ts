@@ -231,6 +231,27 @@ for (const name of ['pglite', 'postgres'] as const) {
       assert.equal(long.truncated, true);
       assert.equal(long.hits[0]!.headingPath.at(-1), 'Vakantiedagen');
     });
+
+    test('a document whose accents are written decomposed (a Mac or a PDF export) is found by its accented words, and is the same document as its composed text', async () => {
+      const db = stores[name].db;
+      // "é" as e + U+0301: looks the same, but was indexed as other words than the question's.
+      const decomposed = (text: string) => text.normalize('NFD');
+      const title = 'Congés et récupération';
+      const body = 'Les congés payés: vingt-cinq jours par an. La récupération des heures supplémentaires se demande au secrétariat.';
+      const saved = await documentAdd(db, { title: decomposed(title), body: decomposed(body) }, SETTINGS);
+      try {
+        await embedRecord(db, ai, { table: 'documents', id: saved.id });
+        const found = await knowledgeRetrieve(db, ai, 'récupération des heures supplémentaires', { ...RETRIEVAL, mode: 'lexical' });
+        assert.equal(found.hits[0]?.documentId, saved.id, 'full-text search finds it by its accented words');
+        const askedDecomposed = await knowledgeRetrieve(db, ai, decomposed('congés payés'), { ...RETRIEVAL, mode: 'lexical' });
+        assert.equal(askedDecomposed.hits[0]?.documentId, saved.id, 'and by a question written decomposed');
+        const again = await documentAdd(db, { title, body }, SETTINGS);
+        assert.deepEqual({ id: again.id, status: again.status }, { id: saved.id, status: 'unchanged' }, 'the same title and text, typed composed');
+        assert.equal((await documentRemove(db, { title: decomposed(title) }))?.id, saved.id, 'removed by its title however it is written');
+      } finally {
+        await documentRemove(db, { id: saved.id });
+      }
+    });
   });
 }
 

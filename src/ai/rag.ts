@@ -94,7 +94,8 @@ export interface Retrieved {
 
 /** Searches the knowledge base for `question` the way a reply does. */
 export async function knowledgeRetrieve(db: Queryable, ai: AiProvider, question: string, settings: RetrievalSettings, options: CallOptions = {}): Promise<Retrieved> {
-  const text = question.trim().slice(0, QUESTION_MAX_CHARS);
+  // Accents composed, as documents are stored (documents.ts): a phone may send them decomposed.
+  const text = question.trim().normalize('NFC').slice(0, QUESTION_MAX_CHARS);
   const truncated = question.trim().length > QUESTION_MAX_CHARS;
   const threshold = settings.minRelevance;
   if (!text || settings.topK <= 0) return { hits: [], relevance: 0, noAnswer: true, threshold, usage: NO_USAGE, truncated, expansions: [] };

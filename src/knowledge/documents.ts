@@ -6,6 +6,11 @@ import { createHash } from 'node:crypto';
 import type { Queryable } from '../db/types.ts';
 import { chunkingSignature, DEFAULT_CHUNK_SETTINGS, documentContentCheck, DocumentContentError, type ChunkSettings } from './chunking.ts';
 
+/** A title as stored and looked up: trimmed, accents composed (NFC). */
+function titleOf(title: string): string {
+  return title.trim().normalize('NFC');
+}
+
 /** sha256 of title and body: equal content, equal hash (an unchanged save does nothing). */
 export function documentContentHash(title: string, body: string): string {
   return createHash('sha256').update(JSON.stringify([title, body])).digest('hex');
@@ -65,12 +70,14 @@ export const DOCUMENT_MAX_CHARS = 1_000_000;
  * it in the transaction that also enqueues the embedding.
  */
 export async function documentSave(tx: Queryable, input: DocumentSaveInput, settings: ChunkSettings = DEFAULT_CHUNK_SETTINGS): Promise<DocumentSaveOutcome> {
-  const title = input.title.trim();
+  const title = titleOf(input.title);
   if (!title) throw new DocumentContentError('a document needs a title');
   // Line ends as \n whatever wrote them: a browser's form sends a textarea's as \r\n, so the
   // same file pasted in the dashboard and added by `aiq add-document` counted as changed
-  // and was embedded again (found by a new-user probe).
-  const body = input.body.replace(/\r\n?/g, '\n');
+  // and was embedded again (found by a new-user probe). Accents composed (NFC), as questions
+  // type them: text from a Mac or a PDF export writes "é" as e and a combining accent, and
+  // its words were indexed as other words than the question's ("congés" never found).
+  const body = input.body.replace(/\r\n?/g, '\n').normalize('NFC');
   if (body.length > DOCUMENT_MAX_CHARS) {
     throw new DocumentContentError(`document "${title}" is ${body.length.toLocaleString('en')} characters, more than ${DOCUMENT_MAX_CHARS.toLocaleString('en')}: add it in parts (a chapter each)`);
   }
@@ -86,8 +93,10 @@ export async function documentSave(tx: Queryable, input: DocumentSaveInput, sett
   // nothing while the title is new (the second insert then broke the unique title, a 500
   // with its content lost), so the title's own lock is taken first, until commit.
   await tx.query(`select pg_advisory_xact_lock(hashtextextended('aiq.document:' || $1, 0))`, [title]);
+  // Compared composed, so a title saved before titles were is still the same document (the
+  // one saved composed first, should both be there).
   const existing = await tx.query<{ id: string; content_hash: string; chunking: string | null }>(
-    'select id, content_hash, chunking from documents where title = $1 for update',
+    'select id, content_hash, chunking from documents where normalize(title, NFC) = $1 order by title = $1 desc, id limit 1 for update',
     [title],
   );
   const found = existing.rows[0];
@@ -101,10 +110,10 @@ export async function documentSave(tx: Queryable, input: DocumentSaveInput, sett
   if (found) {
     id = found.id;
     await tx.query(
-      `update documents set body = $2, source = $3, content_hash = $4, embedded_hash = null, embedded_at = null, updated_at = now(),
+      `update documents set title = $6, body = $2, source = $3, content_hash = $4, embedded_hash = null, embedded_at = null, updated_at = now(),
               tags = coalesce($5, tags)
        where id = $1`,
-      [id, body, input.source ?? null, hash, input.tags === undefined ? null : tags],
+      [id, body, input.source ?? null, hash, input.tags === undefined ? null : tags, title],
     );
   } else {
     const inserted = await tx.query<{ id: string }>(
@@ -140,8 +149,8 @@ async function chunksReplace(tx: Queryable, documentId: string, title: string, c
  */
 export async function documentRemove(db: Queryable, by: { id: string } | { title: string }): Promise<{ id: string; title: string } | null> {
   const { rows } = await db.query<{ id: string; title: string }>(
-    'id' in by ? 'delete from documents where id = $1 returning id, title' : 'delete from documents where title = $1 returning id, title',
-    ['id' in by ? by.id : by.title],
+    'id' in by ? 'delete from documents where id = $1 returning id, title' : 'delete from documents where normalize(title, NFC) = $1 returning id, title',
+    ['id' in by ? by.id : titleOf(by.title)],
   );
   return rows[0] ?? null;
 }
