@@ -350,3 +350,30 @@ test('REPLY_CITE_SOURCES: the source line names the distinct relevant sections, 
   assert.equal(sourceLine(mixed), '📄 IT › VPN; Handboek › Verlof');
   assert.equal(sourceLine({ ...mixed, threshold: 0 }), '📄 IT › VPN; Parkeren; Handboek › Verlof', 'with the gate off, any similarity counts');
 });
+
+test('an unchanged document whose embedding job failed or was cancelled is queued again when it is added again; one still queued is not queued twice', async () => {
+  const db = stores.postgres.db;
+  const jobsFor = async (id: string) =>
+    (await db.query<{ status: string }>(`select status from ai_jobs where type = 'embed_record' and payload->>'id' = $1 order by created_at, id`, [id])).rows.map((r) => r.status);
+  const saved = await documentAdd(db, { title: 'Thuiswerken', body: 'Thuiswerken mag twee dagen per week, in overleg met je leidinggevende.' }, SETTINGS);
+  try {
+    assert.deepEqual(await jobsFor(saved.id), ['pending']);
+    // Queued already: adding it again queues nothing more.
+    assert.equal((await documentAdd(db, { title: 'Thuiswerken', body: 'Thuiswerken mag twee dagen per week, in overleg met je leidinggevende.' }, SETTINGS)).status, 'unchanged');
+    assert.deepEqual(await jobsFor(saved.id), ['pending']);
+    // The job failed for good (a quota, a wrong key) or an admin cancelled it: the document waits for an embedding nothing will make.
+    await db.query(`update ai_jobs set status = 'failed', finished_at = now() where type = 'embed_record' and payload->>'id' = $1`, [saved.id]);
+    const again = await documentAdd(db, { title: 'Thuiswerken', body: 'Thuiswerken mag twee dagen per week, in overleg met je leidinggevende.' }, SETTINGS);
+    assert.deepEqual({ status: again.status, embedQueued: again.embedQueued }, { status: 'unchanged', embedQueued: true });
+    assert.deepEqual(await jobsFor(saved.id), ['failed', 'pending']);
+    // Embedded, it is not queued again.
+    await embedRecord(db, ai, { table: 'documents', id: saved.id });
+    await db.query(`update ai_jobs set status = 'done', finished_at = now() where type = 'embed_record' and payload->>'id' = $1 and status = 'pending'`, [saved.id]);
+    const embedded = await documentAdd(db, { title: 'Thuiswerken', body: 'Thuiswerken mag twee dagen per week, in overleg met je leidinggevende.' }, SETTINGS);
+    assert.equal(embedded.embedQueued, false);
+    assert.deepEqual(await jobsFor(saved.id), ['failed', 'done']);
+  } finally {
+    await documentRemove(db, { id: saved.id });
+    await db.query(`delete from ai_jobs where type = 'embed_record' and payload->>'id' = $1`, [saved.id]);
+  }
+});

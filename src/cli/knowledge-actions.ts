@@ -182,7 +182,12 @@ export async function addDocument({ values, positionals }: CommandInput, config:
     if (err instanceof DocumentContentError) throw new UsageError(`${file}: ${err.message}`);
     throw err;
   }
-  const what = saved.status === 'unchanged' ? 'unchanged (same content): nothing to do' : `${saved.status}: ${saved.chunks} chunks, embedding queued for the worker`;
+  const what =
+    saved.status !== 'unchanged'
+      ? `${saved.status}: ${saved.chunks} chunks, embedding queued for the worker`
+      : saved.embedQueued
+        ? 'unchanged (same content), but not embedded and nothing queued for it: embedding queued for the worker'
+        : 'unchanged (same content): nothing to do';
   console.log(`"${title}" ${what} (${saved.id})`);
 }
 

@@ -41,12 +41,29 @@ export function embedRecordEnqueue(tx: Queryable, ids: string[]): Promise<string
   );
 }
 
-/** Saves a document and, when it is new or changed, enqueues its embedding, in one transaction. */
-export function documentAdd(db: Database, input: DocumentSaveInput, settings: ChunkSettings): Promise<DocumentSaveOutcome> {
+// Documents whose embedding is missing or stale and that no embed job is waiting for: after
+// a switch of the offline embeddings, or a job that failed for good (a quota, a long outage).
+const DOCUMENTS_UNQUEUED_STALE_SQL = `
+  select d.id from documents d
+  where d.embedded_hash is distinct from d.content_hash
+    and not exists (
+      select 1 from ai_jobs j
+      where j.type = '${EMBED_RECORD}' and j.status in ('pending', 'processing') and j.payload->>'id' = d.id::text
+    )`;
+
+/**
+ * Saves a document and enqueues its embedding, in one transaction: when it is new or
+ * changed, and when it is unchanged but not embedded with nothing queued for it (its job
+ * failed for good or was cancelled). Adding it again is what an admin does about a document
+ * shown "waiting for embedding"; it queued nothing, and the document waited for good (until
+ * a worker's next start). `embedQueued` says whether a job was queued.
+ */
+export function documentAdd(db: Database, input: DocumentSaveInput, settings: ChunkSettings): Promise<DocumentSaveOutcome & { embedQueued: boolean }> {
   return db.transaction(async (tx) => {
     const outcome = await documentSave(tx, input, settings);
-    if (outcome.status !== 'unchanged') await embedRecordEnqueue(tx, [outcome.id]);
-    return outcome;
+    const embed = outcome.status !== 'unchanged' || (await tx.query(`${DOCUMENTS_UNQUEUED_STALE_SQL} and d.id = $1`, [outcome.id])).rowCount > 0;
+    if (embed) await embedRecordEnqueue(tx, [outcome.id]);
+    return { ...outcome, embedQueued: embed };
   });
 }
 
@@ -73,16 +90,6 @@ export async function documentsRechunkStale(db: Database, settings: ChunkSetting
     if (ids.length === 0 || cut === 0) return done;
   }
 }
-
-// Documents whose embedding is missing or stale and that no embed job is waiting for: after
-// a switch of the offline embeddings, or a job that failed for good (a quota, a long outage).
-const DOCUMENTS_UNQUEUED_STALE_SQL = `
-  select d.id from documents d
-  where d.embedded_hash is distinct from d.content_hash
-    and not exists (
-      select 1 from ai_jobs j
-      where j.type = '${EMBED_RECORD}' and j.status in ('pending', 'processing') and j.payload->>'id' = d.id::text
-    )`;
 
 /** Queues the embedding of every stale document nothing is queued for; returns how many. */
 export async function documentsEmbedStale(db: Database): Promise<number> {

@@ -146,7 +146,7 @@ export async function importList(db: Queryable, limit = 50): Promise<ImportSumma
 }
 
 /** Saves a document with the configured chunking and enqueues its embedding (see jobs/embed-record.ts). */
-export function documentAddConfigured(runtime: Runtime, input: { title: string; body: string; source?: string; tags?: string[] }): Promise<DocumentSaveOutcome> {
+export function documentAddConfigured(runtime: Runtime, input: { title: string; body: string; source?: string; tags?: string[] }): Promise<DocumentSaveOutcome & { embedQueued: boolean }> {
   return documentAdd(runtime.db, input, chunkSettingsOf(runtime.config));
 }
 

@@ -214,7 +214,12 @@ export const knowledgePages: FastifyPluginAsync<{ runtime: Runtime }> = async (a
       if (err instanceof DocumentContentError) return refused(err.message);
       throw err;
     }
-    const notice = outcome.status === 'unchanged' ? `"${input.data.title}" is unchanged.` : `"${input.data.title}" ${outcome.status} (${outcome.chunks} chunk${outcome.chunks === 1 ? '' : 's'}); embedding it now.`;
+    const notice =
+      outcome.status !== 'unchanged'
+        ? `"${input.data.title}" ${outcome.status} (${outcome.chunks} chunk${outcome.chunks === 1 ? '' : 's'}); embedding it now.`
+        : outcome.embedQueued
+          ? `"${input.data.title}" is unchanged, but was not embedded: embedding it now.`
+          : `"${input.data.title}" is unchanged.`;
     return reply.redirect(`/admin/documents${actionQuery(request, { notice })}`, 303);
   });
 
