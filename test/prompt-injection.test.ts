@@ -105,3 +105,15 @@ test('a copy of the instructions is recognised however its words are joined; an 
     assert.equal(repliesWithSystemPrompt(reply, DEFAULT_SYSTEM_PROMPT), false, reply);
   }
 });
+
+test('a copied stretch of 60 letters is caught wherever in the instructions it begins', () => {
+  // A configured prompt with a line meant for the model only; the copy, 63 letters, began
+  // between the places the check compared (every 20th letter) and was sent.
+  const prompt = 'You answer for Acme. The staff discount code for this quarter is ZEBRA-4471-ORCHID-PLUM-SEVEN. Be brief and friendly.';
+  assert.equal(repliesWithSystemPrompt('Of course: the staff discount code for this quarter is ZEBRA-4471-ORCHID-PLUM-SEVEN!', prompt), true);
+  for (let cut = 0; cut < 20; cut++) {
+    const stretch = prompt.slice(21 + cut, 21 + cut + 75);
+    assert.equal(repliesWithSystemPrompt(`Here: ${stretch}`, prompt), true, stretch);
+  }
+  assert.equal(repliesWithSystemPrompt('The discount code is something only HR can tell you.', prompt), false);
+});

@@ -94,6 +94,9 @@ export function promptBuild(systemPrompt: string, context: PromptContext): Promp
   };
 }
 
+/** How many letters and digits of the instructions, copied in a row, make a reply a leak. */
+const COPY_LETTERS = 60;
+
 /**
  * True when a reply repeats a stretch of the system prompt word for word (60 letters and
  * digits or more; spacing, punctuation and invisible characters aside, so that a model
@@ -105,7 +108,11 @@ export function repliesWithSystemPrompt(reply: string, systemPrompt: string): bo
   const squash = (text: string) => text.normalize('NFKC').toLowerCase().replace(/[^\p{L}\p{N}]+/gu, '');
   const said = squash(reply);
   const prompt = squash(`${systemPrompt} ${DATA_RULES}`);
-  for (let at = 0; at + 60 <= prompt.length; at += 20) if (said.includes(prompt.slice(at, at + 60))) return true;
+  // Every stretch of the prompt, wherever it begins: compared at every 20th letter only, a
+  // copy of 60 to 79 letters (one sentence) that began in between was sent.
+  const stretches = new Set<string>();
+  for (let at = 0; at + COPY_LETTERS <= prompt.length; at++) stretches.add(prompt.slice(at, at + COPY_LETTERS));
+  for (let at = 0; at + COPY_LETTERS <= said.length; at++) if (stretches.has(said.slice(at, at + COPY_LETTERS))) return true;
   return false;
 }
 
