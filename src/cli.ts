@@ -9,6 +9,7 @@ import { serverCommands } from './cli/server-commands.ts';
 import { privacyCommands } from './cli/privacy-commands.ts';
 import { UsageError, type Command } from './cli/command.ts';
 import { CommandLineError, commandHelp, overviewHelp, parseCommandLine, usageLine } from './cli/help.ts';
+import type { Env } from './config.ts';
 
 const COMMANDS: Command[] = [...serverCommands, ...queueCommands, ...messagingCommands, ...knowledgeCommands, ...privacyCommands];
 const HELP = new Set(['--help', '-h']);
@@ -43,7 +44,28 @@ async function main(argv: string[]): Promise<number> {
   const { loadConfig, loadDotEnv } = await import('./config.ts');
   loadDotEnv();
   const config = loadConfig();
-  return (await command.run(input, config)) ?? 0;
+  try {
+    return (await command.run(input, config)) ?? 0;
+  } catch (err) {
+    throw await withDatabaseHint(err, config);
+  }
+}
+
+/**
+ * A server database that cannot be reached or refuses the login: the error as the driver
+ * words it ("connect ECONNREFUSED 127.0.0.1:5432"), then the setting that leads there and
+ * what to check, as `aiq doctor` says it.
+ */
+async function withDatabaseHint(err: unknown, config: Env): Promise<unknown> {
+  if (!(err instanceof Error) || !config.DATABASE_URL) return err;
+  // migrateDirect names the direct connection when that is the one that failed.
+  const variable = err.message.startsWith('DATABASE_DIRECT_URL:') && config.DATABASE_DIRECT_URL ? 'DATABASE_DIRECT_URL' : 'DATABASE_URL';
+  const { connectionHint } = await import('./cli/database-hint.ts');
+  const hint = connectionHint(err, config[variable]!, variable);
+  if (!hint) return err;
+  const named = hint.includes(variable) ? hint : `${variable}: ${hint}`;
+  err.message += `\n  → ${named}${named.endsWith('?') ? '' : ';'} \`aiq doctor\` checks every setting`;
+  return err;
 }
 
 main(process.argv.slice(2)).then(

@@ -1,6 +1,7 @@
-// The CLI's help as a newcomer meets it, as real processes: `aiq --help` fits 80 columns and
-// names every command; every `aiq <command> --help` exits 0, names each of its options and
-// shows an example; an unknown option shows the command's usage and exits 2.
+// The CLI's help and errors as a newcomer meets them, as real processes: `aiq --help` fits
+// 80 columns and names every command; every `aiq <command> --help` exits 0, names each of
+// its options and shows an example; an unknown option shows the command's usage and exits
+// 2; a database that is not there is named by its setting.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
@@ -81,4 +82,15 @@ test('a word too many is refused with the usage (exit 2), before anything runs: 
   // Quoted text may come unquoted: its words are joined.
   const search = await aiq(['search', 'how', 'many', 'holidays', '--help']);
   assert.equal(search.code, 0);
+});
+
+test('a PostgreSQL server that is not there: one line naming DATABASE_URL, the address and aiq doctor, no stack', async () => {
+  // Found by a new-user probe: `aiq stats` (and `aiq serve` after its minute of waiting)
+  // said only "aiq: connect ECONNREFUSED 127.0.0.1:1", naming neither setting nor fix.
+  const { code, stderr } = await aiq(['stats']);
+  assert.equal(code, 1);
+  assert.match(stderr, /^aiq: connect ECONNREFUSED 127\.0\.0\.1:1\b/);
+  assert.match(stderr, /DATABASE_URL: is PostgreSQL \(or the pooler\) running and reachable at 127\.0\.0\.1:1\?/);
+  assert.match(stderr, /aiq doctor/);
+  assert.doesNotMatch(stderr, /\n\s+at /, 'no stack trace');
 });

@@ -3,7 +3,6 @@
 // Exit 1 when a check fails (operation is blocked), 0 when all pass or only warn.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { parse as parseConnectionString } from 'pg-connection-string';
 import { aiProviderCreate } from '../ai/providers.ts';
 import { embeddingSpaceOf } from '../ai/types.ts';
 import { adminExposedWithoutToken, adminHostNamesHint, aiProviderOf, mediaRedirectHostsHint, type Env } from '../config.ts';
@@ -18,6 +17,7 @@ import { synonymsOf } from '../knowledge/synonyms.ts';
 import { describeSpace, vectorSettingsGet } from '../knowledge/vectors.ts';
 import { Profiles } from '../messaging/profiles.ts';
 import { createTransport, TwilioTransport } from '../messaging/transport.ts';
+import { connectionHint, hostOf } from './database-hint.ts';
 
 type Verdict = 'ok' | 'warn' | 'FAIL';
 
@@ -41,20 +41,9 @@ function oneLine(err: unknown): string {
   return (err instanceof Error ? err.message : String(err)).split('\n')[0]!.trim();
 }
 
-/** Where a connection URL leads, as pg reads it: host:port, or a Unix socket's folder. */
-function hostOf(url: string): string {
-  const { host, port } = parseConnectionString(url);
-  return host?.startsWith('/') ? `the socket in ${host}` : `${host ?? 'localhost'}${port ? `:${port}` : ''}`;
-}
-
 function databaseHint(err: unknown, config: Env): string | undefined {
-  const code = (err as { code?: string }).code;
-  const where = config.DATABASE_URL ? parseConnectionString(config.DATABASE_URL) : undefined;
-  if (code === '28P01' || code === '28000') return `check the user and password in DATABASE_URL (user "${where?.user ?? ''}")`;
-  if (code === '3D000') return `create the database first (createdb ${where?.database ?? ''}) or fix its name in DATABASE_URL`;
-  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'ETIMEDOUT' || code === 'EAI_AGAIN') return `is PostgreSQL (or the pooler) running and reachable at ${hostOf(config.DATABASE_URL!)}?`;
   if ((err as Error).name === 'DataDirLockedError') return 'another aiq holds the embedded database and serves no socket: stop it, or upgrade it to a version that serves one';
-  return undefined;
+  return config.DATABASE_URL ? connectionHint(err, config.DATABASE_URL) : undefined;
 }
 
 async function checkDatabase(config: Env, findings: Finding[]): Promise<Database | undefined> {
