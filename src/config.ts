@@ -26,8 +26,18 @@ const bool = (fallback: boolean) =>
       .transform((v) => v === 'true' || v === '1' || v === 'yes' || v === 'on')
       .default(fallback),
   );
-const num = (min: number, max: number, fallback: number) => z.preprocess(blankIsUnset, z.coerce.number().min(min).max(max).default(fallback));
-const int = (min: number, max: number, fallback: number) => z.preprocess(blankIsUnset, z.coerce.number().int().min(min).max(max).default(fallback));
+// In words a reader of the message acts on ("must be a whole number from 0 to 65535"), not
+// the schema library's ("expected int, received number", "received NaN").
+const numberIn = (min: number, max: number) => {
+  const error = `must be a number from ${min} to ${max}`;
+  return z.coerce.number<string>({ error }).min(min, { error }).max(max, { error });
+};
+const wholeNumberIn = (min: number, max: number) => {
+  const error = `must be a whole number from ${min} to ${max}`;
+  return z.coerce.number<string>({ error }).int({ error }).min(min, { error }).max(max, { error });
+};
+const num = (min: number, max: number, fallback: number) => z.preprocess(blankIsUnset, numberIn(min, max).default(fallback));
+const int = (min: number, max: number, fallback: number) => z.preprocess(blankIsUnset, wholeNumberIn(min, max).default(fallback));
 const optionalText = z
   .string()
   .optional()
@@ -67,7 +77,7 @@ const schema = z.object({
   HOST: z.string().min(1).refine(isHostAddress, 'must be an IP address or a host name').default('127.0.0.1'),
   PORT: int(0, 65535, 3000),
   // Unset: `aiq worker` listens nowhere. A number: it answers /metrics, /healthz, /readyz there.
-  WORKER_METRICS_PORT: z.preprocess(blankIsUnset, z.coerce.number().int().min(0).max(65535).optional()),
+  WORKER_METRICS_PORT: z.preprocess(blankIsUnset, wholeNumberIn(0, 65535).optional()),
   PUBLIC_URL: optionalUrl,
   ADMIN_TOKEN: optionalText.pipe(z.string().min(12, 'must be at least 12 characters').optional()),
   WEBHOOK_BODY_LIMIT_BYTES: int(1024, 10 * 1024 * 1024, 64 * 1024),
@@ -146,7 +156,7 @@ const schema = z.object({
   RAG_RRF_K: int(1, 1000, 60),
   RAG_VECTOR_WEIGHT: num(0, 10, 1),
   // Unset: 2 with the offline embeddings (weaker than full-text search: npm run eval), else 1.
-  RAG_LEXICAL_WEIGHT: optionalText.pipe(z.coerce.number<string>().min(0).max(10).optional()),
+  RAG_LEXICAL_WEIGHT: optionalText.pipe(numberIn(0, 10).optional()),
   RAG_TEXT_SEARCH_CONFIG: z.string().trim().regex(/^[a-z_][a-z0-9_]*$/, 'must be a text-search configuration name such as dutch, english or simple').default('dutch'),
   // Synonym groups questions are expanded with (README, Knowledge and retrieval): the built-in
   // Dutch/English workplace list, the organisation's own file, and what a match of a synonym
@@ -158,7 +168,7 @@ const schema = z.object({
   RAG_SYNONYM_WEIGHT: num(0, 1, 0.85),
   // Below this relevance the assistant says it does not know and offers a colleague instead
   // of answering from weak context; unset: the value the evaluation chose for the provider.
-  RAG_MIN_RELEVANCE: optionalText.pipe(z.coerce.number<string>().min(0).max(1).optional()),
+  RAG_MIN_RELEVANCE: optionalText.pipe(numberIn(0, 1).optional()),
   // A short "Source: …" line under WhatsApp replies, naming the sections the answer drew on.
   REPLY_CITE_SOURCES: bool(false),
   CHUNK_MAX_CHARS: int(200, 8000, 1200),

@@ -46,6 +46,18 @@ test('a bad value is refused with the variable named', () => {
   for (const good of ['0.0.0.0', '::', 'localhost', 'aiq.internal', 'host.docker.internal']) assert.equal(loadConfig({ HOST: good }).HOST, good);
 });
 
+test('a bad number says what the variable takes, in words, not the schema library\'s', () => {
+  // Found by a new-user probe: PORT=abc said "expected number, received NaN", PORT=3000.5
+  // "expected int, received number", PORT=99999 "Too big: expected number to be <=65535".
+  for (const value of ['abc', '3000.5', '99999', '-1']) {
+    assert.throws(() => loadConfig({ PORT: value }), new RegExp(`PORT: must be a whole number from 0 to 65535 \\(got "${value.replace('.', '\\.')}"\\)`), value);
+  }
+  assert.throws(() => loadConfig({ BACKOFF_BASE_SECONDS: 'five' }), /BACKOFF_BASE_SECONDS: must be a number from 0 to 3600 \(got "five"\)/);
+  assert.throws(() => loadConfig({ REPLY_WAIT_SECONDS: '11' }), /REPLY_WAIT_SECONDS: must be a number from 0 to 10 \(got "11"\)/);
+  assert.throws(() => loadConfig({ WORKER_METRICS_PORT: 'x' }), /WORKER_METRICS_PORT: must be a whole number from 0 to 65535/);
+  assert.throws(() => loadConfig({ RAG_MIN_RELEVANCE: 'high' }), /RAG_MIN_RELEVANCE: must be a number from 0 to 1 \(got "high"\)/);
+});
+
 test('a switch reads as people write it, in any case', () => {
   for (const on of ['true', 'TRUE', 'Yes', 'on', ' 1 ']) assert.equal(loadConfig({ REPLY_CITE_SOURCES: on }).REPLY_CITE_SOURCES, true, on);
   for (const off of ['false', 'False', 'NO', 'off', '0', '']) assert.equal(loadConfig({ REPLY_CITE_SOURCES: off }).REPLY_CITE_SOURCES, false, off);
