@@ -8,7 +8,7 @@ import { queueCommands } from './cli/queue-commands.ts';
 import { serverCommands } from './cli/server-commands.ts';
 import { privacyCommands } from './cli/privacy-commands.ts';
 import { UsageError, type Command } from './cli/command.ts';
-import { CommandLineError, commandHelp, overviewHelp, parseCommandLine, usageLine } from './cli/help.ts';
+import { CommandLineError, commandHelp, nameMeant, overviewHelp, parseCommandLine, usageLine } from './cli/help.ts';
 import type { Env } from './config.ts';
 
 const COMMANDS: Command[] = [...serverCommands, ...queueCommands, ...messagingCommands, ...knowledgeCommands, ...privacyCommands];
@@ -25,7 +25,8 @@ async function main(argv: string[]): Promise<number> {
   }
   const command = COMMANDS.find((c) => c.name === name);
   if (!command) {
-    console.error(`aiq: unknown command "${name}"\n\n${overviewHelp(COMMANDS)}`);
+    const meant = nameMeant(name, COMMANDS.map((c) => c.name));
+    console.error(`aiq: unknown command "${name}"${meant ? ` (did you mean aiq ${meant}?)` : ''}\n\n${overviewHelp(COMMANDS)}`);
     return 2;
   }
   if (args.some((arg) => HELP.has(arg))) {

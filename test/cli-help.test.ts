@@ -60,6 +60,22 @@ test('options parse as declared; an unknown option prints the command usage and 
   assert.match(wrong.stderr, /^usage: aiq jobs \[--status S\]/m);
 });
 
+test('a mistyped option or command is named, with the one meant, not Node\'s advice about positional arguments', async () => {
+  // Found by a new-user probe: `aiq jobs --stauts failed` answered "Unknown option '--stauts'.
+  // To specify a positional argument starting with a '-', place it at the end of the command
+  // after '--', as in '-- \"--stauts\"", advice for a case that is not the user's.
+  const typo = await aiq(['jobs', '--stauts', 'failed']);
+  assert.equal(typo.code, 2);
+  assert.match(typo.stderr, /^aiq jobs: Unknown option '--stauts' \(did you mean --status\?\)$/m);
+  assert.doesNotMatch(typo.stderr, /positional argument/);
+  const command = await aiq(['strat']);
+  assert.equal(command.code, 2);
+  assert.match(command.stderr, /^aiq: unknown command "strat" \(did you mean aiq start\?\)$/m);
+  assert.match((await aiq(['stat'])).stderr, /\(did you mean aiq stats\?\)/, 'of two as close, the one it begins');
+  const far = await aiq(['cleanup', '--colour']);
+  assert.match(far.stderr, /^aiq cleanup: Unknown option '--colour'$/m, 'no guess when nothing is close');
+});
+
 test('a word too many is refused with the usage (exit 2), before anything runs: aiq cleanup 30 deleted with the default age', async () => {
   for (const [args, message] of [
     [['cleanup', '30'], /aiq cleanup takes no arguments, got "30"/],

@@ -99,8 +99,33 @@ export function parseCommandLine(command: Command, args: string[]): CommandInput
     return { values: parsed.values as CommandInput['values'], positionals: parsed.positionals };
   } catch (err) {
     if (err instanceof CommandLineError) throw err;
-    throw new CommandLineError((err as Error).message);
+    // Node adds advice on passing a positional that starts with '-', which a typo is not.
+    const unknown = (err as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /Unknown option '([^']+)'/.exec((err as Error).message)?.[1] : undefined;
+    if (unknown === undefined) throw new CommandLineError((err as Error).message);
+    const meant = nameMeant(unknown.replace(/^-+/, '').split('=')[0]!, Object.keys(command.options ?? {}));
+    throw new CommandLineError(`Unknown option '${unknown}'${meant ? ` (did you mean --${meant}?)` : ''}`);
   }
+}
+
+/**
+ * The name (of an option, of a command) a mistyped one is closest to, at most two letters
+ * off, else none; of two as close, the one it begins (`stat`: stats, not start).
+ */
+export function nameMeant(typed: string, names: string[]): string | undefined {
+  const ranked = names.map((name) => ({ name, distance: editDistance(typed, name) })).sort((a, b) => a.distance - b.distance || Number(b.name.startsWith(typed)) - Number(a.name.startsWith(typed)));
+  return ranked[0] && ranked[0].distance <= Math.min(2, Math.floor(ranked[0].name.length / 2)) ? ranked[0].name : undefined;
+}
+
+/** Levenshtein distance, with a swap of two neighbouring letters counting as one edit. */
+function editDistance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i]![j] = Math.min(d[i]![j]!, d[i - 2]![j - 2]! + 1);
+    }
+  }
+  return d[a.length]![b.length]!;
 }
 
 /** How many words a command takes: one per `<…>` in its usage; any number for quoted text ("<question>", words joined). */
