@@ -52,13 +52,30 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+// How the file system refuses a folder: a file in its place or on its path, no permission,
+// a read-only disk.
+const NOT_A_FOLDER = new Set(['EEXIST', 'ENOTDIR', 'EACCES', 'EPERM', 'EROFS']);
+
+/** The embedded database's folder cannot be made or written: name DATA_DIR, not just mkdir's words. */
+async function withDataDirHint(err: Error, config: Env): Promise<Error> {
+  const { code, path } = err as { code?: unknown; path?: unknown };
+  if (typeof code !== 'string' || !NOT_A_FOLDER.has(code) || typeof path !== 'string') return err;
+  const { resolve, sep } = await import('node:path');
+  const dir = resolve(config.DATA_DIR);
+  // The folder itself, a parent on its way, or a file in it.
+  if (!(dir === path || dir.startsWith(path + sep) || path.startsWith(dir + sep))) return err;
+  err.message += `\n  → DATA_DIR=${config.DATA_DIR}: not a folder aiq can create and write; point DATA_DIR at one (the default is ./data)`;
+  return err;
+}
+
 /**
  * A server database that cannot be reached or refuses the login: the error as the driver
  * words it ("connect ECONNREFUSED 127.0.0.1:5432"), then the setting that leads there and
  * what to check, as `aiq doctor` says it.
  */
 async function withDatabaseHint(err: unknown, config: Env): Promise<unknown> {
-  if (!(err instanceof Error) || !config.DATABASE_URL) return err;
+  if (!(err instanceof Error)) return err;
+  if (!config.DATABASE_URL) return withDataDirHint(err, config);
   // migrateDirect names the direct connection when that is the one that failed.
   const variable = err.message.startsWith('DATABASE_DIRECT_URL:') && config.DATABASE_DIRECT_URL ? 'DATABASE_DIRECT_URL' : 'DATABASE_URL';
   const { connectionHint } = await import('./cli/database-hint.ts');

@@ -4,6 +4,9 @@
 // 2; a database that is not there is named by its setting.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { knowledgeCommands } from '../src/cli/knowledge-commands.ts';
 import { messagingCommands } from '../src/cli/messaging-commands.ts';
@@ -13,10 +16,10 @@ import { ROOT } from './helpers/processes.ts';
 
 const COMMANDS = [...serverCommands, ...queueCommands, ...messagingCommands, ...knowledgeCommands];
 
-function aiq(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function aiq(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     // No database is reachable: help must not need one.
-    const child = spawn(process.execPath, ['bin/aiq.js', ...args], { cwd: ROOT, env: { ...process.env, DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' } });
+    const child = spawn(process.execPath, ['bin/aiq.js', ...args], { cwd: ROOT, env: { ...process.env, DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none', ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c) => (stdout += c));
@@ -58,6 +61,23 @@ test('options parse as declared; an unknown option prints the command usage and 
   assert.equal(wrong.code, 2);
   assert.match(wrong.stderr, /aiq jobs: Unknown option '--colour'/);
   assert.match(wrong.stderr, /^usage: aiq jobs \[--status S\]/m);
+});
+
+test('a DATA_DIR that cannot be a folder (a file is there): aiq start names DATA_DIR, no stack', async () => {
+  // Found by a new-user probe: "aiq: EEXIST: file already exists, mkdir '/…/handbook.md'".
+  const dir = mkdtempSync(join(tmpdir(), 'aiq-datadir-'));
+  const file = join(dir, 'notes.md');
+  writeFileSync(file, '# notes\n');
+  try {
+    for (const dataDir of [file, join(file, 'data')]) {
+      const { code, stderr } = await aiq(['start'], { DATABASE_URL: '', DATA_DIR: dataDir, PORT: '0' });
+      assert.equal(code, 1, stderr);
+      assert.match(stderr, new RegExp(`→ DATA_DIR=${dataDir.replace(/[./]/g, '\\$&')}: not a folder aiq can create and write`), dataDir);
+      assert.doesNotMatch(stderr, /\n\s+at /, 'no stack trace');
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('a mistyped option or command is named, with the one meant, not Node\'s advice about positional arguments', async () => {
