@@ -42,8 +42,13 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   // Configuration (and its schema library) is loaded once a command runs, not for help.
-  const { loadConfig, loadDotEnv } = await import('./config.ts');
-  loadDotEnv();
+  const { CONFIG_VARIABLES, loadConfig, loadDotEnv } = await import('./config.ts');
+  for (const { name: set, line } of loadDotEnv()) {
+    if (CONFIG_VARIABLES.includes(set)) continue;
+    // One edit per four letters: PGHOST and PGPORT are libpq's, not HOST and PORT mistyped.
+    const meant = nameMeant(set, CONFIG_VARIABLES, 4);
+    if (meant) console.error(`aiq: warning: .env line ${line} sets ${set}, which aiq does not read (did you mean ${meant}?)`);
+  }
   const config = loadConfig();
   try {
     return (await command.run(input, config)) ?? 0;

@@ -450,15 +450,23 @@ export function mediaRedirectHostsHint(config: Pick<Env, 'MEDIA_REDIRECT_HOSTS' 
   };
 }
 
-/** Reads `.env` from the working directory into process.env (real variables win), if present. */
-export function loadDotEnv(path = '.env'): void {
-  if (!existsSync(path)) return;
+/**
+ * Reads `.env` from the working directory into process.env (real variables win), if
+ * present, and returns the names it sets with their lines (for the CLI to point out a
+ * misspelled one, which would otherwise be silently ignored).
+ */
+export function loadDotEnv(path = '.env'): Array<{ name: string; line: number }> {
+  if (!existsSync(path)) return [];
   // A byte-order mark (Notepad's "UTF-8 with BOM") would become part of the first name.
   const text = readFileSync(path, 'utf8').replace(/^\uFEFF/, '');
   // Not quoted: the line may hold a secret.
   const problem = dotEnvProblem(text);
   if (problem) throw new ConfigError(`${path} line ${problem.line} ${problem.message}`);
   for (const [name, value] of Object.entries(parseEnv(text))) process.env[name] ??= value;
+  return text.split(/\r?\n/).flatMap((line, i) => {
+    const name = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=/.exec(line)?.[1];
+    return name ? [{ name, line: i + 1 }] : [];
+  });
 }
 
 /**

@@ -58,6 +58,20 @@ test('a bad number says what the variable takes, in words, not the schema librar
   assert.throws(() => loadConfig({ RAG_MIN_RELEVANCE: 'high' }), /RAG_MIN_RELEVANCE: must be a number from 0 to 1 \(got "high"\)/);
 });
 
+test('a misspelled name in .env is pointed out, with the name meant; other tools\' names are left alone', () => {
+  // Found by a new-user probe: WORKER_CONCURENCY=50 in .env was silently ignored (10 ran).
+  const dir = mkdtempSync(join(tmpdir(), 'aiq-env-'));
+  try {
+    writeFileSync(join(dir, '.env'), `LOG_LEVEL=silent\nWORKER_CONCURENCY=50\nDATADIR=${join(dir, 'x')}\nPGHOST=db\nCOMPOSE_PROJECT_NAME=aiq\n`);
+    const run = spawnSync(process.execPath, [fileURLToPath(new URL('../bin/aiq.js', import.meta.url)), 'migrate', '--status'], { cwd: dir, env: { PATH: process.env.PATH! }, encoding: 'utf8' });
+    assert.match(run.stderr, /^aiq: warning: \.env line 2 sets WORKER_CONCURENCY, which aiq does not read \(did you mean WORKER_CONCURRENCY\?\)$/m);
+    assert.match(run.stderr, /^aiq: warning: \.env line 3 sets DATADIR, which aiq does not read \(did you mean DATA_DIR\?\)$/m);
+    assert.doesNotMatch(run.stderr, /PGHOST|COMPOSE_PROJECT_NAME/, 'names of other tools are not aiq\'s typos');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('a switch reads as people write it, in any case', () => {
   for (const on of ['true', 'TRUE', 'Yes', 'on', ' 1 ']) assert.equal(loadConfig({ REPLY_CITE_SOURCES: on }).REPLY_CITE_SOURCES, true, on);
   for (const off of ['false', 'False', 'NO', 'off', '0', '']) assert.equal(loadConfig({ REPLY_CITE_SOURCES: off }).REPLY_CITE_SOURCES, false, off);

@@ -109,11 +109,12 @@ export function parseCommandLine(command: Command, args: string[]): CommandInput
 
 /**
  * The name (of an option, of a command) a mistyped one is closest to, at most two letters
- * off, else none; of two as close, the one it begins (`stat`: stats, not start).
+ * off (and one per `lettersPerEdit` letters of it), else none; of two as close, the one it
+ * begins (`stat`: stats, not start).
  */
-export function nameMeant(typed: string, names: string[]): string | undefined {
+export function nameMeant(typed: string, names: readonly string[], lettersPerEdit = 2): string | undefined {
   const ranked = names.map((name) => ({ name, distance: editDistance(typed, name) })).sort((a, b) => a.distance - b.distance || Number(b.name.startsWith(typed)) - Number(a.name.startsWith(typed)));
-  return ranked[0] && ranked[0].distance <= Math.min(2, Math.floor(ranked[0].name.length / 2)) ? ranked[0].name : undefined;
+  return ranked[0] && ranked[0].distance <= Math.min(2, Math.floor(ranked[0].name.length / lettersPerEdit)) ? ranked[0].name : undefined;
 }
 
 /** Levenshtein distance, with a swap of two neighbouring letters counting as one edit. */
