@@ -1,7 +1,8 @@
 // The `aiq` command: a thin dispatcher over the modules. Each command lives in src/cli/,
 // declares its options (for parsing and for its help) and registers itself in COMMANDS
 // below. `--help` anywhere shows help and exits 0; a command line that does not parse
-// shows the command's usage and exits 2; other errors print one clear line and exit 1.
+// shows the command's usage and exits 2; other errors print one clear line (and, for a
+// database or DATA_DIR that cannot be reached or made, a second naming the setting) and exit 1.
 import { knowledgeCommands } from './cli/knowledge-commands.ts';
 import { messagingCommands } from './cli/messaging-commands.ts';
 import { queueCommands } from './cli/queue-commands.ts';
