@@ -226,3 +226,21 @@ test('a full disk: a backup leaves no part behind, and a restore is refused befo
     rmSync(root, { recursive: true, force: true });
   }
 });
+
+test('aiq migrate --status on a database a newer aiq migrated says so, not "up to date"', async () => {
+  // Found by an operations probe: after a rollback to an older aiq (or with a database a newer
+  // one migrated), --status said "schema is up to date" and exited 0.
+  const dataDir = mkdtempSync(join(tmpdir(), 'aiq-status-newer-'));
+  try {
+    assert.equal((await aiq(['migrate'], { DATA_DIR: dataDir })).code, 0);
+    const db = await openPglite({ dataDir });
+    await db.query(`insert into aiq_migrations (version, name) values (9998, '9998_from_the_future'), (9999, '9999_further_still')`);
+    await db.close();
+    const status = await aiq(['migrate', '--status'], { DATA_DIR: dataDir });
+    assert.equal(status.code, 1, status.out);
+    assert.doesNotMatch(status.out, /up to date/);
+    assert.match(status.out, /^the schema is newer than this aiq: a newer aiq applied 9998_from_the_future, 9999_further_still/m);
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});

@@ -61,11 +61,11 @@ export const serverCommands: Command[] = [
     name: 'migrate',
     group: 'Run aiq',
     summary: 'apply pending database migrations (start-up does this too)',
-    options: { status: { type: 'boolean', description: 'only list pending migrations; change nothing (exit 1 when some are pending)' } },
+    options: { status: { type: 'boolean', description: 'only list pending migrations; change nothing (exit 1 when some are pending, or a newer aiq migrated the database)' } },
     example: 'aiq migrate --status',
     async run({ values }, config) {
       if (values.status) refuseMissingEmbedded(config);
-      const [{ openDatabase }, { migrate, pendingMigrations }] = await Promise.all([import('../db/open.ts'), import('../db/migrate.ts')]);
+      const [{ openDatabase }, { migrate, pendingMigrations, unknownMigrations }] = await Promise.all([import('../db/open.ts'), import('../db/migrate.ts')]);
       const db = await openDatabase({ databaseUrl: config.DATABASE_URL && (config.DATABASE_DIRECT_URL ?? config.DATABASE_URL), dataDir: config.DATA_DIR, applicationName: 'aiq-migrate', joinRunning: true });
       try {
         if (config.DATABASE_URL && config.DATABASE_DIRECT_URL) {
@@ -81,9 +81,11 @@ export const serverCommands: Command[] = [
           if (elsewhere) throw new UsageError(`nothing ${values.status ? 'checked' : 'applied'}: ${elsewhere}`);
         }
         if (values.status) {
-          const pending = await pendingMigrations(db);
-          console.log(pending.length === 0 ? 'schema is up to date' : `pending: ${pending.join(', ')}`);
-          return pending.length === 0 ? 0 : 1;
+          const [pending, unknown] = await Promise.all([pendingMigrations(db), unknownMigrations(db)]);
+          if (unknown.length > 0) console.log(`the schema is newer than this aiq: a newer aiq applied ${unknown.join(', ')}, which this version does not know; run that version or a later one`);
+          if (pending.length > 0) console.log(`pending: ${pending.join(', ')}`);
+          if (pending.length + unknown.length === 0) console.log('schema is up to date');
+          return pending.length + unknown.length === 0 ? 0 : 1;
         }
         const applied = await migrate(db).catch((err: Error) => {
           if (config.DATABASE_DIRECT_URL) err.message = `DATABASE_DIRECT_URL: ${err.message}`;
