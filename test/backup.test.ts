@@ -244,3 +244,38 @@ test('aiq migrate --status on a database a newer aiq migrated says so, not "up t
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
+
+test('a backup taken by a newer aiq (migrations this one does not know) is refused, and nothing changes', async () => {
+  // Found by an operations probe: restored by an older aiq (a rollback, or a backup moved to
+  // a machine not yet upgraded), it loaded, and the older code ran on a schema it was not
+  // written for.
+  const root = mkdtempSync(join(tmpdir(), 'aiq-restore-newer-'));
+  try {
+    const newer = join(root, 'newer');
+    assert.equal((await aiq(['migrate'], { DATA_DIR: newer })).code, 0);
+    const db = await openPglite({ dataDir: newer });
+    await db.query(`insert into aiq_migrations (version, name) values (9998, '9998_from_the_future'), (9999, '9999_further_still')`);
+    await db.close();
+    const file = join(root, 'newer.tar.gz');
+    assert.equal((await aiq(['backup', file], { DATA_DIR: newer })).code, 0);
+
+    const dataDir = join(root, 'data');
+    assert.equal((await aiq(['migrate'], { DATA_DIR: dataDir })).code, 0);
+    const applied = async () => {
+      const db = await openPglite({ dataDir });
+      try {
+        return (await db.query<{ name: string }>('select name from aiq_migrations order by version')).rows.map((r) => r.name);
+      } finally {
+        await db.close();
+      }
+    };
+    const before = await applied();
+    const refused = await aiq(['restore', file], { DATA_DIR: dataDir });
+    assert.equal(refused.code, 2, refused.out);
+    assert.match(refused.out, /taken by a newer aiq.*9998_from_the_future, 9999_further_still.*restore it with that version or a later one; the database in .* is as it was/);
+    assert.deepEqual(readdirSync(dataDir).filter((name) => name.startsWith('pgdata')), ['pgdata'], 'nothing moved aside, nothing left beside it');
+    assert.deepEqual(await applied(), before, 'the database in place is the one that was there');
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});

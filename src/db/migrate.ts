@@ -54,11 +54,16 @@ export async function migrate(db: Database, migrations = migrationFiles()): Prom
  * The migrations the database has that `migrations` does not: a newer aiq applied them (a
  * rollback, a backup of a newer version). This version's code was not written for that schema.
  */
-export async function unknownMigrations(db: Queryable, migrations = migrationFiles()): Promise<string[]> {
+export async function unknownMigrations(db: RowReader, migrations = migrationFiles()): Promise<string[]> {
   const exists = await db.query<{ exists: boolean }>("select to_regclass('aiq_migrations') is not null as exists");
   if (!exists.rows[0]?.exists) return [];
   const { rows } = await db.query<{ name: string }>('select name from aiq_migrations where version <> all($1::int[]) order by version', [migrations.map((m) => m.version)]);
   return rows.map((r) => r.name);
+}
+
+/** What reading rows takes: a Queryable, or a bare PGlite (a restore checks a backup with one). */
+interface RowReader {
+  query<R>(text: string, values?: unknown[]): Promise<{ rows: R[] }>;
 }
 
 /** The migrations not yet applied (for /readyz and `aiq migrate --status`). */

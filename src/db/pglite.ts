@@ -11,6 +11,7 @@ import { servePgliteSocket, type SocketServer } from './pglite-socket.ts';
 import { SessionGate } from './session-gate.ts';
 import { dataDirLock } from './data-dir-lock.ts';
 import { cutShortRestore } from './pglite-files.ts';
+import { unknownMigrations } from './migrate.ts';
 import type { Database, Queryable } from './types.ts';
 
 
@@ -201,10 +202,12 @@ export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ mo
     }
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');
     const restoring = join(dir, `pgdata.restoring-${stamp}`);
+    let unknown: string[];
     try {
       const db = await PGlite.create({ dataDir: ownerOnlyFolder(restoring), loadDataDir: backup, extensions: { vector } });
       try {
-        await db.query('select count(*) from aiq_migrations');
+        await db.query('select count(*) from aiq_migrations'); // aiq's, not any database
+        unknown = await unknownMigrations(db);
       } finally {
         await db.close();
       }
@@ -214,6 +217,11 @@ export async function pgliteRestore(dataDir: string, backup: Blob): Promise<{ mo
       // The disk can still fill up (another writer, or no inodes left for the files).
       if (noSpace(err)) throw new RestoreNoRoomError(`the disk of ${dir} filled up while the backup was unpacked (${errorText(err)}); ${untouched()}: make room, then restore again`);
       throw new BackupUnusableError(`the backup does not load as an aiq database (${errorText(err)}); ${untouched()}`);
+    }
+    // This version's code was not written for a newer schema, and cannot undo its migrations.
+    if (unknown.length > 0) {
+      rmSync(restoring, { recursive: true, force: true });
+      throw new BackupUnusableError(`the backup was taken by a newer aiq: its database has migrations this version does not know (${unknown.join(', ')}); restore it with that version or a later one; ${untouched()}`);
     }
     let movedAside: string | undefined;
     if (existsSync(pgdata)) {
