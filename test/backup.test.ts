@@ -12,6 +12,7 @@ import { gzipSync } from 'node:zlib';
 import { test } from 'node:test';
 import { openPglite } from '../src/db/pglite.ts';
 import { freePort } from './helpers/fake-http.ts';
+import { freshServerDatabase } from './helpers/db.ts';
 import { ROOT, runAiq as aiq, waitFor } from './helpers/processes.ts';
 
 
@@ -276,6 +277,40 @@ test('a backup taken by a newer aiq (migrations this one does not know) is refus
     assert.deepEqual(readdirSync(dataDir).filter((name) => name.startsWith('pgdata')), ['pgdata'], 'nothing moved aside, nothing left beside it');
     assert.deepEqual(await applied(), before, 'the database in place is the one that was there');
   } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('on a server database, the pg_dump and pg_restore that aiq backup and aiq restore name bring the database back as it was backed up', async (t) => {
+  // Found by an operations probe: the advised `pg_restore --dbname="$DATABASE_URL" aiq.dump`,
+  // run on aiq's database, failed on every table that was there (94 errors) and restored
+  // nothing: rows written since the dump stayed, rows deleted since stayed gone.
+  if (spawnSync('pg_restore', ['--version']).status !== 0) return t.skip('pg_dump and pg_restore are not installed');
+  const target = await freshServerDatabase();
+  const root = mkdtempSync(join(tmpdir(), 'aiq-pg-dump-'));
+  const psql = (sql: string) => spawnSync('psql', ['-Atqc', sql, target.directUrl!], { encoding: 'utf8' }).stdout.trim();
+  const advised = async (command: string, env: Record<string, string>) => {
+    const told = await aiq([command, 'aiq.dump'], env);
+    assert.equal(told.code, 2, told.out);
+    const line = /`(pg_(?:dump|restore) [^`]+)`/.exec(told.out)?.[1];
+    assert.ok(line, told.out);
+    const ran = spawnSync('sh', ['-c', line], { cwd: root, env: { PATH: process.env.PATH!, ...env }, encoding: 'utf8' });
+    assert.equal(ran.status, 0, `${line}: ${ran.stderr}`);
+    return told.out;
+  };
+  try {
+    const job = (n: number) => `insert into ai_jobs (type, payload) values ('embed_record', '{"kind":"person","id":"00000000-0000-0000-0000-00000000000${n}"}')`;
+    psql(job(1));
+    await advised('backup', { DATABASE_URL: target.directUrl! });
+    psql(job(2));
+    psql(`delete from ai_jobs where payload->>'id' like '%1'`);
+    // Behind a pooler, pg_restore goes past it (DATABASE_DIRECT_URL), as migrations do.
+    const told = await advised('restore', { DATABASE_URL: target.directUrl!, DATABASE_DIRECT_URL: target.directUrl! });
+    assert.match(told, /stop every aiq process/);
+    assert.match(told, /"\$DATABASE_DIRECT_URL"/);
+    assert.equal(psql(`select string_agg(payload->>'id', ',') from ai_jobs`), '00000000-0000-0000-0000-000000000001', 'the jobs as they were backed up');
+  } finally {
+    await target.close();
     rmSync(root, { recursive: true, force: true });
   }
 });

@@ -13,6 +13,9 @@ import { refuseMissingEmbedded, UsageError, type CommandInput } from './command.
 
 const SERVER_DATABASE = 'this aiq runs on a PostgreSQL server (DATABASE_URL):';
 
+/** The connection pg_dump and pg_restore take: past a transaction-mode pooler, as migrations. */
+const serverUrlVariable = (config: Env): string => (config.DATABASE_DIRECT_URL ? '"$DATABASE_DIRECT_URL"' : '"$DATABASE_URL"');
+
 async function backupFromRunningServer(config: Env): Promise<Blob> {
   const url = `${localServerUrl(config)}/api/backup`;
   let response: Response;
@@ -31,7 +34,7 @@ export async function backup({ positionals, values }: CommandInput, config: Env)
   if (!file) throw new UsageError('backup needs a file to write, e.g. aiq backup aiq-backup.tar.gz');
   // An existing file is most likely an earlier backup, perhaps the only good one.
   if (existsSync(file) && values.force !== true) throw new UsageError(`${file} exists: nothing written (another name, or --force to replace it)`);
-  if (config.DATABASE_URL) throw new UsageError(`${SERVER_DATABASE} back it up with pg_dump --format=custom --file=aiq.dump "$DATABASE_URL"`);
+  if (config.DATABASE_URL) throw new UsageError(`${SERVER_DATABASE} back it up with \`pg_dump --format=custom --file=aiq.dump ${serverUrlVariable(config)}\``);
   // Opening the folder would create an empty database there: a typo in DATA_DIR would
   // "succeed" with a backup that holds nothing of ours and does not restore.
   refuseMissingEmbedded(config, 'nothing backed up');
@@ -71,7 +74,16 @@ export async function backup({ positionals, values }: CommandInput, config: Env)
 export async function restore({ positionals }: CommandInput, config: Env): Promise<number> {
   const [file] = positionals;
   if (!file) throw new UsageError('restore needs a backup file, e.g. aiq restore aiq-backup.tar.gz');
-  if (config.DATABASE_URL) throw new UsageError(`${SERVER_DATABASE} restore with pg_restore --dbname="$DATABASE_URL" aiq.dump`);
+  // Without --clean, pg_restore fails on every table that is there and restores nothing; in one
+  // transaction, a restore that fails half-way leaves the database as it was.
+  if (config.DATABASE_URL) {
+    throw new UsageError(
+      `${SERVER_DATABASE} stop every aiq process (serve, worker, start), then restore with ` +
+        `\`pg_restore --clean --if-exists --no-owner --single-transaction --dbname=${serverUrlVariable(config)} aiq.dump\`: ` +
+        "it replaces aiq's tables with the backup's, in one transaction (a failure changes nothing). " +
+        'Or restore into a new, empty database (--dbname of that one, without --clean) and point DATABASE_URL at it',
+    );
+  }
   let bytes: Buffer;
   try {
     bytes = readFileSync(file);
