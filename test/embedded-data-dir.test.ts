@@ -124,7 +124,7 @@ test('a lock from another container (another pid namespace) holds while its owne
     utimesSync(lock, past, past);
     const db = await openPglite({ dataDir });
     try {
-      assert.match(readFileSync(lock, 'utf8'), new RegExp(`^${process.pid} \\S+ ${hostname()}\\|pid:\\[\\d+\\]\\n$`));
+      assert.match(readFileSync(lock, 'utf8'), new RegExp(`^${process.pid} \\S+ ${hostname()}\\|pid:\\[\\d+\\] [0-9a-f-]{36}\\n$`));
       // Fresh: touched at the take-over or by the heartbeat since, never the 20 s age it had
       // (2 s was too tight a bound while PGlite starts on a busy machine).
       assert.ok(Date.now() - statSync(lock).mtimeMs < HEARTBEAT_MS + 1500, 'a lock taken over lands fresh, not with the age of the wait');
@@ -226,5 +226,33 @@ test('the embedded database\'s folders are its owner\'s only, also one an older 
   } finally {
     process.umask(umask);
     rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('a lock from before the machine restarted is taken over, though its pid now names another live process', async () => {
+  // Found by an operations probe: after a power cut, `aiq start` at boot found the lock of the
+  // aiq that ran before, whose pid now belonged to another service (pids are handed out
+  // anew, much alike at every boot), and refused to start, for good, until someone removed it.
+  const dataDir = mkdtempSync(join(tmpdir(), 'aiq-lock-reboot-'));
+  const other = spawn('sleep', ['30'], { stdio: 'ignore' });
+  try {
+    const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    const db = await openPglite({ dataDir });
+    const lock = readFileSync(join(dataDir, 'aiq.lock'), 'utf8').trim().split(' ');
+    await db.close();
+    assert.equal(lock[3], boot, 'the lock names this boot of the machine');
+
+    const namespace = lock[2]!;
+    writeFileSync(join(dataDir, 'aiq.lock'), `${other.pid} before-the-restart ${namespace} ${'0'.repeat(8)}-0000-0000-0000-${'0'.repeat(12)}\n`);
+    const reopened = await openPglite({ dataDir });
+    assert.match(readFileSync(join(dataDir, 'aiq.lock'), 'utf8'), new RegExp(`^${process.pid} `));
+    await reopened.close();
+
+    // The same process named in a lock from this boot is alive, and holds the folder.
+    writeFileSync(join(dataDir, 'aiq.lock'), `${other.pid} this-boot ${namespace} ${boot}\n`);
+    await assert.rejects(openPglite({ dataDir }), new RegExp(`in use by process ${other.pid}`));
+  } finally {
+    other.kill('SIGKILL');
+    rmSync(dataDir, { recursive: true, force: true });
   }
 });

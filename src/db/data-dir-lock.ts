@@ -36,7 +36,20 @@ const OUR_NAMESPACE = (() => {
 })();
 
 /**
- * Takes `<dir>/aiq.lock`, which holds our pid, a token of this taking and our pid namespace,
+ * This boot of the machine ("-" where there is no /proc). After a restart, a lock left by the
+ * aiq that ran before names a pid that another process may have now (pids are handed out
+ * anew, much alike at every boot): that lock is stale, whatever its pid names.
+ */
+const OUR_BOOT = (() => {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || '-';
+  } catch {
+    return '-';
+  }
+})();
+
+/**
+ * Takes `<dir>/aiq.lock`, which holds our pid, a token of this taking, our pid namespace and boot,
  * and returns its release. A lock whose pid no longer runs was left by a killed process and
  * is taken over; one from another pid namespace once it has gone LEASE_MS untouched; when
  * several processes find the same stale lock at once, exactly one of them gets it.
@@ -54,7 +67,7 @@ const OUR_NAMESPACE = (() => {
  */
 export async function dataDirLock(dir: string): Promise<() => void> {
   const path = join(dir, LOCK_FILE);
-  const ours = `${process.pid} ${randomUUID()} ${OUR_NAMESPACE}\n`;
+  const ours = `${process.pid} ${randomUUID()} ${OUR_NAMESPACE} ${OUR_BOOT}\n`;
   const mine = join(dir, `${LOCK_FILE}.${process.pid}-${randomUUID()}`);
   writeFileSync(mine, ours, { mode: 0o600 });
   try {
@@ -111,7 +124,13 @@ export function dataDirHeld(dir: string): boolean {
     return modified !== null && Date.now() - modified < LEASE_MS;
   }
   const owner = Number(content.split(' ')[0]);
-  return owner > 0 && isRunning(owner);
+  return owner > 0 && !fromPreviousBoot(content) && isRunning(owner);
+}
+
+/** The lock was taken before this machine last started: its process is gone. Older locks name no boot. */
+function fromPreviousBoot(content: string): boolean {
+  const boot = content.trim().split(' ')[3];
+  return boot !== undefined && boot !== '-' && OUR_BOOT !== '-' && boot !== OUR_BOOT;
 }
 
 /** The lock was taken in another pid namespace: its pid means nothing here. Older locks name none. */
@@ -156,7 +175,7 @@ const heldHere = new Set<string>();
 function refuseIfHeld(dir: string, content: string): void {
   if (heldHere.has(content)) throw new DataDirLockedError(`the embedded database in ${dir} is already open in this process`, dir);
   const owner = Number(content.split(' ')[0]);
-  if (owner && owner !== process.pid && isRunning(owner)) throw lockedError(dir, content);
+  if (owner && owner !== process.pid && !fromPreviousBoot(content) && isRunning(owner)) throw lockedError(dir, content);
 }
 
 function lockedError(dir: string, content: string, elsewhere = false): DataDirLockedError {
