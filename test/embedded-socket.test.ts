@@ -65,6 +65,33 @@ test('a socket client and the app take turns: neither runs inside the other\'s t
 });
 
 
+test("a socket client's settings leave with it: the app's session is as it was once the client has gone", async () => {
+  // Found by an operations probe: the embedded database is one session, so a `psql -h
+  // DATA_DIR` that ran `set search_path = …` or `set timezone = …` (or `reset all`, which
+  // turned wal_recycle back on, see openPglite) changed the running aiq's session for good:
+  // after the operator had left, every query of the app failed or read days in another zone.
+  const dir = mkdtempSync(join(tmpdir(), 'aiq-sock-settings-'));
+  const db = await openPglite({ dataDir: dir, serveSocket: true });
+  try {
+    await db.exec('create table visits (n int)');
+    const setting = async (name: string) => (await db.query<{ v: string }>(`select current_setting('${name}') as v`)).rows[0]!.v;
+    const before = { timezone: await setting('timezone'), search_path: await setting('search_path') };
+    const client = socketClient(dir);
+    await client.connect();
+    await client.query('reset all');
+    await client.query("set search_path = pg_catalog");
+    await client.query("set timezone = 'Pacific/Kiritimati'");
+    await client.end();
+    await waitFor(async () => (await setting('search_path')) === before.search_path, 'the client to be gone', 5_000);
+    assert.equal(await setting('timezone'), before.timezone);
+    assert.equal(await setting('wal_recycle'), 'off', 'a WAL segment is still never kept for reuse');
+    assert.equal((await db.query<{ n: number }>('select count(*)::int as n from visits')).rows[0]!.n, 0);
+  } finally {
+    await db.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('a large result reaches a socket client whole', { timeout: 60_000 }, async () => {
   // Found by an operations probe: 100,000 rows through psql lost protocol synchronisation
   // (node-postgres hung): the socket wrote views of PGlite's memory that it had overwritten.

@@ -34,8 +34,12 @@ export function socketPathFor(dataDir: string): string {
   return join(dataDir, SOCKET_FILE);
 }
 
-/** Listens on `<dataDir>/.s.PGSQL.5432`; undefined when the path is too long for a socket. */
-export async function servePgliteSocket(db: PGlite, gate: SessionGate, dataDir: string, onError: (err: Error) => void): Promise<SocketServer | undefined> {
+/**
+ * Listens on `<dataDir>/.s.PGSQL.5432`; undefined when the path is too long for a socket.
+ * `sessionSettings` is the SQL that sets the app's own settings, applied again after each
+ * client leaves.
+ */
+export async function servePgliteSocket(db: PGlite, gate: SessionGate, dataDir: string, sessionSettings: string, onError: (err: Error) => void): Promise<SocketServer | undefined> {
   const path = socketPathFor(dataDir);
   if (Buffer.byteLength(path) > MAX_SOCKET_PATH) return undefined;
   // We hold the folder's lock, so a socket file here was left by a killed owner.
@@ -44,7 +48,7 @@ export async function servePgliteSocket(db: PGlite, gate: SessionGate, dataDir: 
   const server: Server = createServer((socket) => {
     clients.add(socket);
     socket.once('close', () => clients.delete(socket));
-    serveClient(socket, db, gate, onError);
+    serveClient(socket, db, gate, sessionSettings, onError);
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -65,7 +69,7 @@ export async function servePgliteSocket(db: PGlite, gate: SessionGate, dataDir: 
   };
 }
 
-function serveClient(socket: Socket, db: PGlite, gate: SessionGate, onError: (err: Error) => void): void {
+function serveClient(socket: Socket, db: PGlite, gate: SessionGate, sessionSettings: string, onError: (err: Error) => void): void {
   let buffer = Buffer.alloc(0);
   let started = false;
   let endTurn: (() => void) | undefined;
@@ -106,12 +110,19 @@ function serveClient(socket: Socket, db: PGlite, gate: SessionGate, onError: (er
     }
   };
 
-  /** Ends the turn of a client that left mid-way: its open transaction is rolled back. */
+  /**
+   * Ends the turn of a client that left: its open transaction is rolled back, and what it SET
+   * is undone (the session is the app's too: a psql's search_path or time zone would stay).
+   * Also a client that left idle, outside its turn, so the turn is taken if need be.
+   */
   const finishTurn = async () => {
-    if (!endTurn) return;
+    if (!started || db.closed) return endTurn?.();
+    endTurn ??= await gate.acquire();
     try {
+      if (db.closed) return;
       await db.runExclusive(() => db.execProtocolRaw(SYNC));
       if (db.isInTransaction()) await db.runExclusive(() => db.execProtocolRaw(simpleQuery('rollback')));
+      await db.runExclusive(() => db.execProtocolRaw(simpleQuery(`reset all; ${sessionSettings}`)));
     } finally {
       endTurn();
       endTurn = undefined;

@@ -37,6 +37,12 @@ const PARSERS = Object.fromEntries(
   [17, 1082, 1114, 1184].map((oid) => [oid, pg.types.getTypeParser(oid, 'text') as (value: string) => unknown]).concat([[20, (value: string) => Number(value)]]),
 );
 
+// A WAL segment no longer needed is deleted, not kept under a new name for reuse: a reused
+// one keeps what it held (an erased person's messages, say) until overwritten, and a
+// backup copies the whole folder. PGlite is one session for its life, so a SET holds (set
+// again after a socket client leaves, which may have reset it).
+const SESSION_SETTINGS = 'set wal_recycle = off';
+
 export async function openPglite(options: PgliteOptions = {}): Promise<Database & { dump(): Promise<Blob> }> {
   const releaseLock = options.dataDir ? await lockDataDir(resolve(options.dataDir)) : () => {};
   let db: PGlite;
@@ -53,11 +59,8 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
     throw err;
   }
 
-  // A WAL segment no longer needed is deleted, not kept under a new name for reuse: a reused
-  // one keeps what it held (an erased person's messages, say) until overwritten, and a
-  // backup copies the whole folder. PGlite is one session for its life, so a SET holds.
   try {
-    await db.exec('set wal_recycle = off');
+    await db.exec(SESSION_SETTINGS);
   } catch (err) {
     await db.close();
     releaseLock();
@@ -82,7 +85,7 @@ export async function openPglite(options: PgliteOptions = {}): Promise<Database 
   let socket: SocketServer | undefined;
   if (options.serveSocket && options.dataDir) {
     try {
-      socket = await servePgliteSocket(db, gate, resolve(options.dataDir), (err) => options.onError?.(err));
+      socket = await servePgliteSocket(db, gate, resolve(options.dataDir), SESSION_SETTINGS, (err) => options.onError?.(err));
     } catch (err) {
       await db.close();
       releaseLock();
