@@ -314,3 +314,18 @@ test('on a server database, the pg_dump and pg_restore that aiq backup and aiq r
     rmSync(root, { recursive: true, force: true });
   }
 });
+
+test('aiq doctor on a database a newer aiq migrated warns of it, not "schema is current"', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'aiq-doctor-newer-'));
+  try {
+    assert.equal((await aiq(['migrate'], { DATA_DIR: dataDir })).code, 0);
+    const db = await openPglite({ dataDir });
+    await db.query(`insert into aiq_migrations (version, name) values (9998, '9998_from_the_future')`);
+    await db.close();
+    const doctor = await aiq(['doctor'], { DATA_DIR: dataDir, AI_PROVIDER: 'local' });
+    assert.doesNotMatch(doctor.out, /schema is current/, doctor.out);
+    assert.match(doctor.out, /warn\s+migrations\s+the schema is newer than this aiq \(9998_from_the_future\)/, doctor.out);
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { aiProviderCreate } from '../ai/providers.ts';
 import { embeddingSpaceOf } from '../ai/types.ts';
 import { adminExposedWithoutToken, adminHostNamesHint, aiProviderOf, mediaRedirectHostsHint, type Env } from '../config.ts';
-import { pendingMigrations } from '../db/migrate.ts';
+import { pendingMigrations, unknownMigrations } from '../db/migrate.ts';
 import { openDatabase } from '../db/open.ts';
 import { cutShortRestore } from '../db/pglite-files.ts';
 import { poolerProbe, type PoolerProbe } from '../db/pooler.ts';
@@ -130,7 +130,10 @@ async function checkSchema(db: Database, config: Env, findings: Finding[]): Prom
     findings.push({ verdict: 'warn', check: 'migrations', result: `${pending.length} pending (${pending.join(', ')})`, hint: 'aiq applies them when it starts; or run `aiq migrate` now' });
     return;
   }
-  findings.push({ verdict: 'ok', check: 'migrations', result: 'schema is current' });
+  const unknown = await unknownMigrations(db);
+  if (unknown.length > 0) {
+    findings.push({ verdict: 'warn', check: 'migrations', result: `the schema is newer than this aiq (${unknown.join(', ')}): a newer aiq migrated it`, hint: 'run that version or a later one: this code was not written for that schema' });
+  } else findings.push({ verdict: 'ok', check: 'migrations', result: 'schema is current' });
 
   const extension = (await db.query<{ available: boolean; installed: string | null }>(
     `select count(*) > 0 as available, max(installed_version) as installed from pg_available_extensions where name = 'vector'`,
