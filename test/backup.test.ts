@@ -329,3 +329,20 @@ test('aiq doctor on a database a newer aiq migrated warns of it, not "schema is 
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
+
+test('aiq backup backups/aiq-<date>.tar.gz, as its help and the README show it, creates the backups folder (owner only)', async () => {
+  // Found by an operations probe: on a fresh install the example failed with ENOENT, naming
+  // a .partial file the user never asked for.
+  const root = mkdtempSync(join(tmpdir(), 'aiq-backup-folder-'));
+  try {
+    const dataDir = join(root, 'data');
+    assert.equal((await aiq(['migrate'], { DATA_DIR: dataDir })).code, 0);
+    const file = join(root, 'backups', 'aiq-2026-12-07.tar.gz');
+    const done = await aiq(['backup', file], { DATA_DIR: dataDir });
+    assert.equal(done.code, 0, done.out);
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    assert.equal(statSync(join(root, 'backups')).mode & 0o777, 0o700, 'a folder of backups of personal data is its owner\'s');
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});

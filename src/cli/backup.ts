@@ -2,9 +2,9 @@
 // A backup is PGlite's data folder as a gzipped tar, taken after a checkpoint in one turn of
 // the session: consistent, like a snapshot. While `aiq start` holds the folder, the running
 // process takes it (GET /api/backup); otherwise this process opens the folder itself.
-import { chmodSync, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import type { Env } from '../config.ts';
 import { DataDirLockedError } from '../db/errors.ts';
 import { BackupUnusableError, openPglite, pgliteRestore, RestoreNoRoomError } from '../db/pglite.ts';
@@ -59,6 +59,9 @@ export async function backup({ positionals, values }: CommandInput, config: Env)
   const partial = `${target}.${randomBytes(4).toString('hex')}.partial`;
   const bytes = Buffer.from(await blob.arrayBuffer());
   try {
+    // A folder named for backups (`backups/aiq-$(date +%F).tar.gz`, as the help shows) is
+    // created the first time, owner-only as the files in it.
+    mkdirSync(dirname(target), { recursive: true, mode: 0o700 });
     writeFileSync(partial, bytes, { mode: 0o600, flag: 'wx' });
     chmodSync(partial, 0o600);
     renameSync(partial, target);
