@@ -436,14 +436,17 @@ export function adminHostNamesHint(config: Pick<Env, 'HOST' | 'PUBLIC_URL' | 'AL
   };
 }
 
+/** MEDIA_REDIRECT_HOSTS as the host names it lists, lower case. */
+export function mediaRedirectHostsOf(config: Pick<Env, 'MEDIA_REDIRECT_HOSTS'>): Set<string> {
+  return new Set(config.MEDIA_REDIRECT_HOSTS.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean));
+}
+
 /**
  * A MEDIA_REDIRECT_HOSTS without Twilio's media CDN (the default before it was added, kept
  * in a deployment's settings) refuses every voice note and photo: a warning, or null.
  */
 export function mediaRedirectHostsHint(config: Pick<Env, 'MEDIA_REDIRECT_HOSTS' | 'TWILIO_ACCOUNT_SID'>): { result: string; hint: string } | null {
-  if (!config.TWILIO_ACCOUNT_SID) return null;
-  const hosts = config.MEDIA_REDIRECT_HOSTS.split(',').map((h) => h.trim().toLowerCase());
-  if (hosts.includes(TWILIO_MEDIA_CDN)) return null;
+  if (!config.TWILIO_ACCOUNT_SID || mediaRedirectHostsOf(config).has(TWILIO_MEDIA_CDN)) return null;
   return {
     result: `MEDIA_REDIRECT_HOSTS=${config.MEDIA_REDIRECT_HOSTS} leaves out ${TWILIO_MEDIA_CDN}, where Twilio redirects every media file: voice notes and photos are refused, unread`,
     hint: `add ${TWILIO_MEDIA_CDN} to MEDIA_REDIRECT_HOSTS, or remove the setting for its default`,

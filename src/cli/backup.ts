@@ -8,7 +8,7 @@ import { dirname, resolve } from 'node:path';
 import type { Env } from '../config.ts';
 import { DataDirLockedError } from '../db/errors.ts';
 import { BackupUnusableError, openPglite, pgliteRestore, RestoreNoRoomError } from '../db/pglite.ts';
-import { localServerUrl } from './local-server.ts';
+import { runningServerRequest } from './local-server.ts';
 import { refuseMissingEmbedded, UsageError, type CommandInput } from './command.ts';
 
 const SERVER_DATABASE = 'this aiq runs on a PostgreSQL server (DATABASE_URL):';
@@ -17,14 +17,7 @@ const SERVER_DATABASE = 'this aiq runs on a PostgreSQL server (DATABASE_URL):';
 const serverUrlVariable = (config: Env): string => (config.DATABASE_DIRECT_URL ? '"$DATABASE_DIRECT_URL"' : '"$DATABASE_URL"');
 
 async function backupFromRunningServer(config: Env): Promise<Blob> {
-  const url = `${localServerUrl(config)}/api/backup`;
-  let response: Response;
-  try {
-    response = await fetch(url, { headers: { authorization: `Bearer ${config.ADMIN_TOKEN ?? 'local'}` } });
-  } catch (err) {
-    throw new Error(`the embedded database is held by a running aiq, and its API at ${url} did not answer (${(err as Error).message}): is it still starting? Run this with the same ADMIN_TOKEN as the server`);
-  }
-  if (response.status === 401) throw new Error(`the running aiq at ${url} refused this command's ADMIN_TOKEN: run it with the server's ADMIN_TOKEN in this shell (or its .env)`);
+  const { url, response } = await runningServerRequest(config, '/api/backup');
   if (!response.ok) throw new Error(`the running aiq at ${url} answered ${response.status}: ${(await response.text()).slice(0, 200)}`);
   return response.blob();
 }

@@ -8,7 +8,7 @@ import { documentsNamingText } from '../privacy/documents-about.ts';
 import { personExport } from '../privacy/export.ts';
 import { dataDirHeld } from '../db/data-dir-lock.ts';
 import { cliActor, refuseMissingEmbedded, UsageError, withRuntime, type CommandInput } from './command.ts';
-import { localServerUrl } from './local-server.ts';
+import { runningServerRequest } from './local-server.ts';
 
 
 function phoneOf(positionals: string[], command: string): string {
@@ -70,23 +70,17 @@ export async function forget({ values, positionals }: CommandInput, config: Env)
  * taken afterwards still held the person. The audit log records it as the API's.
  */
 async function eraseThroughRunningServer(config: Env, phone: string): Promise<ErasureOutcome> {
-  const url = `${localServerUrl(config)}/api/privacy/erase`;
-  let response: Response;
-  try {
-    response = await fetch(url, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${config.ADMIN_TOKEN ?? 'local'}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ phone }),
-    });
-  } catch (err) {
-    throw new Error(`nothing erased: the embedded database is held by a running aiq, and its API at ${url} did not answer (${(err as Error).message}): is it still starting? Run this with the same ADMIN_TOKEN as the server`);
-  }
+  const { url, response } = await runningServerRequest(
+    config,
+    '/api/privacy/erase',
+    { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ phone }) },
+    'nothing erased: ',
+  );
   const answer = (await response.json().catch(() => ({}))) as { counts?: ErasureCounts; documentsNamingThem?: Array<{ id: string; title: string }>; warning?: string; error?: string };
   const documentsNamingThem = answer.documentsNamingThem ?? [];
   if (response.ok && answer.counts) return { status: 'erased', counts: answer.counts, documentsNamingThem, ...(answer.warning ? { purgeFailed: answer.warning } : {}) };
   if (response.status === 404) return { status: 'not_found', documentsNamingThem };
   if (response.status === 409) return { status: 'busy', reason: (answer.error ?? '').replace(/^nothing erased: /, '') };
-  if (response.status === 401) throw new Error(`nothing erased: the running aiq at ${url} refused this command's ADMIN_TOKEN: run it with the server's ADMIN_TOKEN in this shell (or its .env)`);
   throw new Error(`nothing erased: the running aiq at ${url} answered ${response.status}: ${(answer.error ?? '').slice(0, 200)}`);
 }
 

@@ -7,7 +7,7 @@
 // failures, the file is recorded with the reason and the message answered on its text.
 import type { AiProvider } from '../ai/types.ts';
 import { aiWithUsageRecorded, type UsagePurpose } from '../ai/usage.ts';
-import type { Env } from '../config.ts';
+import { mediaRedirectHostsOf, type Env } from '../config.ts';
 import type { Queryable } from '../db/types.ts';
 import { MediaCredentialsError, mediaFetch, mediaKind, MediaTemporaryError, type MediaFetchSettings } from '../messaging/media.ts';
 import type { ConversationThread, InboundReplyState } from '../messaging/conversations.ts';
@@ -29,7 +29,7 @@ export function mediaDepsOf(runtime: { db: Queryable; ai: AiProvider; config: En
           apiBaseUrl: config.TWILIO_API_BASE_URL ?? 'https://api.twilio.com',
           accountSid: config.TWILIO_ACCOUNT_SID,
           authToken: config.TWILIO_AUTH_TOKEN,
-          redirectHosts: new Set(config.MEDIA_REDIRECT_HOSTS.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean)),
+          redirectHosts: mediaRedirectHostsOf(config),
           maxBytes: config.MEDIA_MAX_BYTES,
           timeoutMs: 30_000,
         }
