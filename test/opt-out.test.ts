@@ -114,10 +114,11 @@ test('STOP: one confirmation, no AI reply to it or to the next message; admin se
 
 test('a reply Twilio refused for now is not resent after STOP: its retry ends skipped, the confirmation goes out', async () => {
   const phone = '+31633334444';
-  suite.twilioApi.fault({ kind: 'http', status: 503, code: 20503 });
+  // 429: Twilio's word that nothing went out (a 5xx might have: its retry would wait).
+  suite.twilioApi.fault({ kind: 'http', status: 429, code: 20429, message: 'Too Many Requests' });
   const question = inboundParams('Hoeveel vakantiedagen heb ik?', phone);
   assert.equal((await injectSigned(suite.m.app, WHATSAPP, question)).statusCode, 200);
-  await waitFor(async () => suite.twilioApi.requests.some((r) => r.outcome === 'fault:http-503'), 'the refused send');
+  await waitFor(async () => suite.twilioApi.requests.some((r) => r.outcome === 'fault:http-429'), 'the refused send');
   // The STOP's job runs after the question's retry (one conversation, one ordering key).
   assert.equal((await receive('STOP', phone))['optChange'], 'out');
   const sent = sentTo(phone);
@@ -127,7 +128,8 @@ test('a reply Twilio refused for now is not resent after STOP: its retry ends sk
     `select j.status, j.result, j.attempts from ai_jobs j join messages m on m.id = (j.payload->>'messageId')::uuid where m.twilio_sid = $1`,
     [question.MessageSid],
   );
-  assert.deepEqual(job.rows[0], { status: 'done', result: { skipped: 'opted_out', resumed: true }, attempts: 2 });
+  // One attempt: a throttled one (429) is given back.
+  assert.deepEqual(job.rows[0], { status: 'done', result: { skipped: 'opted_out', resumed: true }, attempts: 1 });
   const reply = await suite.t.db.query<{ status: string; error_message: string }>(
     `select r.status, r.error_message from messages r join messages q on q.id = r.reply_to_message_id where q.twilio_sid = $1`,
     [question.MessageSid],
@@ -138,7 +140,8 @@ test('a reply Twilio refused for now is not resent after STOP: its retry ends sk
 
 test('a STOP confirmation Twilio refused for now is not sent after a START: its retry withholds it, the START is confirmed', async () => {
   const phone = '+31699998888';
-  suite.twilioApi.fault({ kind: 'http', status: 503, code: 20503 });
+  // 429: Twilio's word that nothing went out (a 5xx might have: its retry would wait).
+  suite.twilioApi.fault({ kind: 'http', status: 429, code: 20429, message: 'Too Many Requests' });
   const stop = inboundParams('STOP', phone);
   assert.equal((await injectSigned(suite.m.app, WHATSAPP, stop)).statusCode, 200);
   const confirmation = `select r.status, r.error_message from messages r join messages q on q.id = r.reply_to_message_id where q.twilio_sid = $1`;

@@ -55,14 +55,22 @@ for (const backend of BACKENDS) {
       assert.equal((await t.db.query(`select 1 from messages where reply_to_message_id = $1`, [m2.messageId])).rowCount, 1);
     });
 
-    test('not sent (503): resume sends it; possibly sent (cut connection): waits, the callback confirms, the deadline flags', async () => {
+    test('not sent (503): resume waits out the deadline, then sends it once; possibly sent (cut connection): waits, the callback confirms, the deadline flags', async () => {
       fake.reset();
       const a = await inbound('storing');
       fake.fault({ kind: 'http', status: 503, code: 20503 });
       const failed = await replySend(deps, { conversationId: a.conversationId, replyToMessageId: a.messageId, parts: ['na storing'], contextUntilSeq: null }, TO);
       assert.equal(failed.kind, 'retry');
       assert.equal(failed.reply.status, 'send_failed');
-      const resent = await replyResume(deps, (await replyPartsForInbound(t.db, a.messageId))[0]!, TO);
+      // A 5xx does not prove nothing went out, and Twilio lists a message late: the retry
+      // waits for a status callback until the deadline, sending nothing.
+      const early = await replyResume(deps, (await replyPartsForInbound(t.db, a.messageId))[0]!, TO);
+      assert.equal(early.kind, 'waiting');
+      assert.ok(early.kind === 'waiting' && early.retryInMs > 290_000 && early.retryInMs <= 300_000);
+      assert.equal(fake.sendCount({ body: 'na storing' }), 0);
+      // Past it, Twilio's list still lacks it: it never went, and goes now, once.
+      await t.db.query(`update messages set send_started_at = now() - interval '301 seconds' where id = $1`, [failed.reply.id]);
+      const resent = await replyResume(deps, (await messageGet(t.db, failed.reply.id))!, TO);
       assert.equal(resent.kind, 'sent');
       assert.equal(fake.sendCount({ body: 'na storing' }), 1);
 
@@ -155,13 +163,13 @@ for (const backend of BACKENDS) {
       const phone = '+31611122233';
       const to = `whatsapp:${phone}`;
       const from = async (body: string) => (await inboundStoreAndEnqueue(t.db, { whatsappNumber: phone, profileName: 'Piet', body, mediaUrls: [], twilioSid: messageSid() }))!;
-      // A reply Twilio refused for now (503: nothing went out), and a reply in two parts whose
-      // second part was refused after the first went out.
+      // A reply Twilio refused for now (429: Twilio's word that nothing went out), and a reply
+      // in two parts whose second part was refused after the first went out.
       const single = await from('vraag');
-      fake.fault({ kind: 'http', status: 503, code: 20503 });
+      fake.fault({ kind: 'http', status: 429, code: 20429, message: 'Too Many Requests' });
       assert.equal((await replySend(deps, { conversationId: single.conversationId, replyToMessageId: single.messageId, parts: ['nog niet verstuurd'], contextUntilSeq: null }, to)).kind, 'retry');
       const split = await from('tweede vraag');
-      fake.once('accepted', () => fake.fault({ kind: 'http', status: 503, code: 20503 }));
+      fake.once('accepted', () => fake.fault({ kind: 'http', status: 429, code: 20429, message: 'Too Many Requests' }));
       assert.equal((await replySend(deps, { conversationId: split.conversationId, replyToMessageId: split.messageId, parts: ['deel een', 'deel twee'], contextUntilSeq: null }, to)).kind, 'retry');
       assert.equal(fake.sendCount({ body: 'deel een' }), 1);
 
@@ -183,7 +191,7 @@ for (const backend of BACKENDS) {
 
       // The confirmation of that STOP is the one reply that still goes out, also on a retry.
       const stop = await from('STOP');
-      fake.fault({ kind: 'http', status: 503, code: 20503 });
+      fake.fault({ kind: 'http', status: 429, code: 20429, message: 'Too Many Requests' });
       const confirmation = { conversationId: stop.conversationId, replyToMessageId: stop.messageId, parts: ['Je bent afgemeld'], contextUntilSeq: null, confirms: 'out' as const };
       assert.equal((await replySend(deps, confirmation, to)).kind, 'retry');
       assert.equal((await replyPartsResume(deps, await replyPartsForInbound(t.db, stop.messageId), to, { confirms: 'out' })).kind, 'sent');
@@ -198,13 +206,13 @@ for (const backend of BACKENDS) {
       const answer = (m: { conversationId: string; messageId: string }, parts: string[]) =>
         replySend(deps, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts, contextUntilSeq: null }, to);
 
-      // Written, then its send refused for now (503); and a two-part answer whose second part
-      // was refused after the first went out.
+      // Written, then its send refused for now (429: nothing went out); and a two-part answer
+      // whose second part was refused after the first went out.
       const single = await from('vraag een');
-      fake.fault({ kind: 'http', status: 503, code: 20503 });
+      fake.fault({ kind: 'http', status: 429, code: 20429, message: 'Too Many Requests' });
       assert.equal((await answer(single, ['AI: nog niet verstuurd'])).kind, 'retry');
       const split = await from('vraag twee');
-      fake.once('accepted', () => fake.fault({ kind: 'http', status: 503, code: 20503 }));
+      fake.once('accepted', () => fake.fault({ kind: 'http', status: 429, code: 20429, message: 'Too Many Requests' }));
       assert.equal((await answer(split, ['AI: deel een', 'AI: deel twee'])).kind, 'retry');
       // A message whose answer the model is still writing.
       const composing = await from('vraag drie');
@@ -245,7 +253,7 @@ for (const backend of BACKENDS) {
       const other = await inboundStoreAndEnqueue(t.db, { whatsappNumber: '+31611122266', profileName: 'Els', body: 'elders', mediaUrls: [], twilioSid: messageSid() });
       await t.db.query(`update conversations set ai_paused = true where id = $1`, [other!.conversationId]);
       const m = await inbound('opnieuw, twee pogingen');
-      fake.fault({ kind: 'http', status: 503, code: 20503 });
+      fake.fault({ kind: 'http', status: 429, code: 20429, message: 'Too Many Requests' });
       const first = await replySend(deps, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['eenmaal'], contextUntilSeq: null }, TO);
       assert.equal(first.kind, 'retry');
       const refused = (await replyPartsForInbound(t.db, m.messageId))[0]!;
@@ -255,13 +263,13 @@ for (const backend of BACKENDS) {
       await t.db.query(`update conversations set ai_paused = false where id = $1`, [other!.conversationId]);
     });
 
-    test('a reply tried as the template and refused (503), resent free-form once the window reopened, is not recorded as a template', async () => {
+    test('a reply tried as the template and refused (429), resent free-form once the window reopened, is not recorded as a template', async () => {
       fake.reset();
       const template = { contentSid: `HX${'ab'.repeat(16)}`, variables: [{ key: '1', source: 'reply' as const }] };
       const withTemplate: OutboxDeps = { ...deps, sendAs: () => ({ template }) };
       const m = await inbound('na een dag');
       await t.db.query(`update conversations set last_inbound_at = now() - interval '25 hours' where id = $1`, [m.conversationId]);
-      fake.fault({ kind: 'http', status: 503, code: 20503 });
+      fake.fault({ kind: 'http', status: 429, code: 20429, message: 'Too Many Requests' });
       const first = await replySend(withTemplate, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['via het sjabloon'], contextUntilSeq: null }, TO);
       assert.equal(first.kind, 'retry');
       assert.equal((await messageGet(t.db, first.reply.id))!.templateSid, template.contentSid);
@@ -415,9 +423,48 @@ for (const backend of BACKENDS) {
       const o = await inbound('echt niet');
       fake.fault({ kind: 'http', status: 500, code: 20500, message: 'Internal Server Error' });
       assert.equal((await replySend(blind, { conversationId: o.conversationId, replyToMessageId: o.messageId, parts: ['nu wel'], contextUntilSeq: null }, TO)).kind, 'retry');
+      assert.equal((await replyResume(blind, (await replyPartsForInbound(t.db, o.messageId))[0]!, TO)).kind, 'waiting', 'absent from the list proves nothing yet');
+      await t.db.query(`update messages set send_started_at = now() - interval '301 seconds' where reply_to_message_id = $1`, [o.messageId]);
       assert.equal((await replyResume(blind, (await replyPartsForInbound(t.db, o.messageId))[0]!, TO)).kind, 'sent');
       assert.equal(fake.sendCount({ body: 'toch aangekomen' }), 1);
       assert.equal(fake.sendCount({ body: 'nu wel' }), 1);
+    });
+
+    // The retry used to resend a 5xx'd reply as soon as Twilio's list lacked it. Twilio lists a
+    // message late, so one it took despite the 5xx, not listed yet, reached the contact twice.
+    test('a 5xx for a message Twilio took and lists late: the retry waits and resends nothing; unknown past the deadline, it is flagged', async () => {
+      fake.reset();
+      fake.listLagMs = 600_000;
+      const m = await inbound('laat in de lijst');
+      fake.fault({ kind: 'accept-then-http', status: 502, html: true });
+      const first = await replySend(deps, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['één keer, ook na een 502'], contextUntilSeq: null }, TO);
+      assert.equal(first.kind, 'retry');
+      const again = await replyResume(deps, (await replyPartsForInbound(t.db, m.messageId))[0]!, TO);
+      assert.equal(again.kind, 'waiting');
+      assert.match(again.kind === 'waiting' ? again.reason : '', /refused with a 5xx.*not resending/);
+      assert.equal(fake.sendCount({ body: 'één keer, ook na een 502' }), 1, 'not resent');
+      // Twilio's status callback confirms it; the next run finds it confirmed.
+      assert.ok(await messageStatusUpdate(t.db, { messageId: first.reply.id, twilioSid: fake.messages[0]!.sid, status: 'sent' }));
+      assert.equal((await replyResume(deps, (await messageGet(t.db, first.reply.id))!, TO)).kind, 'already-sent');
+      assert.equal(fake.sendCount({ body: 'één keer, ook na een 502' }), 1);
+
+      // No callback, and past the deadline Twilio's list cannot say: flagged, not resent.
+      const n = await inbound('niemand weet het');
+      fake.fault({ kind: 'accept-then-http', status: 500, code: 20500, message: 'Internal Server Error' });
+      const second = await replySend(deps, { conversationId: n.conversationId, replyToMessageId: n.messageId, parts: ['misschien al weg'], contextUntilSeq: null }, TO);
+      assert.equal(second.kind, 'retry');
+      await t.db.query(`update messages set send_started_at = now() - interval '301 seconds' where id = $1`, [second.reply.id]);
+      fake.listFailures = 1;
+      const flagged = await replyResume(deps, (await messageGet(t.db, second.reply.id))!, TO);
+      assert.equal(flagged.kind, 'flagged');
+      assert.equal(flagged.reply.status, 'flagged');
+      assert.match(flagged.reply.errorMessage!, /answered its send with a 5xx.*Not resent, to avoid a duplicate/);
+      assert.equal(fake.sendCount({ body: 'misschien al weg' }), 1);
+      // Its job restarted once Twilio lists it: confirmed, still one message.
+      fake.listLagMs = 0;
+      const restarted = await replyResume(deps, flagged.reply, TO);
+      assert.equal(restarted.kind, 'already-sent');
+      assert.equal(fake.sendCount({ body: 'misschien al weg' }), 1);
     });
 
     // A rolling upgrade: a process of the version before migration 0031 records a 5xx with

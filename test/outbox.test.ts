@@ -169,13 +169,22 @@ describe('reply delivery through the outbox', () => {
     assert.equal(fake.messages.length, 1);
   });
 
-  test('500 and a refused connection are retried with backoff; the reply goes out once', async () => {
+  test('a 500 is retried with backoff; the retry waits for a callback until the deadline, then the reply goes out once', async () => {
     fake.fault({ kind: 'http', status: 500, code: 20500, message: 'Internal Server Error' });
     const inbound = await receive(m, t, 'Storing?');
-    const waiting = await untilJob(t, inbound, 'job backing off', (j) => j.status === 'pending' && j.errors.length === 1);
-    assert.equal(waiting.attempts, 1);
-    assert.match(waiting.lastError!, /unavailable \(HTTP 500\)/);
+    const backingOff = await untilJob(t, inbound, 'job backing off', (j) => j.status === 'pending' && j.errors.length === 1);
+    assert.equal(backingOff.attempts, 1);
+    assert.match(backingOff.lastError!, /unavailable \(HTTP 500\)/);
     assert.equal((await replyTo(t, inbound))!.status, 'send_failed');
+    // A 500 may come with a message Twilio stored: the retry waits (not using an attempt).
+    await runNow(t, backingOff.id);
+    const waiting = await untilJob(t, inbound, 'job waiting out the deadline', (j) => j.status === 'pending' && j.errors.length === 2);
+    assert.match(waiting.lastError!, /refused with a 5xx.*not resending/);
+    assert.equal(waiting.attempts, 1);
+    assert.ok(waiting.nextRunAt.getTime() > Date.now() + 60_000, 'until the confirmation deadline');
+    assert.equal(fake.messages.length, 0);
+    // Past the deadline Twilio's list lacks it: it never went, and goes now, once.
+    await t.db.query(`update messages set send_started_at = now() - interval '1 hour' where reply_to_message_id = $1`, [inbound]);
     await runNow(t, waiting.id);
     await untilJob(t, inbound, 'job done after the 500', (j) => j.status === 'done');
     assert.equal(fake.messages.length, 1);
@@ -473,7 +482,8 @@ describe('reply delivery through the outbox', () => {
   });
 
   test('a pause and an admin reply after a failed send: the retry sends nothing, the AI reply is withheld with the reason', async () => {
-    fake.fault({ kind: 'http', status: 503, code: 20503, message: 'Service Unavailable' });
+    // 429: Twilio's word that nothing went out (after a 5xx the retry would first wait).
+    fake.fault({ kind: 'http', status: 429, code: 20429, message: 'Too Many Requests' });
     const inbound = await receive(m, t, 'Mijn laptop is kapot', '+31600000008');
     const waiting = await untilJob(t, inbound, 'job backing off', (j) => j.status === 'pending' && j.errors.length === 1);
     assert.equal((await replyTo(t, inbound))!.status, 'send_failed');

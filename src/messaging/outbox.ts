@@ -471,10 +471,11 @@ const REPLY_AWAIT_SQL = `
     greatest(0, extract(epoch from coalesce(send_started_at, created_at) + make_interval(secs => $2) - now()) * 1000)::float8 as remaining_ms`;
 
 // Flags now, deadline or not (no attempts left to wait with, or nothing can confirm it).
+// Also a send refused with a 5xx that may have gone out (`maybe_sent`) once nothing can tell.
 const REPLY_FLAG_SQL = `
   update messages
   set status = 'flagged', error_message = $2, status_updated_at = now()
-  where id = $1 and status in ('pending', 'unconfirmed')
+  where id = $1 and (status in ('pending', 'unconfirmed') or (status = 'send_failed' and maybe_sent))
   returning *`;
 
 /**
@@ -509,13 +510,33 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
       case 'send_failed':
       case 'failed': {
         // A send refused with a 5xx may have gone out all the same (a gateway that timed out
-        // on Twilio's answer, a 500 raised after the message was stored): Twilio's list is
-        // asked first. It has it → confirmed, not sent twice; it has not, or cannot say → as
-        // below. Not after a 429 (Twilio documents it as not processed) nor a send that never
-        // reached Twilio (no connection): `maybe_sent`, decided where the send failed.
+        // on Twilio's answer, a 500 raised after the message was stored): as uncertain as a
+        // send cut off mid-request, and decided the same way. Twilio's list is asked first: it
+        // has it → confirmed, not sent twice. Otherwise, before the confirmation deadline, wait
+        // (Twilio lists a message late, and its status callback confirms one it took); after
+        // it, absence proves it never went → resent below, and a list that cannot say (or a
+        // template, whose text it cannot match) → flagged, never resent. Not after a 429
+        // (Twilio documents it as not processed) nor a send that never reached Twilio (no
+        // connection): `maybe_sent`, decided where the send failed.
         if (reply.status === 'send_failed' && reply.maybeSent) {
           const listed = await twilioListed(deps, reply, to);
           if (typeof listed === 'object') return listed;
+          const deadline = (await deps.db.query<{ passed: boolean; remaining_ms: number }>(REPLY_DEADLINE_SQL, [reply.id, deps.confirmTimeoutSeconds])).rows[0];
+          if (deadline && !deadline.passed) {
+            return {
+              kind: 'waiting',
+              reply,
+              retryInMs: Math.ceil(deadline.remaining_ms),
+              reason: `reply ${reply.id} was refused with a 5xx, which does not prove Twilio did not send it, and its Messages list does not show it yet; waiting for Twilio's status callback until the confirmation deadline, not resending`,
+            };
+          }
+          if (listed === 'unknown') {
+            const why = "Twilio answered its send with a 5xx, and neither a status callback nor its Messages list (which cannot match a template's text) could tell whether it went";
+            const reason = flagReason(reply, deps.confirmTimeoutSeconds, why);
+            const flagged = await deps.db.query(REPLY_FLAG_SQL, [reply.id, reason]);
+            if (flagged.rows[0]) return { kind: 'flagged', reply: messageFromRow(flagged.rows[0] as never), reason };
+            break;
+          }
         }
         // Never reached Twilio: back to pending if it may go now (a held one is decided again
         // by replyDispatch), else withheld or answered since, or re-read and decided anew.
@@ -579,10 +600,11 @@ export async function replyFlag(deps: OutboxDeps, reply: Message, why?: string, 
   return { kind: 'flagged', reply: current ?? reply, reason: current?.errorMessage ?? reason };
 }
 
-// Whether the reply's confirmation deadline has passed, by the database's clock (as the
-// await statement below judges it).
+// Whether the reply's confirmation deadline has passed, and how long until it does, by the
+// database's clock (as the await statement judges it).
 const REPLY_DEADLINE_SQL = `
-  select coalesce(send_started_at, created_at) + make_interval(secs => $2) <= now() as passed
+  select coalesce(send_started_at, created_at) + make_interval(secs => $2) <= now() as passed,
+         greatest(0, extract(epoch from coalesce(send_started_at, created_at) + make_interval(secs => $2) - now()) * 1000)::float8 as remaining_ms
   from messages where id = $1`;
 
 // A reply Twilio provably does not have goes back to pending for a new send, by one attempt.

@@ -108,6 +108,8 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
   readonly closedWindows = new Set<string>();
   /** How many of the next Messages list requests fail with a 500 (Twilio cannot tell). */
   listFailures = 0;
+  /** A message shows in the Messages list only once it is this old (Twilio lists late). Default 0. */
+  listLagMs = 0;
   /**
    * Media by their ME… SID, served at the account's Messages/<MM>/Media/<ME> path behind
    * basic auth with a redirect to the file, as Twilio does; `redirectTo` sends elsewhere,
@@ -159,6 +161,7 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
     this.queued.length = 0;
     this.closedWindows.clear();
     this.listFailures = 0;
+    this.listLagMs = 0;
   }
 
   setRates(rates: FaultRates, seed?: number): void {
@@ -366,7 +369,8 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
       const to = url.searchParams.get('To');
       const from = url.searchParams.get('From');
       const pageSize = Number(url.searchParams.get('PageSize') ?? 50);
-      const found = this.messages.filter((m) => (!to || m.to === to) && (!from || m.from === from)).reverse().slice(0, pageSize);
+      const listedBefore = Date.now() - this.listLagMs;
+      const found = this.messages.filter((m) => (!to || m.to === to) && (!from || m.from === from) && m.at.getTime() <= listedBefore).reverse().slice(0, pageSize);
       const uri = `/2010-04-01/Accounts/${this.accountSid}/Messages.json`;
       const answer = () =>
         sendJson(res, 200, {
