@@ -182,11 +182,14 @@ test('a process whose lock another took over (it was thought dead) stops at once
   const holdWhile = async (meddle: () => void): Promise<{ how: unknown; output: string }> => {
     const holder = holdDataDir(dataDir);
     try {
-      await waitFor(() => settled(holder.output()), 'the holder to open the folder');
+      // A child process starting tsx and PGlite: 30 s was too short on a machine under load.
+      await waitFor(() => settled(holder.output()), 'the holder to open the folder', 120_000);
       assert.match(holder.output(), /^opened$/m);
       const exited = new Promise<string | number>((resolve) => holder.child.once('exit', (code, signal) => resolve(signal ?? code ?? -1)));
       meddle();
-      const how = await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, HEARTBEAT_MS * 3, 'still running'))]);
+      // Its watch looks every heartbeat; the bound leaves room for a loaded machine (without
+      // the watch it would run on for good).
+      const how = await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, HEARTBEAT_MS * 12, 'still running'))]);
       return { how, output: holder.output() };
     } finally {
       holder.child.kill('SIGKILL');
