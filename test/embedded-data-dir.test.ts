@@ -237,7 +237,8 @@ test('a lock from before the machine restarted is taken over, though its pid now
   // aiq that ran before, whose pid now belonged to another service (pids are handed out
   // anew, much alike at every boot), and refused to start, for good, until someone removed it.
   const dataDir = mkdtempSync(join(tmpdir(), 'aiq-lock-reboot-'));
-  const other = spawn('sleep', ['30'], { stdio: 'ignore' });
+  // Alive for the whole test (killed at its end): under load the openings took over 30 s.
+  const other = spawn('sleep', ['600'], { stdio: 'ignore' });
   try {
     const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
     const db = await openPglite({ dataDir });
