@@ -50,6 +50,9 @@ async function received(s: Setup, phone: string, body: string, profileName = 'An
   return { conversationId: row.rows[0]!.conversation_id, jobId: row.rows[0]!.job_id };
 }
 
+/** A reply as a template variable holds it: one line (WhatsApp refuses line breaks there). */
+const oneLine = (text: string) => text.replace(/\s*\n\s*/g, ' ');
+
 async function closeWindow(s: Setup, conversationId: string): Promise<void> {
   await s.t.db.query(`update conversations set last_inbound_at = now() - interval '25 hours' where id = $1`, [conversationId]);
 }
@@ -220,6 +223,18 @@ describe('without a template', () => {
     assert.equal(after.body.match(/nothing left to do/g)?.length, 1, 'said once, by the reply itself');
   });
 
+  test('a 63016 at send (Twilio closed the window first), no template: the reply is held with the window reason', async () => {
+    s!.twilioApi.fault({ kind: 'http', status: 400, code: 63016, message: 'Failed to send freeform message because you are outside the allowed window.' });
+    const { conversationId, jobId } = await received(s!, '+31612340013', 'Is de kantine open?');
+    const job = await settled(s!, jobId);
+    assert.equal(job.status, 'failed');
+    assert.match(job.lastError ?? '', /held, not sent: outside WhatsApp's 24-hour window \(the contact last wrote .*\); no approved template is configured/);
+    const reply = await s!.t.db.query<{ status: string; error_message: string }>(`select status, error_message from messages where conversation_id = $1 and source = 'ai'`, [conversationId]);
+    assert.equal(reply.rows[0]!.status, 'held');
+    assert.match(reply.rows[0]!.error_message, /\(then restart the job\), or configure an approved template/);
+    assert.equal(s!.twilioApi.messages.filter((msg) => msg.to === 'whatsapp:+31612340013').length, 0);
+  });
+
   test('a 63016 that still comes back (a clock off, a window Twilio closed first) is recorded as the window case', async () => {
     const phone = '+31612340003';
     const { conversationId, jobId } = await received(s!, phone, 'Hoi');
@@ -240,6 +255,29 @@ describe('with an approved template', () => {
     s = await setUp({ WHATSAPP_TEMPLATE_SID: TEMPLATE, WHATSAPP_TEMPLATE_VARIABLES: '1=name,2=reply' });
   });
   after(() => tearDown(s));
+
+  // Twilio's window may end seconds before ours (a clock off, a job that ran at 23:59:59):
+  // its send is refused with 63016 (a 400: Twilio took nothing). The reply failed with it.
+  test('a 63016 at send (Twilio closed the window first): the reply goes once, as the template', async () => {
+    s!.twilioApi.fault({ kind: 'http', status: 400, code: 63016, message: 'Failed to send freeform message because you are outside the allowed window.' });
+    const phone = '+31612340011';
+    const { conversationId, jobId } = await received(s!, phone, 'Mag ik morgen thuiswerken?', 'Sanne');
+    const job = await settled(s!, jobId);
+    assert.equal(job.status, 'done', job.lastError ?? '');
+    const reply = await s!.t.db.query<{ id: string; body: string; status: string; template_sid: string | null; twilio_sid: string | null; error_code: number | null }>(
+      `select id, body, status, template_sid, twilio_sid, error_code from messages where conversation_id = $1 and source = 'ai'`,
+      [conversationId],
+    );
+    assert.equal(reply.rows.length, 1);
+    const sent = s!.twilioApi.messages.filter((msg) => msg.to === `whatsapp:${phone}`);
+    assert.equal(sent.length, 1, 'one message reached Twilio: the template');
+    assert.equal(sent[0]!.contentSid, TEMPLATE);
+    assert.deepEqual(sent[0]!.contentVariables, { 1: 'Sanne', 2: oneLine(reply.rows[0]!.body) });
+    assert.equal(reply.rows[0]!.template_sid, TEMPLATE);
+    assert.equal(reply.rows[0]!.twilio_sid, sent[0]!.sid);
+    assert.equal(reply.rows[0]!.error_code, null);
+    assert.equal(s!.twilioApi.requests.filter((r) => r.method === 'POST' && r.params.To === `whatsapp:${phone}`).length, 2, 'the free-form send refused, then the template');
+  });
 
   test('outside the window a reply goes as the template with its variables; inside it free-form', async () => {
     const phone = '+31612340004';

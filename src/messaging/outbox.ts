@@ -6,6 +6,7 @@
 import type { Queryable } from '../db/types.ts';
 import { answeredSinceSql, answersSomethingSql, messageFromRow, messageGet, type Message } from './conversations.ts';
 import { SendError, type Transport } from './transport.ts';
+import { OUTSIDE_SESSION_WINDOW } from './twilio.ts';
 import { heldReason, templateFill, windowOpenSql, type ReplyTemplate } from './window.ts';
 
 /** What a delivery attempt came to. */
@@ -285,7 +286,7 @@ export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string)
   const [first, ...later] = written.rows;
   if (first) {
     // Written just now, the first part claimed by this attempt: send it, then the rest in turn.
-    const outcome = await replyDispatch(deps, messageFromRow(first as never), to, sendContextFromRow(first));
+    const outcome = await replyDispatch(deps, messageFromRow(first as never), to, sendContextFromRow(first), input);
     // Confirmed counts as much as sent: a send cut off and then confirmed at once (Twilio's
     // list, or a status callback that raced in) is `already-sent`, and its later parts are due.
     if ((outcome.kind !== 'sent' && outcome.kind !== 'already-sent') || later.length === 0) return outcome;
@@ -326,7 +327,7 @@ export async function replyPartsResume(deps: OutboxDeps, parts: Message[], to: s
       const claimed = await deps.db.query<ClaimedRow>(REPLY_PART_CLAIM_SQL, [part.id, ...confirmsParams(options.confirms)]);
       const row = claimed.rows[0];
       if (row) {
-        outcome = await replyDispatch(deps, messageFromRow(row as never), to, sendContextFromRow(row));
+        outcome = await replyDispatch(deps, messageFromRow(row as never), to, sendContextFromRow(row), options);
       } else {
         const current = (await messageGet(deps.db, part.id)) ?? part;
         // Still unsent: nobody else took it, an opt-out or a human's takeover stopped it.
@@ -360,10 +361,11 @@ const REPLY_RECLAIM_SQL = `
 // back to pending for replyDispatch to decide again with the window and the template as they
 // are now: sent if the contact has written since or a template is configured, held again
 // with the current reason if neither. Not once a later reply has answered what it answers:
-// the contact would get a stale answer after the newer one.
+// the contact would get a stale answer after the newer one. A 63016 it was held after is
+// cleared: the window is decided again (the contact may have written since).
 const REPLY_UNHOLD_SQL = `
   update messages
-  set status = 'pending', error_message = null, send_started_at = now(), status_updated_at = now()
+  set status = 'pending', error_code = null, error_message = null, send_started_at = now(), status_updated_at = now()
   where id = $1 and status = 'held'
     and not exists (${answeredSinceSql('messages')})
     and ${MAY_SEND('$2', '$3')}
@@ -497,7 +499,7 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
         if (typeof listed === 'object') return listed;
         if (listed === 'absent') {
           const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id, deps.confirmTimeoutSeconds, ...confirmsParams(options.confirms)]);
-          if (reclaimed.rows[0]) return resendAbsent(deps, messageFromRow(reclaimed.rows[0] as never), to);
+          if (reclaimed.rows[0]) return resendAbsent(deps, messageFromRow(reclaimed.rows[0] as never), to, options);
         }
         const current = (await messageGet(deps.db, reply.id)) ?? reply;
         if (current.status !== 'flagged') break;
@@ -542,7 +544,7 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
         // by replyDispatch), else withheld or answered since, or re-read and decided anew.
         const reclaim = reply.status === 'held' ? REPLY_UNHOLD_SQL : REPLY_RECLAIM_SQL;
         const claimed = await deps.db.query(reclaim, [reply.id, ...confirmsParams(options.confirms)]);
-        if (claimed.rows[0]) return replyDispatch(deps, messageFromRow(claimed.rows[0] as never), to);
+        if (claimed.rows[0]) return replyDispatch(deps, messageFromRow(claimed.rows[0] as never), to, undefined, options);
         await refuseIfWithheld(deps, reply, options);
         await refuseIfAnsweredSince(deps, reply);
         break;
@@ -641,12 +643,12 @@ export async function replyReconcile(deps: OutboxDeps, reply: Message, to: strin
   // Not after an opt-out: then it stays unresent, and is flagged for a human like any reply
   // whose confirmation did not come.
   const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id, deps.confirmTimeoutSeconds, ...confirmsParams(options.confirms)]);
-  return reclaimed.rows[0] ? resendAbsent(deps, messageFromRow(reclaimed.rows[0] as never), to) : null;
+  return reclaimed.rows[0] ? resendAbsent(deps, messageFromRow(reclaimed.rows[0] as never), to, options) : null;
 }
 
 /** Sends again a reply Twilio's list showed it never got (reclaimed by REPLY_RECLAIM_ABSENT_SQL); a wait for it is `resent`. */
-async function resendAbsent(deps: OutboxDeps, reply: Message, to: string): Promise<ReplyOutcome> {
-  const outcome = await replyDispatch(deps, reply, to);
+async function resendAbsent(deps: OutboxDeps, reply: Message, to: string, options: ResumeOptions): Promise<ReplyOutcome> {
+  const outcome = await replyDispatch(deps, reply, to, undefined, options);
   return outcome.kind === 'waiting' ? { ...outcome, resent: true } : outcome;
 }
 
@@ -745,7 +747,7 @@ const REPLY_SEND_FAILED_SQL = `
  * and records Twilio's answer. Never call it for a reply found pending by someone else:
  * that one may be out already (use `replyResume`).
  */
-export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string, context?: SendContextRow): Promise<ReplyOutcome> {
+export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string, context?: SendContextRow, options: ResumeOptions = {}): Promise<ReplyOutcome> {
   const form = await sendForm(deps, reply, context);
   if ('held' in form) {
     const held = await deps.db.query(REPLY_HOLD_SQL, [reply.id, form.held]);
@@ -759,6 +761,14 @@ export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string
     if (error.kind === 'uncertain') {
       // It may be on its way: the retry path waits for the callback instead of resending.
       return replyResume(deps, reply, to);
+    }
+    if (error.kind === 'rejected' && error.code === OUTSIDE_SESSION_WINDOW && !form.template) {
+      // Twilio's window ended before ours (its clock ahead, or a job that ran at 23:59:59):
+      // a 400, so nothing went out, and the reply is still this attempt's to send. Marked
+      // with Twilio's code, sendForm takes the window as closed: the template goes now, or
+      // the reply is held with the window's reason. Once: a template is never refused so.
+      const marked = await deps.db.query(REPLY_WINDOW_CLOSED_SQL, [reply.id, OUTSIDE_SESSION_WINDOW, error.message, ...confirmsParams(options.confirms)]);
+      if (marked.rows[0]) return replyDispatch(deps, messageFromRow(marked.rows[0] as never), to, undefined, options);
     }
     const status = error.kind === 'rejected' ? 'failed' : 'send_failed';
     const message = error.kind === 'rejected' ? error.message : `not sent: ${error.message}`;
@@ -775,6 +785,15 @@ export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string
   const confirmed = await deps.db.query(REPLY_CONFIRM_SQL, [reply.id, sent.sid, sent.status]);
   return { kind: 'sent', reply: messageFromRow(confirmed.rows[0] as never) };
 }
+
+// A free-form send Twilio refused with 63016 (a 400: it took nothing), still this attempt's:
+// it stays pending, marked with the code, for the template (or the hold) to follow at once.
+// Not after a STOP or a human's takeover since the send began: that is a new send.
+const REPLY_WINDOW_CLOSED_SQL = `
+  update messages set error_code = $2, error_message = $3, status_updated_at = now()
+  where id = $1 and status in ('pending', 'unconfirmed') and twilio_sid is null
+    and ${MAY_SEND('$4', '$5')}
+  returning *`;
 
 // When the contact last wrote (the window), their WhatsApp name (a template variable) and
 // the business number they wrote to (the sender, and its profile's template).
@@ -812,7 +831,8 @@ async function sendContextOf(deps: OutboxDeps, conversationId: string, known?: S
 async function sendForm(deps: OutboxDeps, reply: Message, context?: SendContextRow): Promise<SendForm> {
   const { row, from, template } = await sendContextOf(deps, reply.conversationId, context);
   const lastInboundAt = row?.last_inbound_at ?? null;
-  if (row?.window_open) {
+  // Twilio's 63016 on this reply outranks our clock: its window has closed.
+  if (row?.window_open && reply.errorCode !== OUTSIDE_SESSION_WINDOW) {
     await templateRecord(deps, reply, null);
     return { from };
   }
