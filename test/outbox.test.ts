@@ -227,6 +227,10 @@ describe('reply delivery through the outbox', () => {
     // The callback can come before the worker has recorded the send and completed the job.
     const job = await untilJob(t, inbound, 'job finished', (j) => j.status !== 'pending' && j.status !== 'processing');
     assert.equal(job.status, 'done', 'Twilio accepted it: the job is done, the message shows the failure');
+    // Without a template nothing can reach the contact now: the job's second run leaves it.
+    await waitFor(async () => (await t.db.query(`select 1 from ai_jobs where payload->>'messageId' = $1 and status = 'done'`, [inbound])).rowCount === 2, 'its second run done');
+    assert.equal(fake.messages.length, 1, 'not sent again');
+    assert.equal((await replyTo(t, inbound))!.status, 'failed');
   });
 
   test('connection cut after Twilio accepted: not resent; the status callback confirms it and the retry is a no-op', async () => {

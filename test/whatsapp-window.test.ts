@@ -279,6 +279,36 @@ describe('with an approved template', () => {
     assert.equal(s!.twilioApi.requests.filter((r) => r.method === 'POST' && r.params.To === `whatsapp:${phone}`).length, 2, 'the free-form send refused, then the template');
   });
 
+  // Twilio took the free-form message, then its status callback failed it with 63016: it
+  // provably never reached the contact. Twilio's word is final, so the template goes once.
+  test('a 63016 by status callback after Twilio took the free-form reply: it goes once more, as the template', async () => {
+    const phone = '+31612340012';
+    s!.twilioApi.closedWindows.add(`whatsapp:${phone}`);
+    const { conversationId } = await received(s!, phone, 'Wanneer krijg ik mijn loon?', 'Sanne');
+    await waitFor(async () => s!.twilioApi.messages.some((msg) => msg.to === `whatsapp:${phone}` && msg.contentSid === TEMPLATE), 'the template send', 20_000);
+    const reply = await s!.t.db.query<{ id: string; body: string; template_sid: string | null; twilio_sid: string }>(
+      `select id, body, template_sid, twilio_sid from messages where conversation_id = $1 and source = 'ai'`,
+      [conversationId],
+    );
+    assert.equal(reply.rows.length, 1);
+    await waitFor(async () => (await s!.t.db.query<{ status: string }>('select status from messages where id = $1', [reply.rows[0]!.id])).rows[0]!.status === 'delivered', 'the template delivered');
+    const sent = s!.twilioApi.messages.filter((msg) => msg.to === `whatsapp:${phone}`);
+    assert.deepEqual(sent.map((msg) => [msg.contentSid ?? 'free-form', msg.status]), [['free-form', 'failed'], [TEMPLATE, 'delivered']]);
+    assert.deepEqual(sent[1]!.contentVariables, { 1: 'Sanne', 2: oneLine(reply.rows[0]!.body) });
+    const stored = await s!.t.db.query<{ template_sid: string; twilio_sid: string; error_code: number | null }>('select template_sid, twilio_sid, error_code from messages where id = $1', [reply.rows[0]!.id]);
+    assert.deepEqual(stored.rows[0], { template_sid: TEMPLATE, twilio_sid: sent[1]!.sid, error_code: null });
+    // Every job of the message done, and nothing more goes out.
+    await waitFor(async () => (await s!.t.db.query(`select 1 from ai_jobs where payload->>'conversationId' = $1 and status <> 'done'`, [conversationId])).rowCount === 0, 'its jobs done');
+    assert.equal(s!.twilioApi.messages.filter((msg) => msg.to === `whatsapp:${phone}`).length, 2);
+    // Twilio's failure of the free-form send, posted again while the template is on its way
+    // (its SID not known yet): a template is never refused for the window, so it is the old
+    // send's word and does not fail the template.
+    await s!.t.db.query(`update messages set status = 'unconfirmed', twilio_sid = null where id = $1`, [reply.rows[0]!.id]);
+    assert.equal(await s!.twilioApi.deliverStatus(sent[0]!.sid, 'failed', 63016), 200);
+    const inFlight = await s!.t.db.query<{ status: string; twilio_sid: string | null }>('select status, twilio_sid from messages where id = $1', [reply.rows[0]!.id]);
+    assert.deepEqual(inFlight.rows[0], { status: 'unconfirmed', twilio_sid: null });
+  });
+
   test('outside the window a reply goes as the template with its variables; inside it free-form', async () => {
     const phone = '+31612340004';
     const { conversationId, jobId } = await received(s!, phone, 'Hallo', 'Sanne');

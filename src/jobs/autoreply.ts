@@ -176,6 +176,21 @@ export async function autoreplyConfirmedLate(db: Queryable, conversationId: stri
   return id !== undefined && (await jobRetry(db, id));
 }
 
+// The payload the message's first job had (a start keyword's optIn included), for one more run.
+const AUTOREPLY_PAYLOAD_SQL = `
+  select payload from ai_jobs
+  where ordering_key = $1 and type = 'autoreply' and payload->>'messageId' = $2
+  order by seq limit 1`;
+
+/**
+ * Runs the autoreply of `inboundMessageId` once more, after the conversation's jobs queued
+ * so far: its reply, written already, is resumed (nothing confirmed is sent again).
+ */
+export async function autoreplyRerun(db: Queryable, conversationId: string, inboundMessageId: string): Promise<string> {
+  const first = await db.query<{ payload: AutoreplyPayload }>(AUTOREPLY_PAYLOAD_SQL, [conversationId, inboundMessageId]);
+  return autoreplyEnqueue(db, first.rows[0]?.payload ?? { messageId: inboundMessageId, conversationId });
+}
+
 /** What the outbox needs from a runtime; the AI's replies and the admin's go through the same. */
 export function outboxDepsOf(runtime: Runtime): OutboxDeps {
   return {

@@ -10,9 +10,9 @@ import type { Queryable } from '../db/types.ts';
 import { TWILIO_STATUSES, messageFromRow, messageStatusUpdate, type TwilioStatus } from '../messaging/conversations.ts';
 import { adminReplySettle, type OutboxDeps } from '../messaging/outbox.ts';
 import { SendError } from '../messaging/transport.ts';
-import { twilioErrorText } from '../messaging/twilio.ts';
+import { OUTSIDE_SESSION_WINDOW, twilioErrorText } from '../messaging/twilio.ts';
 import type { JobHandler } from '../queue/index.ts';
-import { autoreplyConfirmedLate, autoreplyWake } from './autoreply.ts';
+import { autoreplyConfirmedLate, autoreplyRerun, autoreplyWake } from './autoreply.ts';
 
 export const DELIVERY_CHECK = 'delivery_check';
 export const DELIVERY_CHECK_CRON = '*/10 * * * *';
@@ -47,6 +47,10 @@ export async function deliveryStatusRecord(db: Queryable, delivery: DeliveryStat
   if (!updated) return false;
   if (updated.source === 'ai' && updated.replyToMessageId) {
     if (updated.wasFlagged && !failed) await autoreplyConfirmedLate(db, updated.conversationId, updated.replyToMessageId, updated.id, delivery.status);
+    // A free-form reply failed for the window (Twilio's closed before ours): it never reached
+    // the contact. The job, long done, runs again: it sends it as the number's template, if
+    // there is one (outbox.ts, resendAsTemplate), and otherwise leaves it failed.
+    else if (failed && delivery.errorCode === OUTSIDE_SESSION_WINDOW && updated.templateSid === null) await autoreplyRerun(db, updated.conversationId, updated.replyToMessageId);
     else await autoreplyWake(db, updated.conversationId, updated.replyToMessageId);
   }
   return true;

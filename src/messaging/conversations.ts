@@ -492,14 +492,18 @@ const STATUS_UPDATE_SQL = `
     -- Without a SID the status is our own verdict ("not sent" included): any word from
     -- Twilio outranks it, as Twilio has the message after all.
     and message_status_rank($3) > case when m.twilio_sid is null then 0 else message_status_rank(m.status) end
-  returning m.id, m.source, m.conversation_id, m.reply_to_message_id, before.was_flagged`;
+    -- A template is never refused for the window (Twilio's 63016): a 63016 for a reply on
+    -- its way as one is a late word on the free-form send it replaces
+    -- (outbox.ts, REPLY_RESEND_AS_TEMPLATE_SQL).
+    and not (m.twilio_sid is null and m.template_sid is not null and $4 is not distinct from 63016)
+  returning m.id, m.source, m.conversation_id, m.reply_to_message_id, m.template_sid, before.was_flagged`;
 
 /** Applies a delivery status. Returns the message it moved forward, or null when none moved. */
 export async function messageStatusUpdate(
   db: Queryable,
   update: StatusUpdate,
-): Promise<{ id: string; source: MessageSource; conversationId: string; replyToMessageId: string | null; wasFlagged: boolean } | null> {
-  const result = await db.query<{ id: string; source: MessageSource; conversation_id: string; reply_to_message_id: string | null; was_flagged: boolean }>(STATUS_UPDATE_SQL, [
+): Promise<{ id: string; source: MessageSource; conversationId: string; replyToMessageId: string | null; templateSid: string | null; wasFlagged: boolean } | null> {
+  const result = await db.query<{ id: string; source: MessageSource; conversation_id: string; reply_to_message_id: string | null; template_sid: string | null; was_flagged: boolean }>(STATUS_UPDATE_SQL, [
     update.messageId ?? null,
     update.twilioSid,
     update.status,
@@ -507,5 +511,5 @@ export async function messageStatusUpdate(
     update.errorMessage ?? null,
   ]);
   const row = result.rows[0];
-  return row ? { id: row.id, source: row.source, conversationId: row.conversation_id, replyToMessageId: row.reply_to_message_id, wasFlagged: row.was_flagged } : null;
+  return row ? { id: row.id, source: row.source, conversationId: row.conversation_id, replyToMessageId: row.reply_to_message_id, templateSid: row.template_sid, wasFlagged: row.was_flagged } : null;
 }
