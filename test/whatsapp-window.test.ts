@@ -379,6 +379,28 @@ describe('with an approved template', () => {
   });
 });
 
+describe('a reply in parts whose second part Twilio refuses with 63016 (the window closed between the parts)', () => {
+  let s: Setup | undefined;
+  before(async () => {
+    // The offline provider's answer is longer than 100 characters: two parts.
+    s = await setUp({ WORKER_CONCURRENCY: '1', REPLY_MAX_CHARS: '100', WHATSAPP_TEMPLATE_SID: TEMPLATE });
+  });
+  after(() => tearDown(s));
+
+  test('the first part goes free-form, the second as the template, each once, in order', async () => {
+    s!.twilioApi.fault({ kind: 'none' }, { kind: 'http', status: 400, code: 63016, message: 'Failed to send freeform message because you are outside the allowed window.' });
+    const phone = '+31612340014';
+    const { conversationId, jobId } = await received(s!, phone, 'Hoe laat begint de vergadering morgen?');
+    const job = await settled(s!, jobId);
+    assert.equal(job.status, 'done', job.lastError ?? '');
+    const parts = await s!.t.db.query<{ body: string; template_sid: string | null; twilio_sid: string }>(`select body, template_sid, twilio_sid from messages where conversation_id = $1 and source = 'ai' order by part`, [conversationId]);
+    assert.equal(parts.rows.length, 2);
+    const sent = s!.twilioApi.messages.filter((msg) => msg.to === `whatsapp:${phone}`);
+    assert.deepEqual(sent.map((msg) => [msg.contentSid ?? msg.body, msg.contentVariables ?? null]), [[parts.rows[0]!.body, null], [TEMPLATE, { 1: oneLine(parts.rows[1]!.body) }]]);
+    assert.deepEqual(parts.rows.map((r) => [r.template_sid, r.twilio_sid]), [[null, sent[0]!.sid], [TEMPLATE, sent[1]!.sid]]);
+  });
+});
+
 test('a bad template setting is refused at start, naming the variable', async () => {
   const { loadConfig } = await import('../src/config.ts');
   assert.throws(() => loadConfig({ WHATSAPP_TEMPLATE_SID: 'HX123' }), /WHATSAPP_TEMPLATE_SID: must be a Content SID/);

@@ -35,7 +35,9 @@ export type Fault =
    */
   | { kind: 'accept-then-http'; status: number; code?: number; message?: string; html?: boolean }
   /** Accept the message, then answer 201 with this body (not Twilio's JSON resource). */
-  | { kind: 'accept-then-body'; body: string; contentType?: string };
+  | { kind: 'accept-then-body'; body: string; contentType?: string }
+  /** No fault: this send succeeds (to fault a later send of a sequence, a reply's part 2). */
+  | { kind: 'none' };
 
 /** Probability per send of each fault kind (0–1); the rest succeed. */
 export interface FaultRates {
@@ -274,7 +276,7 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
 
   private nextFault(): Fault | undefined {
     const queued = this.queued.shift();
-    if (queued) return queued;
+    if (queued) return queued.kind === 'none' ? undefined : queued;
     const r = this.random();
     let edge = 0;
     const pick = (rate: number | undefined) => (edge += rate ?? 0) > r;
