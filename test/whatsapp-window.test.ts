@@ -233,6 +233,15 @@ describe('without a template', () => {
     assert.equal(reply.rows[0]!.status, 'held');
     assert.match(reply.rows[0]!.error_message, /\(then restart the job\), or configure an approved template/);
     assert.equal(s!.twilioApi.messages.filter((msg) => msg.to === 'whatsapp:+31612340013').length, 0);
+    // The contact writes again, and the job is restarted as the reason says: Twilio's old
+    // 63016 no longer closes the window, the reply goes free-form, once.
+    await s!.t.db.query(`update conversations set last_inbound_at = now() where id = $1`, [conversationId]);
+    assert.ok(await jobRetry(s!.t.db, jobId));
+    const retried = await settled(s!, jobId);
+    assert.equal(retried.status, 'done', retried.lastError ?? '');
+    const sent = s!.twilioApi.messages.filter((msg) => msg.to === 'whatsapp:+31612340013');
+    assert.equal(sent.length, 1);
+    assert.equal(sent[0]!.contentSid, undefined, 'free-form');
   });
 
   test('a 63016 that still comes back (a clock off, a window Twilio closed first) is recorded as the window case', async () => {
