@@ -185,6 +185,30 @@ describe('admin API', () => {
     assert.equal((await t.app.inject({ url: `/api/imports/${importId}`, headers: auth })).json().status, 'done');
   });
 
+  test('cancelling an import\'s job and failing its import are one: if the import cannot be ended, the job is not cancelled either', async () => {
+    // A process killed between the two statements left the job cancelled and its import
+    // 'pending' for good. Stood in for by the database refusing the import's update.
+    const upload = await t.app.inject({ method: 'POST', url: '/api/imports', headers: auth, payload: { filename: 'half.csv', content: 'name,phone\nBram,+31622222222\n' } });
+    assert.equal(upload.statusCode, 202, upload.body);
+    const { importId, jobId } = upload.json();
+    await t.runtime.db.exec(`
+      create function refuse_import_failed() returns trigger language plpgsql as $$
+      begin raise exception 'the process died here'; end $$;
+      create trigger refuse_import_failed before update on imports for each row
+        when (new.status = 'failed') execute function refuse_import_failed();`);
+    try {
+      const cancel = await t.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/cancel`, headers: auth });
+      assert.equal(cancel.statusCode, 500);
+      const job = (await t.app.inject({ url: `/api/jobs/${jobId}`, headers: auth })).json();
+      assert.equal(job.status, 'pending', 'the cancel was rolled back with the import\'s update');
+      assert.equal((await t.app.inject({ url: `/api/imports/${importId}`, headers: auth })).json().status, 'pending');
+    } finally {
+      await t.runtime.db.exec('drop trigger refuse_import_failed on imports; drop function refuse_import_failed();');
+    }
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/jobs/${jobId}/cancel`, headers: auth })).statusCode, 200);
+    assert.equal((await t.app.inject({ url: `/api/imports/${importId}`, headers: auth })).json().status, 'failed');
+  });
+
   test('POST /api/jobs/retry-failed counts with dryRun, then retries only the matching failed jobs', async () => {
     const a = await failedJob(t, 'bulk_type', 'timeout talking to the LLM');
     const b = await failedJob(t, 'bulk_type', 'timeout talking to the LLM');

@@ -6,7 +6,7 @@
 // `unconfirmed` or `send_failed` for good, neither sent exactly once nor flagged for a human
 // (and an admin reading "not delivered" would send it again). Such a job is not cancelled.
 // An import's job cancelled before it ran ends its import too: it would say 'pending' for good.
-import type { Queryable } from '../db/types.ts';
+import type { Database } from '../db/types.ts';
 import { importFail } from '../knowledge/csv-import.ts';
 import { isUuid, jobCancel, jobGet } from '../queue/index.ts';
 import { AUTOREPLY } from './autoreply.ts';
@@ -27,13 +27,17 @@ const REPLY_IN_FLIGHT_SQL = `
   ) as in_flight`;
 
 /** Cancels a pending job, unless it is an autoreply whose reply is in flight. */
-export async function jobCancelChecked(db: Queryable, id: string): Promise<'cancelled' | 'not_pending' | 'reply_in_flight'> {
+export async function jobCancelChecked(db: Database, id: string): Promise<'cancelled' | 'not_pending' | 'reply_in_flight'> {
   if (!isUuid(id)) return 'not_pending';
   const { rows } = await db.query<{ in_flight: boolean }>(REPLY_IN_FLIGHT_SQL, [id, AUTOREPLY]);
   if (rows[0]?.in_flight) return 'reply_in_flight';
-  if (!(await jobCancel(db, id))) return 'not_pending';
-  const job = await jobGet(db, id);
-  const importId = job?.type === IMPORT_PEOPLE ? (job.payload as { importId?: unknown }).importId : undefined;
-  if (typeof importId === 'string' && isUuid(importId)) await importFail(db, importId, IMPORT_CANCELLED);
-  return 'cancelled';
+  // One transaction: a process killed between the two would leave the import 'pending' for
+  // good behind a cancelled job.
+  return db.transaction(async (tx) => {
+    if (!(await jobCancel(tx, id))) return 'not_pending';
+    const job = await jobGet(tx, id);
+    const importId = job?.type === IMPORT_PEOPLE ? (job.payload as { importId?: unknown }).importId : undefined;
+    if (typeof importId === 'string' && isUuid(importId)) await importFail(tx, importId, IMPORT_CANCELLED);
+    return 'cancelled';
+  });
 }
