@@ -207,6 +207,8 @@ export async function conversationGet(db: Queryable, id: string): Promise<Conver
  * contact's question stays open, so the next reply answers it, and none of them is shown
  * to the model as said.
  */
+// messages_answering_idx (migration 0033) holds the replies outside this list: a change here
+// needs a migration that rebuilds it, or "answered since" reads whole threads again.
 const ANSWERS_NOTHING_SQL = `('failed', 'send_failed', 'held')`;
 
 /**
@@ -400,7 +402,10 @@ export async function messageListRecent(db: Queryable, conversationId: string, l
   return result.rows.map(messageFromRow);
 }
 
-/** Reply statuses that mean it did not reach the contact, or may not have: a human may act. */
+/**
+ * Reply statuses that mean it did not reach the contact, or may not have: a human may act.
+ * messages_undelivered_idx (migration 0033) holds exactly these: change both together.
+ */
 export const UNDELIVERED_REPLY_STATUSES_SQL = `('failed', 'undelivered', 'send_failed', 'flagged', 'held', 'unconfirmed')`;
 
 const SUPERSEDED_SQL = `

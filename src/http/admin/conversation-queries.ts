@@ -34,14 +34,17 @@ export interface ConversationSummary {
 // (conversation_id, …) indexes; `$3` searches number and name. A reply that did not go out
 // counts until a later reply answers what it answered (answeredSinceSql): then the contact
 // has had their answer and the badge would only send an admin to a conversation to find
-// nothing to do.
+// nothing to do. That question is a lateral `limit 1`, one probe of messages_answering_idx
+// per problem reply (migration 0033): as a `not exists` the planner may instead read the
+// thread's answering replies once and compare each problem reply with all of them.
 const LIST_SQL = `
   select c.id, k.whatsapp_number, k.profile_name, c.business_number, c.ai_paused, k.opted_out_at is not null as opted_out, c.last_message_at,
          ${cursorTimeSql('c.last_message_at')} as cursor_at, last.body as last_body, last.source as last_source,
          (select count(*) from messages m
+          left join lateral (${answeredSinceSql('m')} limit 1) answered on true
           where m.conversation_id = c.id and m.source <> 'inbound'
             and m.status in ${UNDELIVERED_REPLY_STATUSES_SQL}
-            and not exists (${answeredSinceSql('m')}))::int as problems,
+            and answered.id is null)::int as problems,
          (select count(*) from suggestions s where s.conversation_id = c.id and s.status = 'pending')::int as pending_suggestions
   from conversations c
   join contacts k on k.id = c.contact_id
