@@ -408,10 +408,14 @@ export async function messageListRecent(db: Queryable, conversationId: string, l
  */
 export const UNDELIVERED_REPLY_STATUSES_SQL = `('failed', 'undelivered', 'send_failed', 'flagged', 'held', 'unconfirmed')`;
 
+// One probe of messages_answering_idx per problem reply, as a lateral `limit 1`: written as
+// `exists`, with the conversation a constant, the planner read the thread's answering
+// replies once and compared each problem reply with all of them (1,400 send_failed replies
+// of a 20,000-message thread: 12 million comparisons, 2.8 s for the page).
 const SUPERSEDED_SQL = `
   select m.id from messages m
-  where m.conversation_id = $1 and m.source <> 'inbound' and m.status in ${UNDELIVERED_REPLY_STATUSES_SQL}
-    and exists (${answeredSinceSql('m')})`;
+  cross join lateral (${answeredSinceSql('m')} limit 1) answered
+  where m.conversation_id = $1 and m.source <> 'inbound' and m.status in ${UNDELIVERED_REPLY_STATUSES_SQL}`;
 
 /**
  * The conversation's replies that did not reach the contact (or may not have) and that a
