@@ -28,3 +28,8 @@ create index messages_undelivered_idx on messages (conversation_id)
 -- most suggestions reference nothing.
 create index messages_reply_to_idx on messages (reply_to_message_id) where reply_to_message_id is not null;
 create index suggestions_sent_message_idx on suggestions (sent_message_id) where sent_message_id is not null;
+
+-- The failure texts of replies, for a person's export and erasure, which look for any that
+-- names their number (MESSAGE_ERRORS_NAMING_PERSON, src/privacy/erasure.ts): few messages
+-- have one, and without this every message was read once per written form of the number.
+create index messages_error_idx on messages (created_at) where error_message is not null;
