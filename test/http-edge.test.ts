@@ -264,6 +264,31 @@ describe('proxy trust is opt-in (TRUST_PROXY)', () => {
       await untrusted.close();
     }
   });
+
+  test('behind a TLS proxy TRUST_PROXY does not name, a login from the https page still gets a Secure cookie', async () => {
+    // nginx terminates TLS for https://aiq.example.com and passes the name on; TRUST_PROXY is
+    // optional there. The browser's Origin says its page is https: a cookie without Secure
+    // would go in clear text with any http:// link to the name (a network attacker's redirect).
+    const proxiedTls = await startAdminApp({ PUBLIC_URL: 'https://aiq.example.com' }, plain.database);
+    try {
+      const login = (origin: string) =>
+        proxiedTls.app.inject({
+          method: 'POST',
+          url: '/admin/login',
+          headers: { host: 'aiq.example.com', origin, 'sec-fetch-site': 'same-origin', 'x-forwarded-proto': 'https', 'x-forwarded-for': '192.0.2.7' },
+          payload: { token: TEST_ADMIN_TOKEN, next: '/admin' },
+        });
+      const overTls = await login('https://aiq.example.com');
+      assert.equal(overTls.statusCode, 303, overTls.body);
+      assert.match(String(overTls.headers['set-cookie']), /; Secure/);
+      // A page served over plain http keeps a cookie it can use: one with Secure would be dropped.
+      const overHttp = await login('http://aiq.example.com');
+      assert.equal(overHttp.statusCode, 303, overHttp.body);
+      assert.doesNotMatch(String(overHttp.headers['set-cookie']), /Secure/);
+    } finally {
+      await proxiedTls.close();
+    }
+  });
 });
 
 describe('failed admin authentication is rate-limited per client address', () => {

@@ -135,11 +135,15 @@ function readCookies(request: FastifyRequest, name: string): string[] {
 
 /**
  * Sets the session cookie: HttpOnly (scripts cannot read it), SameSite=Lax (other sites'
- * forms do not carry it), Path=/admin, and Secure whenever the request came over HTTPS
- * (directly, or through a proxy that says so and is trusted by TRUST_PROXY).
+ * forms do not carry it), Path=/admin, and Secure whenever the request came over HTTPS:
+ * directly, through a proxy that says so and is trusted by TRUST_PROXY, or as the browser
+ * says it, its page's Origin being https. The last is for a TLS proxy TRUST_PROXY does not
+ * name (it is optional): without it the cookie of an https login had no Secure, and the
+ * browser sent it in clear text with any http:// link to the same name, which a network
+ * attacker can make it follow. An Origin cannot make a browser's page lie about its scheme.
  */
 export function setSessionCookie(request: FastifyRequest, reply: FastifyReply, value: string, maxAgeSeconds = SESSION_SECONDS): void {
-  const secure = request.protocol === 'https' ? '; Secure' : '';
+  const secure = request.protocol === 'https' || /^https:\/\//i.test(request.headers.origin ?? '') ? '; Secure' : '';
   reply.header('set-cookie', `${SESSION_COOKIE}=${value}; Path=/admin; HttpOnly; SameSite=Lax; Max-Age=${maxAgeSeconds}${secure}`);
 }
 
