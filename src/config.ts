@@ -277,6 +277,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Env {
   }
   if (config.TWILIO_SKIP_SIGNATURE && config.NODE_ENV === 'production') {
     problems.push('TWILIO_SKIP_SIGNATURE: refused when NODE_ENV=production (webhooks must be verified)');
+  } else if (config.TWILIO_SKIP_SIGNATURE) {
+    // NODE_ENV is development unless set, and nothing asks a deployment to set it: what
+    // decides is whether anyone but this machine can post to the webhook. Where Twilio can,
+    // anyone can, and an unsigned post is a message "from" any number, answered from ours.
+    const reachable = webhookReachableFrom(config);
+    if (reachable) {
+      problems.push(
+        `TWILIO_SKIP_SIGNATURE: refused while the webhook can be reached from beyond this machine (${reachable}): anyone there could post a message "from" any number and have aiq answer it. ` +
+          'If signatures were refused behind a proxy or tunnel, set PUBLIC_URL to the exact address Twilio calls instead',
+      );
+    }
   }
   const twilioParts = [config.TWILIO_ACCOUNT_SID, config.TWILIO_AUTH_TOKEN, config.TWILIO_WHATSAPP_FROM];
   if (twilioParts.some(Boolean) && !twilioParts.every(Boolean)) {
@@ -403,6 +414,13 @@ function isHostAddress(host: string): boolean {
  */
 export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || (isIPv4(host) && host.startsWith('127.'));
+}
+
+/** The setting that makes aiq's port reachable beyond this machine (HOST, or PUBLIC_URL's tunnel or proxy); null: none does. */
+function webhookReachableFrom(config: Pick<Env, 'HOST' | 'PUBLIC_URL'>): string | null {
+  if (!isLoopback(config.HOST)) return `HOST=${config.HOST}`;
+  const publicHost = config.PUBLIC_URL ? new URL(config.PUBLIC_URL).hostname.replace(/^\[|\]$/g, '') : undefined;
+  return publicHost && !isLoopback(publicHost) ? `PUBLIC_URL=${config.PUBLIC_URL}` : null;
 }
 
 /**

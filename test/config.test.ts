@@ -166,3 +166,20 @@ test('a bad schedule setting stops every command at start (doctor too), naming t
   assert.doesNotThrow(() => loadConfig({ PEOPLE_SYNC_CRON: 'bogus' }), 'unused without PEOPLE_SYNC_URL');
   assert.equal(loadConfig({ RETENTION_TIME_ZONE: 'Europe/Amsterdam' }).RETENTION_TIME_ZONE, 'Europe/Amsterdam');
 });
+
+test('TWILIO_SKIP_SIGNATURE is refused wherever anyone but this machine can post webhooks, NODE_ENV or not', () => {
+  // NODE_ENV is development unless set, and nothing asks a deployment to set it: the server
+  // Twilio reaches (PUBLIC_URL, or a HOST beyond loopback) took unsigned webhooks from anyone,
+  // each a message "from" any number that aiq answers from the business number.
+  const exposed = [
+    { PUBLIC_URL: 'https://aiq.example.com' },
+    { HOST: '0.0.0.0', ADMIN_TOKEN: 'admin-token-123456' },
+    { PUBLIC_URL: 'https://abc.ngrok.app', ADMIN_TOKEN: 'admin-token-123456' },
+  ];
+  for (const env of exposed) {
+    assert.throws(() => loadConfig({ TWILIO_SKIP_SIGNATURE: 'true', ...env }), /TWILIO_SKIP_SIGNATURE: refused while the webhook can be reached from beyond this machine/, JSON.stringify(env));
+  }
+  // This machine only (curl on loopback, the tests): still allowed.
+  assert.equal(loadConfig({ TWILIO_SKIP_SIGNATURE: 'true' }).TWILIO_SKIP_SIGNATURE, true);
+  assert.equal(loadConfig({ TWILIO_SKIP_SIGNATURE: 'true', PUBLIC_URL: 'http://127.0.0.1:3000' }).TWILIO_SKIP_SIGNATURE, true);
+});
