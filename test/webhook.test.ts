@@ -277,6 +277,33 @@ describe('checking switched off: TWILIO_SKIP_SIGNATURE', () => {
     const { loadConfig } = await import('../src/config.ts');
     assert.throws(() => loadConfig({ NODE_ENV: 'production', TWILIO_SKIP_SIGNATURE: 'true' }), /TWILIO_SKIP_SIGNATURE: refused when NODE_ENV=production/);
   });
+
+  test("a web page in the developer's browser cannot post a message through it", async () => {
+    // Switched off on a developer's machine, the webhook still is no API for every site they
+    // visit: a plain HTML form on any site posts form data cross-site without a preflight,
+    // and a page that DNS-rebinds its name to 127.0.0.1 posts same-origin. Twilio sends
+    // neither Origin nor Sec-Fetch-Site; a browser always does.
+    const t = await freshServerDatabase();
+    const m = await startMessagingApp(messagingEnv(t.url, 'http://127.0.0.1:9', { TWILIO_SKIP_SIGNATURE: 'true' }));
+    try {
+      const browsers = [
+        { name: 'a form on another site', headers: { origin: 'https://evil.example', 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' } },
+        { name: 'a DNS-rebinding page', headers: { host: 'rebind.evil.example:3000', origin: 'http://rebind.evil.example:3000', 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'cors' } },
+        { name: 'a form on another port of localhost', headers: { origin: 'http://localhost:8080', 'sec-fetch-site': 'same-site' } },
+      ];
+      for (const [i, browser] of browsers.entries()) {
+        for (const url of [WHATSAPP, `${STATUS}?messageId=01939b1e-7e2a-7000-8000-000000000001`]) {
+          const payload = url === WHATSAPP ? new URLSearchParams(inboundParams(`from a browser ${i}`)).toString() : new URLSearchParams({ MessageSid: messageSid(), MessageStatus: 'failed' }).toString();
+          const response = await m.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/x-www-form-urlencoded', ...browser.headers }, payload });
+          assert.equal(response.statusCode, 403, `${browser.name} ${url}: ${response.body}`);
+        }
+      }
+      assert.deepEqual(await counts(t), NOTHING);
+    } finally {
+      await m.close();
+      await t.close();
+    }
+  });
 });
 
 for (const backend of BACKENDS) {

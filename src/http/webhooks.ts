@@ -104,6 +104,14 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
   /** The form parameters when the request is signed (or checking is switched off); else answers 403. */
   const verified = (request: FastifyRequest, reply: FastifyReply): Record<string, unknown> | undefined => {
     const params = (request.body ?? {}) as Record<string, unknown>;
+    // Twilio's servers send neither Origin nor Sec-Fetch-Site; a browser always does. So a
+    // page the admin or developer opened (a form on any site posts here without a preflight;
+    // a DNS-rebinding page, same-origin) is refused whatever else holds: with
+    // TWILIO_SKIP_SIGNATURE on a developer's machine, nothing else would stop it.
+    if (request.headers.origin !== undefined || request.headers['sec-fetch-site'] !== undefined) {
+      void reply.status(403).send({ error: 'a webhook is for Twilio, not for a web page (the request carries Origin or Sec-Fetch-Site)' });
+      return undefined;
+    }
     if (config.TWILIO_SKIP_SIGNATURE) return params;
     const header = request.headers[SIGNATURE_HEADER];
     const signature = typeof header === 'string' ? header : undefined;
