@@ -59,8 +59,23 @@ function masking(stream: pino.DestinationStream): pino.DestinationStream {
   return { write: (line: string) => stream.write(personalDataMasked(line)) };
 }
 
+/**
+ * Errors as pino writes them, without the values of a failed statement: PGlite (the embedded
+ * database) puts `params` and `queryOptions` on its errors, and a request's 500 logged them
+ * whole, a document's text, a message or a person's row among them. The statement itself
+ * (`query`) stays: it holds no values and says what failed.
+ */
+function errWithoutValues(err: unknown): unknown {
+  const serialized = pino.stdSerializers.err(err as Error) as unknown as Record<string, unknown>;
+  if (serialized && typeof serialized === 'object') {
+    delete serialized.params;
+    delete serialized.queryOptions;
+  }
+  return serialized;
+}
+
 export function createLogger(level = 'info', format: LogFormat = 'json', destination?: NodeJS.WritableStream): pino.Logger {
-  const options = { name: 'aiq', level, redact: REDACT };
+  const options = { name: 'aiq', level, redact: REDACT, serializers: { err: errWithoutValues } };
   // pino.destination(1) is what pino writes to by default (flushed at exit).
   if (format === 'json') return pino(options, masking(destination ?? pino.destination(1)));
   // Synchronous, in-process: a worker thread transport could lose the last lines of a crash.

@@ -81,3 +81,34 @@ for (const format of ['json', 'pretty'] as const) {
     }
   });
 }
+
+test('a database error in a request logs its statement, not the values it carried (embedded database)', async () => {
+  // PGlite puts a failed statement's parameters on its error, and the 500 handler logged the
+  // error whole: a document's text, a message, a person's row went to the log at error level.
+  const { startEmbeddedAdminApp, TEST_ADMIN_TOKEN } = await import('./helpers/admin-app.ts');
+  const { buildApp } = await import('../src/http/app.ts');
+  const t = await startEmbeddedAdminApp();
+  const lines: string[] = [];
+  const app = await buildApp({ ...t.runtime, logger: createLogger('info', 'json', new Writable({ write: (chunk, _encoding, done) => (lines.push(String(chunk)), done()) })) });
+  try {
+    // Any statement the database refuses will do: here a trigger refuses every document.
+    await t.runtime.db.query(`create function refuse_all() returns trigger language plpgsql as $$ begin raise exception 'refused for the test'; end $$`);
+    await t.runtime.db.query('create trigger refuse_all before insert on documents for each row execute function refuse_all()');
+    const secret = 'Anna de Vries is on sick leave until May (burn-out)';
+    const response = await app.inject({
+      method: 'POST',
+      url: '/api/documents',
+      headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` },
+      payload: { title: 'Absence list', body: secret },
+    });
+    assert.equal(response.statusCode, 500, response.body);
+    const failure = lines.map((line) => JSON.parse(line)).find((record) => record.msg === 'request failed');
+    assert.ok(failure, `the failure is logged:\n${lines.join('')}`);
+    assert.match(failure.err.message, /refused for the test/);
+    assert.ok(!lines.join('').includes('sick leave'), `the document's text is not in the log:\n${lines.join('')}`);
+    assert.ok(!lines.join('').includes('Absence list'), 'nor its title');
+  } finally {
+    await app.close();
+    await t.close();
+  }
+});
