@@ -500,6 +500,29 @@ test('no admin page or API read answers 500 to a bad query string', async () => 
   }
 });
 
+test('text cut in the middle of an emoji is taken as text, not answered 500', async () => {
+  // A script that shortens a text with JavaScript's slice cuts an emoji (two UTF-16 units)
+  // in half, and JSON carries the lone half as "\ud83d": a document holding one was answered
+  // 500 'internal error' (the database refused the chunks as JSON), with nothing to go on.
+  const t = await startAdminApp();
+  try {
+    const cut = 'Opening hours 🕘 9 to 5. Parking 🅿️ behind the building 🚗'.slice(0, 58);
+    assert.ok(/[\ud800-\udbff]$/.test(cut), 'the text ends in half an emoji');
+    const response = await t.app.inject({
+      method: 'POST',
+      url: '/api/documents',
+      headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      payload: JSON.stringify({ title: `Office ${cut.slice(-1)}`, body: cut, tags: [`hours${cut.slice(-1)}`] }),
+    });
+    assert.equal(response.statusCode, 201, response.body);
+    const stored = await t.runtime.db.query<{ content: string }>('select content from document_chunks');
+    assert.equal(stored.rows.length, 1);
+    assert.ok(stored.rows[0]!.content.endsWith('\ufffd'), 'the half is stored as U+FFFD, as any UTF-8 text with one');
+  } finally {
+    await t.close();
+  }
+});
+
 describe('the audit log records what the gate let through, not what it refused', () => {
   const LIMIT = 3;
   const forged = '/api/jobs/forged-id-that-fills-the-log/retry';

@@ -46,6 +46,10 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
     if (/%00/i.test(request.url) || holdsNul(body)) {
       return reply.status(400).send({ error: 'the request holds a NUL character (\\u0000), which cannot be stored: remove it' });
     }
+    // Half an emoji (a lone UTF-16 surrogate, "\ud83d" in JSON: what JavaScript's slice leaves
+    // when it cuts one) is stored as U+FFFD, as every UTF-8 text column stores it; as JSON the
+    // database refused it, and a document holding one was answered 500.
+    request.body = wellFormed(request.body);
   });
 
   // Every answer is what it says it is (no content sniffing); the admin API's answers hold
@@ -75,6 +79,19 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
  */
 function routedPath(request: FastifyRequest): string {
   return request.routeOptions.url ?? request.url;
+}
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** A parsed body with every lone surrogate in its strings, keys and values replaced by U+FFFD. */
+function wellFormed(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') return value.replace(LONE_SURROGATE, '\ufffd');
+  if (value === null || typeof value !== 'object' || depth > 20) return value;
+  if (Array.isArray(value)) return value.map((item) => wellFormed(item, depth + 1));
+  // Parsed JSON and forms only: anything else (a Buffer) is left as it came.
+  const prototype = Object.getPrototypeOf(value);
+  if (prototype !== Object.prototype && prototype !== null) return value;
+  return Object.fromEntries(Object.entries(value).map(([key, item]) => [wellFormed(key), wellFormed(item, depth + 1)]));
 }
 
 /** Whether a parsed body holds a NUL character in any string, key or value. */
