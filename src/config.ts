@@ -43,6 +43,25 @@ const optionalText = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
 const optionalUrl = optionalText.pipe(z.string().url().optional());
+/**
+ * PUBLIC_URL is the base the webhook paths are appended to (the URL a signature is checked
+ * against, the status callback URL). Twilio's console takes the full webhook URL, and that
+ * URL here doubled the path: every real webhook was refused 403. Said at start instead, with
+ * the value to set; a base path of its own (behind a proxy, /aiq) is what the setting is for.
+ */
+const publicUrl = optionalUrl.superRefine((value, ctx) => {
+  if (!value) return;
+  const url = new URL(value);
+  if (url.search || url.hash) {
+    ctx.addIssue({ code: 'custom', message: 'must be the address Twilio reaches aiq at, with no ?query or #fragment (Twilio\'s #rc=5&rp=all goes on the webhook URL in its console)' });
+    return;
+  }
+  const at = url.pathname.indexOf('/webhooks/twilio/');
+  if (at >= 0) {
+    const base = `${url.origin}${url.pathname.slice(0, at)}`;
+    ctx.addIssue({ code: 'custom', message: `is the address aiq is reached at, without /webhooks/twilio/…: set it to ${base} (Twilio's console gets ${base}/webhooks/twilio/whatsapp)` });
+  }
+});
 // Read as pg reads it (a Unix socket's ?host=/dir included), so that a URL it cannot parse
 // (a port of 54x2, say) stops the start naming the variable, not with "Invalid URL" later.
 const postgresUrl = z
@@ -78,7 +97,7 @@ const schema = z.object({
   PORT: int(0, 65535, 3000),
   // Unset: `aiq worker` listens nowhere. A number: it answers /metrics, /healthz, /readyz there.
   WORKER_METRICS_PORT: z.preprocess(blankIsUnset, wholeNumberIn(0, 65535).optional()),
-  PUBLIC_URL: optionalUrl,
+  PUBLIC_URL: publicUrl,
   ADMIN_TOKEN: optionalText.pipe(z.string().min(12, 'must be at least 12 characters').optional()),
   WEBHOOK_BODY_LIMIT_BYTES: int(1024, 10 * 1024 * 1024, 64 * 1024),
   // Off by default: X-Forwarded-* is believed only from the proxies named here (see trustProxyOf).

@@ -46,6 +46,27 @@ test('a bad value is refused with the variable named', () => {
   for (const good of ['0.0.0.0', '::', 'localhost', 'aiq.internal', 'host.docker.internal']) assert.equal(loadConfig({ HOST: good }).HOST, good);
 });
 
+test('PUBLIC_URL given as the webhook\'s address is refused, saying what to set', () => {
+  // Found by a new-user probe: Twilio's console takes the full webhook URL, and the same
+  // URL in PUBLIC_URL was accepted; aiq appends the path to it, so it checked every real
+  // webhook's signature against .../webhooks/twilio/whatsapp/webhooks/twilio/whatsapp
+  // (all refused 403) and sent status callbacks to a path that does not exist.
+  for (const path of ['/webhooks/twilio/whatsapp', '/webhooks/twilio/whatsapp/', '/webhooks/twilio/status', '/aiq/webhooks/twilio/whatsapp']) {
+    assert.throws(
+      () => loadConfig({ PUBLIC_URL: `https://aiq.example.com${path}`, ADMIN_TOKEN: 'a'.repeat(16) }),
+      (err: Error) => err instanceof ConfigError && /PUBLIC_URL: .*without \/webhooks\/twilio\/…/.test(err.message) && err.message.includes(`https://aiq.example.com${path.split('/webhooks/')[0]}`),
+      path,
+    );
+  }
+  // Twilio's retry fragment (the README's #rc=5&rp=all) and a query belong on the console's URL.
+  assert.throws(() => loadConfig({ PUBLIC_URL: 'https://aiq.example.com#rc=5&rp=all' }), /PUBLIC_URL: .*no \?query or #fragment/);
+  assert.throws(() => loadConfig({ PUBLIC_URL: 'https://aiq.example.com/?x=1' }), /PUBLIC_URL: .*no \?query or #fragment/);
+  // A base behind a proxy's path is what PUBLIC_URL is for.
+  for (const good of ['https://aiq.example.com', 'https://aiq.example.com/', 'https://example.com/aiq', 'https://example.com/webhooks']) {
+    assert.equal(loadConfig({ PUBLIC_URL: good }).PUBLIC_URL, good);
+  }
+});
+
 test('a bad number says what the variable takes, in words, not the schema library\'s', () => {
   // Found by a new-user probe: PORT=abc said "expected number, received NaN", PORT=3000.5
   // "expected int, received number", PORT=99999 "Too big: expected number to be <=65535".
