@@ -108,6 +108,26 @@ test('each problem is named in one line with a hint, without a stack trace, and 
   }
 });
 
+test('a chat model slower than doctor used to wait, but within AI_REQUEST_TIMEOUT_MS, passes; one past it is named as slow, not as a wrong key', async () => {
+  // Found by a new-user probe: with a model that took 20 s (a local model loading, a busy
+  // deployment) aiq answered every message, yet doctor cut its own call at 15 s and said
+  // "FAIL ai openai chat gpt-4o-mini: aborted → check the API key, endpoint and model".
+  const slow = await startFakeOpenAi({ randomFaults: [{ probability: 1, fault: { kind: 'delay', ms: 16_000 }, endpoint: 'chat' }] });
+  const hanging = await startFakeOpenAi({ randomFaults: [{ probability: 1, fault: { kind: 'hang' }, endpoint: 'chat' }] });
+  try {
+    const ok = await doctor({ ...healthy(), OPENAI_BASE_URL: slow.openaiBaseUrl });
+    assert.equal(ok.code, 0, ok.out);
+    assert.match(line(ok.out, 'ai'), /^ok\s+ai\s+openai: chat /, ok.out);
+
+    const late = await doctor({ ...healthy(), OPENAI_BASE_URL: hanging.openaiBaseUrl, AI_REQUEST_TIMEOUT_MS: '1000' });
+    assert.equal(late.code, 1, late.out);
+    assert.match(late.out, /^FAIL\s+ai\s+openai: openai chat gpt-4o-mini: timed out, no answer within 1 s \(AI_REQUEST_TIMEOUT_MS\)\n\s+→ .*slow or not answering.*raise AI_REQUEST_TIMEOUT_MS/m);
+    assert.doesNotMatch(line(late.out, 'ai'), /aborted/);
+  } finally {
+    await Promise.all([slow.close(), hanging.close()]);
+  }
+});
+
 test('a database without the migrations warns; stored embeddings of another model fail', async () => {
   const name = `aiq_t_doctor_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
   const admin = new pg.Client({ connectionString: SERVER_URL });

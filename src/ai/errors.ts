@@ -1,18 +1,32 @@
 // Turns what the openai SDK throws into what the queue understands: a 429 waits for the
 // server's delay without spending an attempt, 5xx/time-outs/connection losses retry with
 // backoff, and requests that cannot succeed (400/401/403/404/422) fail the job at once.
-import { APIConnectionError, APIError, APIUserAbortError } from 'openai';
+import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import { PermanentJobError, RetryLaterError } from '../queue/index.ts';
 
 /** Statuses that mean the request itself is wrong: retrying the same request cannot help. */
 const PERMANENT_STATUSES = new Set([400, 401, 403, 404, 409, 422]);
 
 /**
- * Maps an error from an AI call. `what` names the call for the message (e.g. "chat
- * gpt-4o-mini"). Returns an Error to throw; never throws itself.
+ * A call that got no answer within AI_REQUEST_TIMEOUT_MS: retried like a lost connection,
+ * and told apart by `aiq doctor`, whose hint is then about a slow endpoint, not a wrong key.
  */
-export function aiErrorMap(err: unknown, what: string): Error {
+export class AiTimeoutError extends Error {
+  override name = 'AiTimeoutError';
+}
+
+/**
+ * Maps an error from an AI call. `what` names the call for the message (e.g. "chat
+ * gpt-4o-mini"); `timeoutMs` is the call's time-out, named when it ran out. Returns an
+ * Error to throw; never throws itself.
+ */
+export function aiErrorMap(err: unknown, what: string, timeoutMs?: number): Error {
   if (err instanceof APIUserAbortError) return new Error(`${what}: aborted`, { cause: err });
+  // The SDK says only "Request timed out."; the setting that decides it is named.
+  if (err instanceof APIConnectionTimeoutError) {
+    const within = timeoutMs === undefined ? '' : `, no answer within ${timeoutMs / 1000} s (AI_REQUEST_TIMEOUT_MS)`;
+    return new AiTimeoutError(`${what}: timed out${within}`, { cause: err });
+  }
   // Time-outs are a subclass of connection errors: both are worth another attempt.
   if (err instanceof APIConnectionError) return new Error(`${what}: ${err.message}`, { cause: err });
   if (err instanceof APIError && typeof err.status === 'number') {

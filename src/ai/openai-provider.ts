@@ -89,6 +89,7 @@ export function azureProviderCreate(options: AzureProviderOptions): AiProvider {
     transcriptionModel: options.transcriptionDeployment,
     dimensions: options.dimensions,
     maxOutputTokens: options.maxOutputTokens,
+    timeoutMs: options.timeoutMs,
     limitField: 'max_completion_tokens',
     observe: options.observe,
   });
@@ -103,6 +104,7 @@ function sdkProvider(
     transcriptionModel?: string;
     dimensions: number;
     maxOutputTokens: number;
+    timeoutMs: number;
     limitField: 'max_tokens' | 'max_completion_tokens';
     observe?: CallObserver;
   },
@@ -119,7 +121,7 @@ function sdkProvider(
     } catch (err) {
       const status = (err as { status?: number }).status;
       observe(operation, performance.now() - started, status === 429 ? 'rate_limited' : 'error');
-      throw aiErrorMap(err, what);
+      throw aiErrorMap(err, what, options.timeoutMs);
     }
   }
 

@@ -3,6 +3,7 @@
 // Exit 1 when a check fails (operation is blocked), 0 when all pass or only warn.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { AiTimeoutError } from '../ai/errors.ts';
 import { aiProviderCreate } from '../ai/providers.ts';
 import { embeddingSpaceOf } from '../ai/types.ts';
 import { adminExposedWithoutToken, adminHostNamesHint, aiProviderOf, mediaRedirectHostsHint, type Env } from '../config.ts';
@@ -27,8 +28,6 @@ interface Finding {
   result: string;
   hint?: string;
 }
-
-const CALL_TIMEOUT_MS = 15_000;
 
 /** One line per finding; a hint on the next line, indented. */
 function print(finding: Finding): void {
@@ -214,18 +213,23 @@ async function checkAi(config: Env, findings: Finding[]): Promise<void> {
     return;
   }
   const ai = aiProviderCreate(config);
+  // Each call has the time-out the app's own calls have (AI_REQUEST_TIMEOUT_MS), so that a
+  // model slow to answer is a failure here exactly when it would fail a reply.
   try {
-    const signal = AbortSignal.timeout(CALL_TIMEOUT_MS);
-    const embedded = await ai.embed(['aiq doctor'], { signal });
+    const embedded = await ai.embed(['aiq doctor']);
     const length = embedded.vectors[0]?.length ?? 0;
     if (length !== ai.dimensions) {
       findings.push({ verdict: 'FAIL', check: 'ai', result: `${ai.name} ${ai.embeddingModel} returned ${length} dimensions, EMBEDDING_DIMENSIONS says ${ai.dimensions}`, hint: 'set EMBEDDING_DIMENSIONS to what the model returns' });
       return;
     }
-    await ai.chat({ messages: [{ role: 'user', content: 'Answer with the single word OK.' }], grounding: { questions: ['OK?'], person: null, knowledge: [] } }, { signal });
+    await ai.chat({ messages: [{ role: 'user', content: 'Answer with the single word OK.' }], grounding: { questions: ['OK?'], person: null, knowledge: [] } });
     findings.push({ verdict: 'ok', check: 'ai', result: `${ai.name}: chat ${ai.chatModel} and embeddings ${ai.embeddingModel} (${ai.dimensions} dimensions) answer` });
   } catch (err) {
-    findings.push({ verdict: 'FAIL', check: 'ai', result: `${ai.name}: ${oneLine(err)}`, hint: 'check the API key, endpoint and model or deployment names' });
+    const hint =
+      err instanceof AiTimeoutError
+        ? 'the endpoint is slow or not answering: check that it is up and the model loaded (a local server loads it at the first call), or raise AI_REQUEST_TIMEOUT_MS'
+        : 'check the API key, endpoint and model or deployment names';
+    findings.push({ verdict: 'FAIL', check: 'ai', result: `${ai.name}: ${oneLine(err)}`, hint });
   }
 }
 
