@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { adminExposedWithoutToken, adminHostNamesHint, aiProviderOf, ConfigError, isLoopback, mediaRedirectHostsHint, type Env } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
+import { cutShortRestore, pgliteExists } from './db/pglite-files.ts';
 import { isDatabaseUnreachable } from './db/errors.ts';
 import { openPostgres } from './db/postgres.ts';
 import { databaseIdentity, directElsewhere } from './db/pooler.ts';
@@ -83,6 +84,11 @@ export async function openRuntime(config: Env, role: Role | 'cli', stop?: AbortS
       `aiq ${role} needs DATABASE_URL: the embedded database serves one process only. ` +
         'Use `aiq start` (server and worker in one process) or point DATABASE_URL at PostgreSQL.',
     );
+  }
+  // Creating the embedded database takes 5–20 s with nothing else to show (a first `npm
+  // start` looked hung, and its address refused connections meanwhile): said before it.
+  if (!config.DATABASE_URL && !pgliteExists(config.DATA_DIR) && !cutShortRestore(config.DATA_DIR)) {
+    logger.info({ dataDir: config.DATA_DIR }, `creating the embedded database in ${config.DATA_DIR} (first start only: this takes a few seconds, up to half a minute on a slow machine)`);
   }
   const db = await openDatabase({
     databaseUrl: config.DATABASE_URL,

@@ -29,10 +29,10 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function startAiq(port: number) {
+function startAiq(port: number, dataDir = dir) {
   const env = {
     PATH: process.env.PATH!,
-    DATA_DIR: dir,
+    DATA_DIR: dataDir,
     PORT: String(port),
     PUBLIC_URL: `http://127.0.0.1:${port}`,
     LOG_LEVEL: 'info',
@@ -100,5 +100,29 @@ test('killed mid-job and started again: the job runs again at once and the conta
     assert.equal(replies.rows[0]!.n, 1);
   } finally {
     await db.close();
+  }
+});
+
+test('the first start says it is creating the embedded database before the wait for it; a later start does not', async () => {
+  // Found by a new-user probe: a first `npm start` printed nothing for 20 s (creating the
+  // database), then everything at once; the browser meanwhile got "connection refused".
+  const fresh = join(dir, 'fresh');
+  const port = await freePort();
+  const ready = () => waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false)), 'aiq start to be ready', 60_000, 100);
+  for (const start of ['first', 'second']) {
+    const aiq = startAiq(port, fresh);
+    try {
+      await ready();
+      const lines = aiq.log().split('\n');
+      const creating = lines.findIndex((l) => /creating the embedded database in .*fresh \(first start only/.test(l));
+      if (start === 'first') {
+        assert.ok(creating >= 0, aiq.log());
+        assert.ok(creating < lines.findIndex((l) => l.includes('applied migrations')), 'said before the wait, not after it');
+      } else assert.equal(creating, -1, aiq.log());
+      aiq.child.kill('SIGTERM');
+      assert.equal(await aiq.exited, 0);
+    } finally {
+      aiq.child.kill('SIGKILL');
+    }
   }
 });
