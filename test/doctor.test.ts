@@ -89,6 +89,8 @@ test('each problem is named in one line with a hint, without a stack trace, and 
     ['an unreachable direct URL', { DATABASE_DIRECT_URL: 'postgres://postgres@127.0.0.1:9/aiq' }, 'direct url', /^FAIL\s+direct url\s+DATABASE_DIRECT_URL: cannot connect/m],
     ['a wrong Twilio token', { TWILIO_AUTH_TOKEN: 'not-the-token' }, 'twilio', /^FAIL\s+twilio\s+Twilio rejected the account SID and auth token/m],
     ['a wrong OpenAI endpoint', { OPENAI_BASE_URL: 'http://127.0.0.1:9/v1' }, 'ai', /^FAIL\s+ai\s+openai: /m],
+    // Ollama's and vLLM's address without the /v1 their docs put after it (found by a new-user probe: the hint was about the key).
+    ['an OpenAI-compatible server\'s address without /v1', { OPENAI_BASE_URL: openai.url }, 'ai', /^FAIL\s+ai\s+openai: .*HTTP 404.*\n\s+→ nothing answers under http:\/\/127\.0\.0\.1:\d+: OpenAI-compatible servers .* serve the API under \/v1: try OPENAI_BASE_URL=http:\/\/127\.0\.0\.1:\d+\/v1$/m],
     // Each of these stops `aiq start`; doctor said "aiq can run" (found by a new-user probe).
     ['a missing system prompt file', { SYSTEM_PROMPT_FILE: '/nonexistent/prompt.txt' }, 'files', /^FAIL\s+files\s+SYSTEM_PROMPT_FILE: .*\/nonexistent\/prompt\.txt.*\n\s+→ `aiq start` refuses to run/m],
     ['a missing profiles file', { PROFILES_FILE: '/nonexistent/profiles.json' }, 'files', /^FAIL\s+files\s+PROFILES_FILE: \/nonexistent\/profiles\.json/m],

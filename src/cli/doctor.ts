@@ -206,6 +206,18 @@ async function checkTwilio(config: Env, findings: Finding[]): Promise<void> {
   if (!config.PUBLIC_URL) findings.push({ verdict: 'warn', check: 'public url', result: 'PUBLIC_URL is not set: no delivery status callbacks, and webhook signatures are checked against the request URL', hint: 'set PUBLIC_URL to the address Twilio calls (https://…)' });
 }
 
+/**
+ * A 404 from an OPENAI_BASE_URL without a version path: Ollama, vLLM and LM Studio serve the
+ * API under /v1, and their bare address (http://localhost:11434) is the usual mistake.
+ */
+function withoutVersionPath(config: Env, err: unknown): string | undefined {
+  const base = config.OPENAI_BASE_URL;
+  if (aiProviderOf(config) !== 'openai' || !base || ((err as Error).cause as { status?: number } | undefined)?.status !== 404) return undefined;
+  if (/\/v\d+[a-z]*\/?$/.test(new URL(base).pathname)) return undefined;
+  const trimmed = base.replace(/\/+$/, '');
+  return `nothing answers under ${trimmed}: OpenAI-compatible servers (Ollama, vLLM, LM Studio) serve the API under /v1: try OPENAI_BASE_URL=${trimmed}/v1`;
+}
+
 async function checkAi(config: Env, findings: Finding[]): Promise<void> {
   const provider = aiProviderOf(config);
   if (provider === 'local') {
@@ -228,7 +240,7 @@ async function checkAi(config: Env, findings: Finding[]): Promise<void> {
     const hint =
       err instanceof AiTimeoutError
         ? 'the endpoint is slow or not answering: check that it is up and the model loaded (a local server loads it at the first call), or raise AI_REQUEST_TIMEOUT_MS'
-        : 'check the API key, endpoint and model or deployment names';
+        : (withoutVersionPath(config, err) ?? 'check the API key, endpoint and model or deployment names');
     findings.push({ verdict: 'FAIL', check: 'ai', result: `${ai.name}: ${oneLine(err)}`, hint });
   }
 }
