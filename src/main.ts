@@ -13,7 +13,7 @@ import { buildApp, buildWorkerApp } from './http/app.ts';
 import { PromMetrics } from './http/metrics.ts';
 import { buildHandlers } from './jobs/registry.ts';
 import { embeddingSpaceOf } from './ai/types.ts';
-import { vectorSpaceOpen } from './knowledge/vectors.ts';
+import { describeSpace, vectorSpaceAdoptWhenEmpty, vectorSpaceOpen } from './knowledge/vectors.ts';
 import { chunkSettingsOf } from './knowledge/chunking.ts';
 import { textSearchConfigSet, TextSearchConfigError } from './knowledge/search.ts';
 import { documentsEmbedStale, documentsRechunkStale } from './jobs/embed-record.ts';
@@ -110,7 +110,16 @@ export async function openRuntime(config: Env, role: Role | 'cli', stop?: AbortS
     const ai = aiProviderCreate(config, (operation, durationMs, outcome, spent) => metrics.observeLlmCall(operation, durationMs, outcome, spent));
     // Never drops embeddings: another provider, model or dimension than the stored one only
     // pauses retrieval and embedding (with this reason) until `aiq reembed --switch`.
-    const vectors = await whenReachable(logger, () => vectorSpaceOpen(db, embeddingSpaceOf(ai)), stop);
+    let vectors = await whenReachable(logger, () => vectorSpaceOpen(db, embeddingSpaceOf(ai)), stop);
+    // The embedded database's one server process, on a knowledge base with no embedding in
+    // the old space (a first start before the AI settings): nothing to keep, so it moves.
+    if (vectors.status === 'mismatch' && role === 'start' && !config.DATABASE_URL) {
+      const { stored } = vectors;
+      if ((await vectorSpaceAdoptWhenEmpty(db, embeddingSpaceOf(ai))).adopted) {
+        logger.info({ stored, configured: vectors.configured }, `the knowledge base had no embeddings yet: it now uses ${describeSpace(vectors.configured)} instead of ${describeSpace(stored)}`);
+        vectors = await vectorSpaceOpen(db, embeddingSpaceOf(ai));
+      }
+    }
     if (vectors.status === 'mismatch') logger.warn({ stored: vectors.stored, configured: vectors.configured }, vectors.reason);
     const transport = createTransport(config, logger.child({ component: 'transport' }), metrics);
     const profiles = asConfigError(() => new Profiles(config));

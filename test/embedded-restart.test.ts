@@ -29,7 +29,7 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function startAiq(port: number, dataDir = dir) {
+function startAiq(port: number, dataDir = dir, overrides: Record<string, string> = {}) {
   const env = {
     PATH: process.env.PATH!,
     DATA_DIR: dataDir,
@@ -47,6 +47,7 @@ function startAiq(port: number, dataDir = dir) {
     TWILIO_API_BASE_URL: twilio.url,
     // Far longer than the test may take: only a restart that knows the job is orphaned runs it.
     JOB_LEASE_SECONDS: '3600',
+    ...overrides,
   };
   const child = spawn(process.execPath, ['bin/aiq.js', 'start'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
@@ -124,5 +125,39 @@ test('the first start says it is creating the embedded database before the wait 
     } finally {
       aiq.child.kill('SIGKILL');
     }
+  }
+});
+
+test('a first start before the AI settings, then OPENAI_API_KEY set: an empty knowledge base moves to the new embedding space, and the message is answered', async () => {
+  // Found by a new-user probe: `npm start` once (offline), then OPENAI_API_KEY in .env: every
+  // reply waited on "embedding space mismatch" (and failed after 15 min) until `aiq reembed
+  // --switch`, though no document had been embedded in the old space.
+  const folder = join(dir, 'offline-first');
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const ready = () => waitFor(async () => (await fetch(`${base}/readyz`).then((r) => r.ok, () => false)), 'aiq start to be ready', 60_000, 100);
+  const offline = startAiq(port, folder, { AI_PROVIDER: 'local', OPENAI_API_KEY: '', OPENAI_BASE_URL: '' });
+  try {
+    await ready();
+    offline.child.kill('SIGTERM');
+    assert.equal(await offline.exited, 0);
+  } finally {
+    offline.child.kill('SIGKILL');
+  }
+
+  const sendsBefore = twilio.sendCount();
+  const online = startAiq(port, folder);
+  try {
+    await ready();
+    assert.doesNotMatch(online.log(), /embedding space mismatch/, online.log());
+    assert.match(online.log(), /the knowledge base had no embeddings yet: it now uses openai\/text-embedding-3-small\/32 instead of local\//);
+    const url = `${base}/webhooks/twilio/whatsapp`;
+    const { headers, payload } = signedForm(url, inboundParams('Hoeveel vakantiedagen heb ik?'));
+    assert.equal((await fetch(url, { method: 'POST', headers, body: payload })).status, 200);
+    await waitFor(() => twilio.sendCount() === sendsBefore + 1, 'the reply, through the configured provider', 30_000);
+    online.child.kill('SIGTERM');
+    assert.equal(await online.exited, 0);
+  } finally {
+    online.child.kill('SIGKILL');
   }
 });

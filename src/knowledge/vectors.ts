@@ -89,6 +89,28 @@ export async function vectorSpaceCheck(db: Queryable, configured: VectorSpace): 
   if (!sameSpace(stored, configured)) throw new VectorSpaceMismatchError(mismatchReason(stored, configured));
 }
 
+/**
+ * Takes `configured` as the space when the stored one holds no embedding at all: there is
+ * nothing to drop, so nothing for `aiq reembed --switch` to ask about. For the sole process
+ * on the embedded database only (main.ts): a first `npm start` records the offline space,
+ * and setting OPENAI_API_KEY afterwards paused every reply on an empty knowledge base. On a
+ * shared server a process of another configuration (a `serve` tier without AI credentials)
+ * must not take the space from the workers, so there a mismatch stays a mismatch.
+ */
+export async function vectorSpaceAdoptWhenEmpty(db: Database, configured: VectorSpace): Promise<{ adopted: boolean; previous: StoredVectorSpace | null }> {
+  checkDimensions(configured);
+  const storage = await vectorStorageDetect(db);
+  return db.transaction(async (tx) => {
+    await tx.query('select pg_advisory_xact_lock($1)', [VECTOR_LOCK_KEY]);
+    const previous = await vectorSettingsGet(tx);
+    if (previous && sameSpace(previous, configured)) return { adopted: false, previous };
+    const embedded = await tx.query<{ any: boolean }>('select exists (select 1 from document_chunks where embedding is not null) as any');
+    if (embedded.rows[0]!.any) return { adopted: false, previous };
+    await vectorColumnsBuild(tx, storage, configured);
+    return { adopted: true, previous };
+  });
+}
+
 /** What `aiq reembed --switch` will drop and redo, for its confirmation prompt. */
 export async function vectorSwitchPlan(db: Queryable): Promise<{ stored: StoredVectorSpace | null; embedded: number; records: number }> {
   const counts = await db.query<{ embedded: number; records: number }>(
