@@ -158,6 +158,22 @@ test('a database without the migrations warns; stored embeddings of another mode
   }
 });
 
+test('an embedded knowledge base with no embedding in the offline space: doctor says aiq start moves it, not that retrieval is paused', async () => {
+  // A document added before the AI settings, its embedding not yet made: `aiq start` takes
+  // the configured space by itself (nothing to drop), so a FAIL asking for reembed --switch misled.
+  const dir = mkdtempSync(join(tmpdir(), 'aiq-doctor-'));
+  try {
+    const dataDir = join(dir, 'data');
+    const added = await runAiq(['add-document', 'README.md', '--title', 'Handbook'], { LOG_LEVEL: 'silent', DATA_DIR: dataDir, AI_PROVIDER: 'local' });
+    assert.equal(added.code, 0, added.out);
+    const { code, out } = await doctor({ DATA_DIR: dataDir, AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: openai.openaiBaseUrl, EMBEDDING_DIMENSIONS: '32' });
+    assert.equal(code, 0, out);
+    assert.match(line(out, 'embeddings'), /^ok\s+embeddings\s+none stored yet in local\/local-hashing-v2\/256 .*: `aiq start` takes openai\/text-embedding-3-small\/32 when it next starts/, out);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('an embedded data folder that does not exist yet is reported, not created', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'aiq-doctor-'));
   try {

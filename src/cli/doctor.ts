@@ -15,7 +15,7 @@ import type { Database } from '../db/types.ts';
 import { profilePromptLoad } from '../jobs/reply-context.ts';
 import { textSearchConfigKnown } from '../knowledge/search.ts';
 import { synonymsOf } from '../knowledge/synonyms.ts';
-import { describeSpace, vectorSettingsGet } from '../knowledge/vectors.ts';
+import { describeSpace, vectorEmbeddingsStored, vectorSettingsGet } from '../knowledge/vectors.ts';
 import { Profiles } from '../messaging/profiles.ts';
 import { createTransport, TwilioTransport } from '../messaging/transport.ts';
 import { connectionHint, hostOf } from './database-hint.ts';
@@ -153,6 +153,9 @@ async function checkSchema(db: Database, config: Env, findings: Finding[]): Prom
   if (!stored) findings.push({ verdict: 'ok', check: 'embeddings', result: `no embeddings yet; they will be ${describeSpace(configured)}` });
   else if (stored.provider === configured.provider && stored.model === configured.model && stored.dimensions === configured.dimensions) {
     findings.push({ verdict: 'ok', check: 'embeddings', result: `stored embeddings match the configured provider (${describeSpace(stored)})` });
+  } else if (!config.DATABASE_URL && !(await vectorEmbeddingsStored(db))) {
+    // What `aiq start` does with it (main.ts, vectorSpaceAdoptWhenEmpty): nothing to drop.
+    findings.push({ verdict: 'ok', check: 'embeddings', result: `none stored yet in ${describeSpace(stored)}: \`aiq start\` takes ${describeSpace(configured)} when it next starts` });
   } else {
     findings.push({
       verdict: 'FAIL',

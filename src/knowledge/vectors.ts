@@ -104,11 +104,15 @@ export async function vectorSpaceAdoptWhenEmpty(db: Database, configured: Vector
     await tx.query('select pg_advisory_xact_lock($1)', [VECTOR_LOCK_KEY]);
     const previous = await vectorSettingsGet(tx);
     if (previous && sameSpace(previous, configured)) return { adopted: false, previous };
-    const embedded = await tx.query<{ any: boolean }>('select exists (select 1 from document_chunks where embedding is not null) as any');
-    if (embedded.rows[0]!.any) return { adopted: false, previous };
+    if (await vectorEmbeddingsStored(tx)) return { adopted: false, previous };
     await vectorColumnsBuild(tx, storage, configured);
     return { adopted: true, previous };
   });
+}
+
+/** Whether any chunk holds an embedding (one made by an attempt cut short counts too). */
+export async function vectorEmbeddingsStored(db: Queryable): Promise<boolean> {
+  return (await db.query<{ any: boolean }>('select exists (select 1 from document_chunks where embedding is not null) as any')).rows[0]!.any;
 }
 
 /** What `aiq reembed --switch` will drop and redo, for its confirmation prompt. */
