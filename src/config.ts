@@ -100,6 +100,9 @@ const schema = z.object({
   PUBLIC_URL: publicUrl,
   ADMIN_TOKEN: optionalText.pipe(z.string().min(12, 'must be at least 12 characters').optional()),
   WEBHOOK_BODY_LIMIT_BYTES: int(1024, 10 * 1024 * 1024, 64 * 1024),
+  // How long a client may take to send a whole request (headers and body). Fastify turns
+  // Node's own bound off; without one a client that stops halfway holds its socket for good.
+  HTTP_REQUEST_TIMEOUT_SECONDS: int(1, 3600, 300),
   // Off by default: X-Forwarded-* is believed only from the proxies named here (see trustProxyOf).
   TRUST_PROXY: optionalText,
   // Host names the dashboard, admin API and /metrics answer to besides PUBLIC_URL's, IP

@@ -4,7 +4,7 @@
 // door a newcomer meets (GET /, the icon).
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
@@ -744,4 +744,27 @@ describe('the front door', () => {
       await t.close();
     }
   });
+});
+
+// Fastify turns Node's bound on receiving a request off: a client that sent its headers and
+// then stalled (slowloris) held its connection open for good, and enough of them exhaust the
+// process's sockets. Found by a security probe: still open after 400 s.
+test('a client that stalls halfway through its request is answered 408 and disconnected', async () => {
+  const t = await startAdminApp({ HTTP_REQUEST_TIMEOUT_SECONDS: '1' });
+  await t.app.listen({ host: '127.0.0.1', port: 0 });
+  const port = (t.app.server.address() as AddressInfo).port;
+  const socket = connect(port, '127.0.0.1');
+  try {
+    let answer = '';
+    let closed = false;
+    socket.on('data', (chunk) => (answer += chunk.toString('latin1')));
+    socket.on('close', () => (closed = true));
+    socket.on('error', () => {});
+    socket.write(`POST /webhooks/twilio/whatsapp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nFrom=what`);
+    await waitFor(() => closed, 'the stalled connection to be closed', 60_000);
+    assert.match(answer, /^HTTP\/1\.1 408 /);
+  } finally {
+    socket.destroy();
+    await t.close();
+  }
 });

@@ -19,6 +19,9 @@ export async function buildApp(runtime: Runtime): Promise<FastifyInstance> {
     loggerInstance: runtime.logger.child({ component: 'http' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: runtime.config.WEBHOOK_BODY_LIMIT_BYTES,
+    // Fastify's default is no bound at all: a client that sends its headers and then stalls
+    // (slowloris) held its socket open for good. Node's own default (300 s) is restored.
+    ...requestTimeoutOptions(runtime.config.HTTP_REQUEST_TIMEOUT_SECONDS),
     // Off unless TRUST_PROXY names the proxy: otherwise any client could pick the host the
     // DNS-rebinding check sees, the scheme the Secure cookie follows and the address that
     // rate limits and logs use, just by sending X-Forwarded-* headers.
@@ -81,6 +84,18 @@ function routedPath(request: FastifyRequest): string {
   return request.routeOptions.url ?? request.url;
 }
 
+/**
+ * The bound on receiving a whole request, and how often Node looks for requests past it
+ * (its default, every 30 s, would let a short bound run up to 30 s over): a tenth of it.
+ * Given to Node's server as it is created (`http`): Fastify's own requestTimeout, which it
+ * sets on the server afterwards, is not enforced by Node 20 or 24 (a stalled request was
+ * still open after 40 s with it at 1 s), and without it Fastify would set 0 afterwards.
+ */
+function requestTimeoutOptions(seconds: number): { requestTimeout: number; http: { requestTimeout: number; connectionsCheckingInterval: number } } {
+  const ms = seconds * 1000;
+  return { requestTimeout: ms, http: { requestTimeout: ms, connectionsCheckingInterval: Math.min(30_000, Math.ceil(ms / 10)) } };
+}
+
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 /** A parsed body with every lone surrogate in its strings, keys and values replaced by U+FFFD. */
@@ -110,6 +125,7 @@ export async function buildWorkerApp(runtime: Runtime): Promise<FastifyInstance>
   const app = Fastify({
     loggerInstance: runtime.logger.child({ component: 'http' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
+    ...requestTimeoutOptions(runtime.config.HTTP_REQUEST_TIMEOUT_SECONDS),
     trustProxy: trustProxyOf(runtime.config),
   });
   app.addHook('onSend', async (_request, reply) => {
