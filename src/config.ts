@@ -303,10 +303,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Env {
     // NODE_ENV is development unless set, and nothing asks a deployment to set it: what
     // decides is whether anyone but this machine can post to the webhook. Where Twilio can,
     // anyone can, and an unsigned post is a message "from" any number, answered from ours.
-    const reachable = webhookReachableFrom(config);
+    const reachable = reachableBeyondThisMachine(config);
     if (reachable) {
       problems.push(
-        `TWILIO_SKIP_SIGNATURE: refused while the webhook can be reached from beyond this machine (${reachable}): anyone there could post a message "from" any number and have aiq answer it. ` +
+        `TWILIO_SKIP_SIGNATURE: refused while the webhook can be reached from beyond this machine (${reachable.setting}): anyone there could post a message "from" any number and have aiq answer it. ` +
           'If signatures were refused behind a proxy or tunnel, set PUBLIC_URL to the exact address Twilio calls instead',
       );
     }
@@ -438,11 +438,16 @@ export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || (isIPv4(host) && host.startsWith('127.'));
 }
 
-/** The setting that makes aiq's port reachable beyond this machine (HOST, or PUBLIC_URL's tunnel or proxy); null: none does. */
-function webhookReachableFrom(config: Pick<Env, 'HOST' | 'PUBLIC_URL'>): string | null {
-  if (!isLoopback(config.HOST)) return `HOST=${config.HOST}`;
+/**
+ * The setting that makes aiq's port reachable beyond this machine, as `NAME=value`: HOST, or
+ * PUBLIC_URL, whose public address means a tunnel or proxy forwards the internet to this
+ * port (one that rewrites Host and adds no forwarding header would look like this machine).
+ * Null: none does.
+ */
+function reachableBeyondThisMachine(config: Pick<Env, 'HOST' | 'PUBLIC_URL'>): { variable: 'HOST' | 'PUBLIC_URL'; setting: string } | null {
+  if (!isLoopback(config.HOST)) return { variable: 'HOST', setting: `HOST=${config.HOST}` };
   const publicHost = config.PUBLIC_URL ? new URL(config.PUBLIC_URL).hostname.replace(/^\[|\]$/g, '') : undefined;
-  return publicHost && !isLoopback(publicHost) ? `PUBLIC_URL=${config.PUBLIC_URL}` : null;
+  return publicHost && !isLoopback(publicHost) ? { variable: 'PUBLIC_URL', setting: `PUBLIC_URL=${config.PUBLIC_URL}` } : null;
 }
 
 /**
@@ -452,14 +457,10 @@ function webhookReachableFrom(config: Pick<Env, 'HOST' | 'PUBLIC_URL'>): string 
  */
 export function adminExposedWithoutToken(config: Pick<Env, 'ADMIN_TOKEN' | 'HOST' | 'PUBLIC_URL'>): string | null {
   if (config.ADMIN_TOKEN) return null;
-  if (!isLoopback(config.HOST)) return `HOST=${config.HOST} exposes the dashboard beyond this machine: set ADMIN_TOKEN (12+ characters) or bind HOST=127.0.0.1`;
-  // A public address means a tunnel or proxy forwards the internet to this port; one that
-  // rewrites Host and adds no forwarding header would look like this machine to open mode.
-  const publicHost = config.PUBLIC_URL ? new URL(config.PUBLIC_URL).hostname.replace(/^\[|\]$/g, '') : undefined;
-  if (publicHost && !isLoopback(publicHost)) {
-    return `PUBLIC_URL=${config.PUBLIC_URL} makes aiq reachable from outside this machine (a tunnel or proxy forwards to it): set ADMIN_TOKEN (12+ characters) so the dashboard and API ask for it`;
-  }
-  return null;
+  const reachable = reachableBeyondThisMachine(config);
+  if (!reachable) return null;
+  if (reachable.variable === 'HOST') return `${reachable.setting} exposes the dashboard beyond this machine: set ADMIN_TOKEN (12+ characters) or bind HOST=127.0.0.1`;
+  return `${reachable.setting} makes aiq reachable from outside this machine (a tunnel or proxy forwards to it): set ADMIN_TOKEN (12+ characters) so the dashboard and API ask for it`;
 }
 
 /**

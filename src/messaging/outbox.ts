@@ -541,11 +541,7 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
             };
           }
           if (listed === 'unknown') {
-            const why = "Twilio answered its send with a 5xx, and neither a status callback nor its Messages list (which cannot match a template's text) could tell whether it went";
-            const reason = flagReason(reply, deps.confirmTimeoutSeconds, why);
-            const flagged = await deps.db.query(REPLY_FLAG_SQL, [reply.id, reason]);
-            if (flagged.rows[0]) return { kind: 'flagged', reply: messageFromRow(flagged.rows[0] as never), reason };
-            break;
+            return replyFlag(deps, reply, "Twilio answered its send with a 5xx, and neither a status callback nor its Messages list (which cannot match a template's text) could tell whether it went");
           }
         }
         // Never reached Twilio: back to pending if it may go now (a held one is decided again
