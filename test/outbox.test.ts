@@ -190,6 +190,27 @@ describe('reply delivery through the outbox', () => {
     assert.equal(fake.messages.length, 1);
   });
 
+  // A 5xx used up the job's attempts: no retry asks Twilio's list or waits for its callback,
+  // so the reply said "not sent" for good while the contact may have it (Twilio took it).
+  test('a 5xx on the last attempt: the reply is flagged for a human, not left "not sent"', async () => {
+    fake.fault({ kind: 'http', status: 500, code: 20500, message: 'Internal Server Error' });
+    const inbound = await receive(m, t, 'Storing tot het eind?', '+31600000031');
+    const backingOff = await untilJob(t, inbound, 'job backing off', (j) => j.status === 'pending' && j.errors.length === 1);
+    // Its next attempt is its last; the first send is past its deadline and provably absent
+    // from Twilio's list, so it is sent again, and Twilio takes it but answers a 502.
+    await t.db.query(`update ai_jobs set max_attempts = 2 where id = $1`, [backingOff.id]);
+    await t.db.query(`update messages set send_started_at = now() - interval '1 hour' where reply_to_message_id = $1`, [inbound]);
+    fake.listLagMs = 600_000;
+    fake.fault({ kind: 'accept-then-http', status: 502, html: true });
+    await runNow(t, backingOff.id);
+    const failed = await untilJob(t, inbound, 'job failed on its last attempt', (j) => j.status === 'failed');
+    assert.equal(fake.messages.length, 1, 'Twilio took it once');
+    const reply = (await replyTo(t, inbound))!;
+    assert.equal(reply.status, 'flagged', `reply ${reply.status}: ${reply.error_message}`);
+    assert.match(reply.error_message!, /flagged for a human.*Not resent/);
+    assert.match(failed.lastError!, /flagged for a human/);
+  });
+
   test('400 invalid number (21211): the job fails at once with Twilio’s code, the reply shows it', async () => {
     fake.fault({ kind: 'http', status: 400, code: 21211, message: "The 'To' number is not a valid phone number." });
     const inbound = await receive(m, t, 'Ongeldig');

@@ -207,6 +207,9 @@ export function outboxDepsOf(runtime: Runtime): OutboxDeps {
 
 // Why a resend cut off on the job's last attempt is flagged at once (the loop in the handler).
 const RESENT_CUT_OFF = "it was sent again after Twilio's Messages list showed no record of the first send, that send was cut off too, and the job has no attempt left";
+// Why a send Twilio answered with a 5xx on the job's last attempt is flagged at once: no
+// retry is left to ask Twilio's list past the deadline or to wait for the status callback.
+const LAST_ATTEMPT_5XX = "Twilio answered its send with a 5xx, which does not prove it was not sent, and the job has no attempt left to wait for its status callback or ask Twilio's list again";
 
 // The next look comes just after the deadline, so that it decides (confirmed or flagged)
 // instead of waiting once more.
@@ -348,9 +351,11 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
       // counts (so that a Twilio that keeps dropping sends it never stores ends the job). With
       // no attempt left that would leave the reply unconfirmed and unflagged: flag now.
       // Harmless if Twilio's callback still comes: it outranks `flagged` and confirms it.
+      // A send Twilio answered with a 5xx on the last attempt is flagged too: it may have gone
+      // out, and left `send_failed` behind a failed job it said "not sent" for good.
       // A loop: Twilio's list may confirm it, and the next part, sent now, be resent in turn.
-      while (outcome.kind === 'waiting' && outcome.resent && job.attempts >= job.maxAttempts) {
-        outcome = await replyFlag(deps, outcome.reply, RESENT_CUT_OFF, to);
+      while (job.attempts >= job.maxAttempts && ((outcome.kind === 'waiting' && outcome.resent) || (outcome.kind === 'retry' && outcome.maybeSent))) {
+        outcome = await replyFlag(deps, outcome.reply, outcome.kind === 'retry' ? LAST_ATTEMPT_5XX : RESENT_CUT_OFF, to);
         // Twilio's list had it after all: the parts after it are due now, in order.
         if (outcome.kind === 'already-sent' && outcome.reply.part < outcome.reply.parts) {
           try {
