@@ -304,6 +304,36 @@ describe('checking switched off: TWILIO_SKIP_SIGNATURE', () => {
       await t.close();
     }
   });
+
+  // HOST=127.0.0.1 and no PUBLIC_URL passes the start's check, yet a proxy or tunnel on the
+  // same machine (nginx, `ngrok http 3000`) relays the internet to that port: exactly where
+  // signatures fail without PUBLIC_URL and the switch gets turned on.
+  test('a request a proxy or tunnel relayed is refused: only this machine may post unsigned', async () => {
+    const t = await freshServerDatabase();
+    const m = await startMessagingApp(messagingEnv(t.url, 'http://127.0.0.1:9', { TWILIO_SKIP_SIGNATURE: 'true' }));
+    try {
+      const relays = [
+        { name: 'nginx on this machine', headers: { host: 'aiq.example.com', 'x-forwarded-for': '203.0.113.9', 'x-forwarded-proto': 'https', 'x-real-ip': '203.0.113.9' } },
+        { name: 'ngrok rewriting Host', headers: { host: 'localhost:3000', 'x-forwarded-for': '203.0.113.9', 'x-forwarded-host': 'abc.ngrok.app' } },
+        { name: 'a proxy passing its own Host only', headers: { host: 'aiq.example.com' } },
+      ];
+      for (const [i, relay] of relays.entries()) {
+        for (const url of [WHATSAPP, `${STATUS}?messageId=01939b1e-7e2a-7000-8000-000000000001`]) {
+          const payload = url === WHATSAPP ? new URLSearchParams(inboundParams(`relayed ${i}`)).toString() : new URLSearchParams({ MessageSid: messageSid(), MessageStatus: 'failed' }).toString();
+          const response = await m.app.inject({ method: 'POST', url, headers: { 'content-type': 'application/x-www-form-urlencoded', ...relay.headers }, payload });
+          assert.equal(response.statusCode, 403, `${relay.name} ${url}: ${response.body}`);
+          assert.match(response.body, /TWILIO_SKIP_SIGNATURE/);
+        }
+      }
+      assert.deepEqual(await counts(t), NOTHING);
+      // Posted on this machine directly (curl, aiq simulate), still accepted.
+      const direct = await m.app.inject({ method: 'POST', url: WHATSAPP, headers: { 'content-type': 'application/x-www-form-urlencoded', host: '127.0.0.1:3000' }, payload: new URLSearchParams(inboundParams('direct')).toString() });
+      assert.equal(direct.statusCode, 200, direct.body);
+    } finally {
+      await m.close();
+      await t.close();
+    }
+  });
 });
 
 for (const backend of BACKENDS) {

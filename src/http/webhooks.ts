@@ -10,6 +10,7 @@ import { InboundBatcher } from '../jobs/inbound-batch.ts';
 import { TWILIO_STATUSES } from '../messaging/conversations.ts';
 import { SIGNATURE_HEADER, STATUS_CALLBACK_PATH, WHATSAPP_WEBHOOK_PATH, signatureValid, signedUrl, webhookSecret } from '../messaging/twilio.ts';
 import { maskPhone } from '../logger.ts';
+import { fromThisMachine } from './auth.ts';
 import { optChangeOf, optChangeRecorded, optKeywordsOf } from '../messaging/opt-out.ts';
 import type { Runtime } from '../runtime.ts';
 
@@ -112,7 +113,16 @@ export const webhookRoutes: FastifyPluginAsync<{ runtime: Runtime }> = async (ap
       void reply.status(403).send({ error: 'a webhook is for Twilio, not for a web page (the request carries Origin or Sec-Fetch-Site)' });
       return undefined;
     }
-    if (config.TWILIO_SKIP_SIGNATURE) return params;
+    if (config.TWILIO_SKIP_SIGNATURE) {
+      // The start refuses the switch where HOST or PUBLIC_URL reaches beyond this machine, but
+      // a proxy or tunnel on it (nginx, `ngrok http 3000`) relays the internet to a loopback
+      // port without PUBLIC_URL, which is where signatures fail and the switch gets turned
+      // on. So an unsigned post is taken only as open mode takes an admin: made here, directly.
+      if (fromThisMachine(request)) return params;
+      request.log.warn({ host: request.headers.host }, 'webhook refused: TWILIO_SKIP_SIGNATURE takes only requests made on this machine, and this one came through a proxy or tunnel');
+      void reply.status(403).send({ error: 'TWILIO_SKIP_SIGNATURE takes unsigned webhooks only from this machine, directly; this request came through a proxy or tunnel. Set PUBLIC_URL to the address Twilio calls and turn TWILIO_SKIP_SIGNATURE off' });
+      return undefined;
+    }
     const header = request.headers[SIGNATURE_HEADER];
     const signature = typeof header === 'string' ? header : undefined;
     const url = signedUrl(config.PUBLIC_URL, request);
