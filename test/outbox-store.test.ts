@@ -381,7 +381,7 @@ for (const backend of BACKENDS) {
       fake.fault({ kind: 'accept-then-http', status: 500, code: 20500, message: 'Internal Server Error' });
       const refused = await replySend(deps, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['bezorgd na een 500'], contextUntilSeq: null }, TO);
       assert.equal(refused.kind, 'retry');
-      assert.match(refused.reply.errorMessage!, /^not sent: /);
+      assert.match(refused.reply.errorMessage!, /^may have been sent: /);
       assert.ok(await messageStatusUpdate(t.db, { messageId: refused.reply.id, twilioSid: fake.messages[0]!.sid, status: 'delivered' }));
       const delivered = (await messageGet(t.db, refused.reply.id))!;
       assert.equal(delivered.status, 'delivered');
@@ -478,14 +478,15 @@ for (const backend of BACKENDS) {
       const first = await replySend(blind, { conversationId: m.conversationId, replyToMessageId: m.messageId, parts: ['één keer, ook tijdens een upgrade'], contextUntilSeq: null }, TO);
       assert.equal(first.kind, 'retry');
       // The same failure as the previous version wrote it: back to the send in flight, then
-      // its REPLY_SEND_FAILED_SQL (af136bc) verbatim, with the text its transport gave a 504.
+      // its REPLY_SEND_FAILED_SQL (af136bc) verbatim, with the text it gave a 504 (this
+      // version says "may have been sent" instead, and sets maybe_sent itself).
       await t.db.query(`update messages set status = 'pending', error_code = null, error_message = null, maybe_sent = false where id = $1`, [first.reply.id]);
       await t.db.query(
         `update messages
   set status = $2, error_code = $3, error_message = $4, status_updated_at = now()
   where id = $1 and status in ('pending', 'unconfirmed')
   returning *`,
-        [first.reply.id, 'send_failed', null, first.reply.errorMessage],
+        [first.reply.id, 'send_failed', null, 'not sent: Twilio is unavailable (HTTP 504): <html><body><h1>504</h1></body></html>'],
       );
       const again = await replyResume(blind, (await messageGet(t.db, first.reply.id))!, TO);
       assert.equal(fake.sendCount({ body: 'één keer, ook tijdens een upgrade' }), 1, 'sent exactly once');

@@ -183,6 +183,11 @@ describe('reply delivery through the outbox', () => {
     assert.equal(waiting.attempts, 1);
     assert.ok(waiting.nextRunAt.getTime() > Date.now() + 60_000, 'until the confirmation deadline');
     assert.equal(fake.messages.length, 0);
+    // Meanwhile the conversation page shows the reply's text: not a "not sent" that an admin
+    // would act on (answering it themselves) while the job waits because it may have gone.
+    const shown = (await replyTo(t, inbound))!.error_message!;
+    assert.doesNotMatch(shown, /^not sent/);
+    assert.match(shown, /^may have been sent: Twilio is unavailable \(HTTP 500\)/);
     // Past the deadline Twilio's list lacks it: it never went, and goes now, once.
     await t.db.query(`update messages set send_started_at = now() - interval '1 hour' where reply_to_message_id = $1`, [inbound]);
     await runNow(t, waiting.id);

@@ -811,8 +811,15 @@ export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string
       if (marked.rows[0]) return replyDispatch(deps, messageFromRow(marked.rows[0] as never), to, undefined, options);
     }
     const status = error.kind === 'rejected' ? 'failed' : 'send_failed';
-    const message = error.kind === 'rejected' ? error.message : `not sent: ${error.message}`;
     const maybeSent = error.maybeSent;
+    // What the dashboard shows until it is settled: after a 5xx not "not sent", which an admin
+    // would act on (answering themselves) while the retry waits because it may have gone.
+    const message =
+      error.kind === 'rejected'
+        ? error.message
+        : maybeSent
+          ? `may have been sent: ${error.message}`
+          : `not sent: ${error.message}`;
     const updated = await deps.db.query(REPLY_SEND_FAILED_SQL, [reply.id, status, error.code ?? null, message, maybeSent]);
     if (!updated.rows[0]) {
       const current = await messageGet(deps.db, reply.id);
