@@ -12,6 +12,10 @@ alter table messages add column seq bigint;
 alter table messages add column context_until_seq bigint;
 
 -- Existing rows: positions in arrival order, replies covering what their old rule covered.
+-- An AI reply's context_until was the newest message's created_at as the job read it, a
+-- JavaScript Date: milliseconds, where created_at holds microseconds. Compared as written,
+-- the newest message a reply read would count as unanswered, and be answered again by the
+-- next reply; the old rule compared two such Dates, so it compares in milliseconds here.
 with numbered as (
   select id, row_number() over (partition by conversation_id order by created_at, id) as seq
   from messages where source = 'inbound'
@@ -25,7 +29,7 @@ update messages r
 set context_until_seq = (
   select coalesce(max(i.seq), 0) from messages i
   where i.conversation_id = r.conversation_id and i.source = 'inbound'
-    and case when r.source = 'ai' then i.created_at <= r.context_until else i.created_at < r.created_at end)
+    and case when r.source = 'ai' then date_trunc('milliseconds', i.created_at) <= r.context_until else i.created_at < r.created_at end)
 where r.source <> 'inbound' and (r.source = 'admin' or r.context_until is not null);
 
 alter table messages drop column context_until;
