@@ -77,7 +77,8 @@ export async function restore({ positionals }: CommandInput, config: Env): Promi
       `${SERVER_DATABASE} stop every aiq process (serve, worker, start), then restore with ` +
         `\`pg_restore --clean --if-exists --no-owner --single-transaction --dbname=${serverUrlVariable(config)} aiq.dump\`: ` +
         "it replaces aiq's tables with the backup's, in one transaction (a failure changes nothing). " +
-        'Or restore into a new, empty database (--dbname of that one, without --clean) and point DATABASE_URL at it',
+        'Or restore into a new, empty database (--dbname of that one, without --clean) and point DATABASE_URL at it: ' +
+        'a backup taken before an upgrade must go there (--clean cannot drop tables that functions of later migrations depend on)',
     );
   }
   let bytes: Buffer;
