@@ -19,7 +19,7 @@ const ListQuery = z.object({
 });
 const ThreadQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(200) });
 const PauseBody = z.object({ paused: z.boolean() }).strict();
-const SuggestionSendBody = z.object({ body: ReplyBody.shape.body.optional() }).strict();
+const SuggestionSendBody = z.object({ body: ReplyBody.shape.body.optional(), seen: ReplyBody.shape.seen }).strict();
 
 function actionFailed(err: unknown, reply: FastifyReply): FastifyReply {
   if (err instanceof ActionError) return reply.status(err.statusCode).send({ error: err.message });
@@ -77,7 +77,7 @@ export const conversationApi: FastifyPluginAsync<{ runtime: Runtime }> = async (
     const body = params && parseOr400(ReplyBody, request.body, reply);
     if (!params || !body) return reply;
     try {
-      const { message, outcome } = await adminReplySend(runtime, params.id, body.body);
+      const { message, outcome } = await adminReplySend(runtime, params.id, body.body, body.seen);
       return reply.status(201).send({ message, outcome: outcome.kind });
     } catch (err) {
       return actionFailed(err, reply);
@@ -107,7 +107,7 @@ export const conversationApi: FastifyPluginAsync<{ runtime: Runtime }> = async (
     const body = params && parseOr400(SuggestionSendBody, request.body, reply);
     if (!params || !body) return reply;
     try {
-      const { message, outcome } = await suggestionSend(runtime, params.id, body.body);
+      const { message, outcome } = await suggestionSend(runtime, params.id, body.body, body.seen);
       return reply.status(201).send({ message, outcome: outcome.kind });
     } catch (err) {
       return actionFailed(err, reply);

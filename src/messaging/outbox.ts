@@ -101,7 +101,8 @@ export interface NewAdminReply {
   body: string;
   /**
    * The highest inbound position it answers: a suggestion sent as drafted answers what its
-   * draft's prompt held. Unset: every message stored when it is written (what the admin saw).
+   * draft's prompt held, a reply from the dashboard what its page showed. Unset: every
+   * message stored when it is written. Never more than that.
    */
   contextUntilSeq?: number | null;
 }
@@ -146,11 +147,13 @@ const ADMIN_ANSWERED = (conversationId: string, seq: string) => `
 
 // An admin reply, written before sending, in `pending`, with the send's start time. It
 // answers every inbound message visible as it is written (the done-is-noop guard), or up to
-// $4 (a suggestion sent as drafted answers what its draft covered).
+// $4 (a suggestion sent as drafted answers what its draft covered; a dashboard reply what
+// its page showed: a question that came in while the admin typed stays open for the AI).
+// least() passes over a null $4, and a $4 past the newest message claims no more.
 const ADMIN_REPLY_INSERT_SQL = `
   with reply as (
     insert into messages (conversation_id, source, body, status, reply_to_message_id, context_until_seq, send_started_at)
-    select $1, 'admin', $2, 'pending', $3, coalesce($4::int8, (select inbound_seq from conversations where id = $1)), now()
+    select $1, 'admin', $2, 'pending', $3, least($4::int8, (select inbound_seq from conversations where id = $1)), now()
     where ${CONTACT_NOT_OPTED_OUT('$1')}
     returning *
   ), touched as (

@@ -22,10 +22,11 @@ export class ActionError extends Error {
 }
 
 
-async function latestInboundId(db: Queryable, conversationId: string): Promise<string | null> {
+/** The newest inbound message, or the newest up to position `seen` (what the admin's page showed). */
+async function latestInboundId(db: Queryable, conversationId: string, seen?: number): Promise<string | null> {
   const result = await db.query<{ id: string }>(
-    `select id from messages where conversation_id = $1 and source = 'inbound' order by seq desc limit 1`,
-    [conversationId],
+    `select id from messages where conversation_id = $1 and source = 'inbound' and ($2::int8 is null or seq <= $2) order by seq desc limit 1`,
+    [conversationId, seen ?? null],
   );
   return result.rows[0]?.id ?? null;
 }
@@ -87,23 +88,27 @@ function checkReplyLength(runtime: Runtime, body: string): void {
 
 /**
  * Sends an admin's own reply now (written to the outbox first, then handed to the
- * transport), answering the newest inbound message.
+ * transport), answering the newest inbound message: with `seen`, the newest the admin's
+ * page showed (position), so that a question that came in while they wrote stays open
+ * (for the AI, or the admin's next reply) instead of counting as answered.
  */
-export async function adminReplySend(runtime: Runtime, conversationId: string, body: string): Promise<{ message: Message; outcome: ReplyOutcome }> {
+export async function adminReplySend(runtime: Runtime, conversationId: string, body: string, seen?: number): Promise<{ message: Message; outcome: ReplyOutcome }> {
   const conversation = await conversationGet(runtime.db, conversationId);
   if (!conversation) throw new ActionError(404, 'no conversation with this id');
   checkReplyLength(runtime, body);
   await checkNotOptedOut(runtime, conversation);
-  const reply = await replyWriteAdmin(runtime.db, { conversationId, replyToMessageId: await latestInboundId(runtime.db, conversationId), body }).catch(refusedIfOptedOut(runtime, conversation));
+  const replyToMessageId = await latestInboundId(runtime.db, conversationId, seen);
+  const reply = await replyWriteAdmin(runtime.db, { conversationId, replyToMessageId, body, contextUntilSeq: seen }).catch(refusedIfOptedOut(runtime, conversation));
   const outcome = await replyDispatch(outboxDepsOf(runtime), reply, `whatsapp:${conversation.whatsappNumber}`);
   return { message: outcome.reply, outcome };
 }
 
 /**
  * Sends a pending suggestion, as written or edited, as an admin message. The message and
- * the suggestion's `sent` mark are one transaction, so a double click sends once.
+ * the suggestion's `sent` mark are one transaction, so a double click sends once. `seen`
+ * is the newest inbound position the admin's page showed (adminReplySend).
  */
-export async function suggestionSend(runtime: Runtime, suggestionId: string, editedBody?: string): Promise<{ message: Message; outcome: ReplyOutcome }> {
+export async function suggestionSend(runtime: Runtime, suggestionId: string, editedBody?: string, seen?: number): Promise<{ message: Message; outcome: ReplyOutcome }> {
   const suggestion = await suggestionGet(runtime.db, suggestionId);
   if (!suggestion) throw new ActionError(404, 'no suggestion with this id');
   if (suggestion.status !== 'pending') throw new ActionError(409, `this suggestion was ${suggestion.status} already`);
@@ -113,9 +118,10 @@ export async function suggestionSend(runtime: Runtime, suggestionId: string, edi
   await checkNotOptedOut(runtime, conversation);
   const reply = await runtime.db.transaction(async (tx) => {
     // As drafted, it answers what the draft's prompt held, not a question that came in
-    // after it; edited, what the admin saw when writing (everything stored by then).
+    // after it; edited, what the admin saw when writing: what their page showed (the thread
+    // is not refreshed under an admin editing the draft), else everything stored by then.
     const asDrafted = editedBody === undefined || editedBody.trim() === suggestion.body.trim();
-    const contextUntilSeq = asDrafted ? suggestion.contextUntilSeq : null;
+    const contextUntilSeq = asDrafted ? suggestion.contextUntilSeq : seen;
     const written = await replyWriteAdmin(tx, { conversationId: conversation.id, replyToMessageId: suggestion.messageId, body: editedBody ?? suggestion.body, contextUntilSeq });
     if (!(await suggestionMarkSent(tx, suggestion.id, written.id))) throw new ActionError(409, 'this suggestion was sent or discarded meanwhile');
     return written;

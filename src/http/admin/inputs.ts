@@ -36,7 +36,13 @@ export function toJobFilter(query: z.infer<typeof JobFilterQuery>): JobFilter {
 }
 
 // A sanity cap only: the channel's limit (REPLY_MAX_CHARS) is checked where the reply is sent.
-export const ReplyBody = z.object({ body: z.string().trim().min(1, 'write a message first').max(20_000, 'at most 20000 characters') });
+// `seen`: the newest inbound position the admin's page showed (the dashboard's forms carry
+// it), so that the reply answers what the admin read, not what came in while they wrote.
+export const ReplyBody = z.object({
+  body: z.string().trim().min(1, 'write a message first').max(20_000, 'at most 20000 characters'),
+  // Blank or null is no position (coerced, either would read as 0: a reply answering nothing).
+  seen: z.preprocess((v) => (v === '' || v === null ? undefined : v), z.coerce.number().int().min(0).optional()),
+});
 
 export const SimulateBody = z.object({
   from: z.string().trim().regex(/^\+[1-9][0-9]{5,14}$/, 'the number must look like +31612345678'),

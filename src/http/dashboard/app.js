@@ -20,6 +20,7 @@ function scheduleRefresh() {
           const typed = typedIn(current);
           current.replaceWith(next);
           typed.forEach(putBack);
+          seenUpdate(next);
         }
       }
     } catch {
@@ -27,6 +28,15 @@ function scheduleRefresh() {
     }
     scheduleRefresh();
   }, every);
+}
+
+// The reply box sits outside the live region: once the refreshed thread shows newer
+// messages, a reply written now answers those too (its `seen`, conversation-pages.ts).
+function seenUpdate(region) {
+  if (!region.dataset.seen) return;
+  for (const field of document.querySelectorAll('form input[name=seen]')) {
+    if (!region.contains(field)) field.value = region.dataset.seen;
+  }
 }
 
 // What was typed into the live region's forms and not sent (an edited suggestion): a click

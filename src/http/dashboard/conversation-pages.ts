@@ -116,9 +116,19 @@ function citationsNote(c: Citations): Html {
   )}</span>`;
 }
 
-function suggestionCard(ctx: PageContext, s: Suggestion): Html {
+/**
+ * The newest inbound position the page shows, carried by the reply forms: a reply answers
+ * what the admin read, not a message that came in while they wrote (the thread is not
+ * refreshed under an edited suggestion, nor at all without the script). app.js updates
+ * the reply box's copy, outside the live region, when the thread is refreshed.
+ */
+function seenField(seen: number | null): Html {
+  return seen === null ? html`` : html`<input type="hidden" name="seen" value="${seen}">`;
+}
+
+function suggestionCard(ctx: PageContext, s: Suggestion, seen: number | null): Html {
   return html`<div class="card suggestion" data-suggestion-id="${s.id}"><h2 style="margin-top:0">AI suggestion <span class="muted">(${s.provider} · ${s.model} · ${when(s.createdAt)})</span></h2>
-<form method="post" action="/admin/suggestions/${s.id}/send">${csrfField(ctx)}
+<form method="post" action="/admin/suggestions/${s.id}/send">${csrfField(ctx)}${seenField(seen)}
 <textarea name="body" aria-label="Suggested reply">${s.body}</textarea>
 ${s.citations ? html`<p class="muted">${citationsNote(s.citations)}</p>` : ''}
 <p><button class="primary" type="submit">Send</button> <span class="muted">Edit the text first to send your version.</span></p></form>
@@ -144,6 +154,7 @@ function windowNote(conversation: Conversation, template: ReplyTemplate | null):
 
 function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number, template: ReplyTemplate | null, via: string, media: Map<string, MediaInfo[]>, superseded: Set<string>, quotes: Map<string, QuotedMessage>, draft = ''): Html {
   const pending = suggestions.filter((s) => s.status === 'pending');
+  const seen = messages.reduce<number | null>((newest, m) => (m.seq !== null && (newest === null || m.seq > newest) ? m.seq : newest), null);
   return page(
     ctx,
     'conversations',
@@ -160,11 +171,11 @@ ${actionButton(ctx, `/admin/conversations/${conversation.id}/suggest`, 'Draft a 
 ${optOutControl(ctx, conversation)}
 <form class="inline" method="get" action="/admin/conversations/${conversation.id}/forget"><button class="danger">Forget this person…</button></form>
 </div>
-<div id="live" data-refresh-ms="2000">
+<div id="live" data-refresh-ms="2000"${seen === null ? '' : html` data-seen="${seen}"`}>
 <div class="thread">${messages.length === 0 ? html`<p class="muted">No messages.</p>` : messages.map((m) => messageBubble(m, media.get(m.id), superseded.has(m.id), quotes))}</div>
-${pending.map((s) => suggestionCard(ctx, s))}
+${pending.map((s) => suggestionCard(ctx, s, seen))}
 </div>
-<div class="card">${windowNote(conversation, template)}<form method="post" action="/admin/conversations/${conversation.id}/reply">${csrfField(ctx)}
+<div class="card">${windowNote(conversation, template)}<form method="post" action="/admin/conversations/${conversation.id}/reply">${csrfField(ctx)}${seenField(seen)}
 <label>Reply as admin<textarea name="body" required maxlength="${maxChars}">${draft}</textarea></label>
 <p><button class="primary" type="submit">Send reply</button></p></form></div>`,
   );
@@ -335,7 +346,7 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     const typed = String((request.body as { body?: unknown } | undefined)?.body ?? '');
     if (!body.success) return thread(request, reply, params.data.id, { problem: firstIssue(body.error), draft: typed });
     try {
-      const { outcome } = await adminReplySend(runtime, params.data.id, body.data.body);
+      const { outcome } = await adminReplySend(runtime, params.data.id, body.data.body, body.data.seen);
       return back(request, reply, params.data.id, { notice: `Reply ${outcomeText(outcome)}` });
     } catch (err) {
       return thread(request, reply, params.data.id, { problem: failure(err).problem, draft: typed });
@@ -361,7 +372,7 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     if (!conversationId) return reply.status(404).send('no such suggestion');
     if (!body.success) return back(request, reply, conversationId, { problem: firstIssue(body.error) });
     try {
-      const { outcome } = await suggestionSend(runtime, params.data.id, body.data.body);
+      const { outcome } = await suggestionSend(runtime, params.data.id, body.data.body, body.data.seen);
       return back(request, reply, conversationId, { notice: `Suggestion ${outcomeText(outcome)}` });
     } catch (err) {
       return back(request, reply, conversationId, failure(err));
