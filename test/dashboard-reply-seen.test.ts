@@ -5,9 +5,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { conversationList } from '../src/http/admin/conversation-queries.ts';
+import { inboundStoreAndEnqueue } from '../src/jobs/autoreply.ts';
 import { createLogger } from '../src/logger.ts';
 import { messageAnsweredBy } from '../src/messaging/conversations.ts';
-import { Worker } from '../src/queue/index.ts';
+import { jobGet, Worker } from '../src/queue/index.ts';
 import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
 import { waitFor } from './helpers/processes.ts';
 
@@ -139,5 +141,34 @@ describe('an admin reply while the contact keeps writing', () => {
     } finally {
       await context.close();
     }
+  });
+
+  /** The conversation list's "awaiting reply" marker of one conversation. */
+  async function awaitingReply(conversationId: string): Promise<boolean | undefined> {
+    const { conversations } = await conversationList(t.runtime.db, { limit: 100 });
+    return conversations.find((c) => c.id === conversationId)?.awaitingReply;
+  }
+
+  test('"awaiting reply" follows the open questions: not for a reaction after the answer, yes for a question the admin\'s reply left open', async () => {
+    const first = await contactWrites('+31655500004', 'Wanneer krijg ik mijn salaris?');
+    const { conversationId } = first;
+    await waitFor(async () => (await messageAnsweredBy(t.runtime.db, conversationId, first.seq)) !== null, 'the AI reply');
+    assert.equal(await awaitingReply(conversationId), false);
+    // A reaction (or a contact card) arrives with no text and no media: nothing to answer.
+    const reaction = await inboundStoreAndEnqueue(t.runtime.db, { whatsappNumber: '+31655500004', body: '', mediaUrls: [], twilioSid: `SM${'ab'.repeat(16)}` });
+    const { rows } = await t.runtime.db.query<{ id: string }>(`select id from ai_jobs where type = 'autoreply' and payload->>'messageId' = $1`, [reaction!.messageId]);
+    await waitFor(async () => (await jobGet(t.runtime.db, rows[0]!.id))?.status === 'done', 'the reaction job');
+    assert.deepEqual((await jobGet(t.runtime.db, rows[0]!.id))?.result, { skipped: 'nothing_to_answer', reason: 'no text and no media (a contact card or a reaction?)' });
+    assert.equal(await awaitingReply(conversationId), false, 'a reaction awaits no reply');
+
+    // Taken over: the admin answers what their page showed; a question that came in
+    // meanwhile is newer than nothing in the list, but still awaits its reply.
+    await pause(conversationId);
+    const shown = await contactWrites('+31655500004', 'En mijn vakantiegeld?');
+    const open = await contactWrites('+31655500004', 'En de bonus?');
+    const sent = await fetch(`${base}/api/conversations/${conversationId}/messages`, { method: 'POST', headers, body: JSON.stringify({ body: 'In mei.', seen: shown.seq }) });
+    assert.equal(sent.status, 201);
+    assert.equal(await messageAnsweredBy(t.runtime.db, conversationId, open.seq), null);
+    assert.equal(await awaitingReply(conversationId), true, 'the open question awaits a reply');
   });
 });

@@ -5,7 +5,7 @@
 import { escapeLike } from '../../db/like.ts';
 import type { Queryable } from '../../db/types.ts';
 import { phoneSearchOf } from '../../knowledge/people.ts';
-import { answeredSinceSql, UNDELIVERED_REPLY_STATUSES_SQL } from '../../messaging/conversations.ts';
+import { answeredSinceSql, answersSomethingSql, UNDELIVERED_REPLY_STATUSES_SQL } from '../../messaging/conversations.ts';
 import { cursorTimeSql, timeCursorDecode, timeCursorEncode } from '../../queue/index.ts';
 
 export interface ConversationSummary {
@@ -20,7 +20,11 @@ export interface ConversationSummary {
   lastMessageAt: Date;
   lastBody: string | null;
   lastSource: 'inbound' | 'ai' | 'admin' | null;
-  /** The newest message is from the contact: nobody has answered it yet. */
+  /**
+   * A message of the contact's with something to answer (text or media) that no reply has
+   * answered yet: not a reaction after the answer, but a question that came in while the
+   * admin wrote theirs, or one whose reply never reached the contact.
+   */
   awaitingReply: boolean;
   /**
    * Replies that failed, were refused, or are flagged for a human, and that no later reply
@@ -37,6 +41,11 @@ export interface ConversationSummary {
 // nothing to do. That question is a lateral `limit 1`, one probe of messages_answering_idx
 // per problem reply (migration 0033): as a `not exists` the planner may instead read the
 // thread's answering replies once and compare each problem reply with all of them.
+// Awaiting a reply: an inbound message past the highest position any reply answered (as
+// the reply job's thread reads it: one entry of messages_answering_idx) that holds
+// something to answer, found through messages_inbound_seq_idx. "The newest message is the
+// contact's" said so of a reaction after the answer (no text, nothing to answer), and not
+// of a question an admin's reply written on an older page left open.
 const LIST_SQL = `
   select c.id, k.whatsapp_number, k.profile_name, c.business_number, c.ai_paused, k.opted_out_at is not null as opted_out, c.last_message_at,
          ${cursorTimeSql('c.last_message_at')} as cursor_at, last.body as last_body, last.source as last_source,
@@ -45,7 +54,12 @@ const LIST_SQL = `
           where m.conversation_id = c.id and m.source <> 'inbound'
             and m.status in ${UNDELIVERED_REPLY_STATUSES_SQL}
             and answered.id is null)::int as problems,
-         (select count(*) from suggestions s where s.conversation_id = c.id and s.status = 'pending')::int as pending_suggestions
+         (select count(*) from suggestions s where s.conversation_id = c.id and s.status = 'pending')::int as pending_suggestions,
+         exists (select 1 from messages i
+                 where i.conversation_id = c.id and i.source = 'inbound'
+                   and i.seq > coalesce((select max(a.context_until_seq) from messages a
+                                         where a.conversation_id = c.id and a.source <> 'inbound' and ${answersSomethingSql('a')}), 0)
+                   and (i.body ~ '\\S' or cardinality(i.media_urls) > 0)) as awaiting_reply
   from conversations c
   join contacts k on k.id = c.contact_id
   left join lateral (
@@ -84,6 +98,7 @@ export async function conversationList(db: Queryable, options: { search?: string
     last_source: ConversationSummary['lastSource'];
     problems: number;
     pending_suggestions: number;
+    awaiting_reply: boolean;
   }>(LIST_SQL, [cursor?.time ?? null, cursor?.id ?? null, search, limit + 1, options.number ?? null, options.search ? phoneSearchOf(options.search) : null]);
   const conversations = result.rows.slice(0, limit).map((r) => ({
     id: r.id,
@@ -95,7 +110,7 @@ export async function conversationList(db: Queryable, options: { search?: string
     lastMessageAt: r.last_message_at,
     lastBody: r.last_body,
     lastSource: r.last_source,
-    awaitingReply: r.last_source === 'inbound',
+    awaitingReply: r.awaiting_reply,
     problems: r.problems,
     pendingSuggestions: r.pending_suggestions,
   }));
