@@ -171,4 +171,19 @@ describe('an admin reply while the contact keeps writing', () => {
     assert.equal(await messageAnsweredBy(t.runtime.db, conversationId, open.seq), null);
     assert.equal(await awaitingReply(conversationId), true, 'the open question awaits a reply');
   });
+
+  test('a message with no text and no media shows in the thread as what it is, not as an empty bubble', async () => {
+    const reaction = await inboundStoreAndEnqueue(t.runtime.db, { whatsappNumber: '+31655500005', body: '', mediaUrls: [], twilioSid: `SM${'cd'.repeat(16)}` });
+    const { context, page } = await adminPage();
+    try {
+      await page.goto(`${base}/admin/conversations/${reaction!.conversationId}`);
+      const bubble = page.locator(`.msg[data-message-id="${reaction!.messageId}"]`);
+      assert.match(await bubble.innerText(), /no text: a reaction, a contact card or a kind of message WhatsApp does not pass on/);
+      await page.goto(`${base}/admin/conversations`);
+      const row = page.locator('tr', { has: page.locator(`a[href="/admin/conversations/${reaction!.conversationId}"]`) });
+      assert.match(await row.innerText(), /no text/);
+    } finally {
+      await context.close();
+    }
+  });
 });

@@ -33,6 +33,10 @@ const ListQuery = z.object({
     .transform((v) => v || undefined),
 });
 
+// A contact card, a reaction or a kind of message Twilio does not pass on arrives with no
+// text and no media (webhooks.ts): said so, where an empty bubble showed nothing at all.
+const NO_TEXT = 'no text: a reaction, a contact card or a kind of message WhatsApp does not pass on; nothing to answer';
+
 function contactName(c: { profileName: string | null; whatsappNumber: string }): string {
   return c.profileName ? `${c.profileName} (${c.whatsappNumber})` : c.whatsappNumber;
 }
@@ -68,7 +72,7 @@ ${
     : html`<table><thead><tr><th>contact</th><th>last message</th><th>when</th><th>markers</th></tr></thead><tbody>
 ${rows.map(
   (c) => html`<tr><td><a href="/admin/conversations/${c.id}">${contactName(c)}</a>${c.businessNumber ? html` <span class="muted">→ ${c.businessNumber}</span>` : ''}</td>
-<td class="clip">${c.lastSource ? html`<span class="muted">${c.lastSource}:</span> ` : ''}${c.lastBody ?? ''}</td>
+<td class="clip">${c.lastSource ? html`<span class="muted">${c.lastSource}:</span> ` : ''}${c.lastSource === 'inbound' && !c.lastBody?.trim() ? html`<span class="muted">(no text)</span>` : (c.lastBody ?? '')}</td>
 <td>${when(c.lastMessageAt)}</td>
 <td>${c.awaitingReply ? html`<span class="badge b-pending">awaiting reply</span> ` : ''}${c.problems ? html`<span class="badge b-failed">${c.problems} not delivered</span> ` : ''}${c.pendingSuggestions ? html`<span class="badge b-processing">${c.pendingSuggestions} suggestion${c.pendingSuggestions === 1 ? '' : 's'}</span> ` : ''}${c.aiPaused ? html`<span class="badge">AI paused</span> ` : ''}${c.optedOut ? html`<span class="badge b-failed">opted out</span>` : ''}</td></tr>`,
 )}</tbody></table>`
@@ -98,7 +102,7 @@ function quoteBlock(quoted: QuotedMessage | undefined): Html {
 
 function messageBubble(m: Message, media: MediaInfo[] = [], superseded = false, quotes: Map<string, QuotedMessage> = new Map()): Html {
   const who = m.source === 'inbound' ? 'contact' : m.source === 'ai' ? 'AI' : 'admin';
-  return html`<div class="msg ${m.source}" data-message-id="${m.id}" data-source="${m.source}">${m.repliedToSid === null ? '' : quoteBlock(quotes.get(m.repliedToSid))}<span class="body">${m.body}</span>${media.length ? media.map(mediaBlock) : m.mediaUrls.length ? html`<span class="meta">${m.mediaUrls.length} attachment(s)</span>` : ''}
+  return html`<div class="msg ${m.source}" data-message-id="${m.id}" data-source="${m.source}">${m.repliedToSid === null ? '' : quoteBlock(quotes.get(m.repliedToSid))}<span class="body">${m.source === 'inbound' && !m.body.trim() && m.mediaUrls.length === 0 ? html`<span class="muted">(${NO_TEXT})</span>` : m.body}</span>${media.length ? media.map(mediaBlock) : m.mediaUrls.length ? html`<span class="meta">${m.mediaUrls.length} attachment(s)</span>` : ''}
 <span class="meta">${who} · ${when(m.createdAt)}${m.source === 'inbound' ? '' : html` · ${badge(m.status)}`}${m.templateSid ? html` · sent as template <span class="mono">${m.templateSid}</span>` : ''}${m.errorMessage ? html` · ${m.errorMessage}` : ''}${superseded && !m.errorMessage?.includes(ANSWERED_SINCE_TEXT) ? html` · <span class="superseded">a later reply has answered for it: nothing left to do</span>` : ''}</span>${m.citations ? citationsNote(m.citations) : ''}</div>`;
 }
 
