@@ -186,4 +186,20 @@ describe('an admin reply while the contact keeps writing', () => {
       await context.close();
     }
   });
+
+  test('the take-over switch and the opt-out state follow the conversation while the page is open', async () => {
+    const { conversationId } = await contactWrites('+31655500006', 'Hoe vraag ik verlof aan?');
+    const { context, page } = await adminPage();
+    try {
+      await page.goto(`${base}/admin/conversations/${conversationId}`);
+      assert.equal(await page.locator('#pause-switch').getAttribute('aria-pressed'), 'false');
+      // Another admin takes over (or a script through the API), then the contact sends STOP.
+      await pause(conversationId);
+      await contactWrites('+31655500006', 'STOP');
+      await page.locator('#pause-switch[aria-pressed="true"]').waitFor({ timeout: 10_000 });
+      await page.locator('#opt-out-state[data-opted-out="true"]').waitFor({ timeout: 10_000 });
+    } finally {
+      await context.close();
+    }
+  });
 });

@@ -156,6 +156,10 @@ function windowNote(conversation: Conversation, template: ReplyTemplate | null):
   return html`<p id="window" data-window="closed"><span class="badge b-failed">window closed</span>${since}: the contact has not written for 24 hours, so ${then}.</p>`;
 }
 
+// The live region holds the take-over switch and the opt-out state with the thread: another
+// admin's take-over, or the contact's STOP, shows on a page left open, where a switch
+// rendered once still said "The AI answers every inbound message". The reply box stays
+// outside it, so the thread keeps refreshing while the admin types there.
 function threadPage(ctx: PageContext, conversation: Conversation, messages: Message[], suggestions: Suggestion[], maxChars: number, template: ReplyTemplate | null, via: string, media: Map<string, MediaInfo[]>, superseded: Set<string>, quotes: Map<string, QuotedMessage>, draft = ''): Html {
   const pending = suggestions.filter((s) => s.status === 'pending');
   const seen = messages.reduce<number | null>((newest, m) => (m.seq !== null && (newest === null || m.seq > newest) ? m.seq : newest), null);
@@ -166,6 +170,7 @@ function threadPage(ctx: PageContext, conversation: Conversation, messages: Mess
     html`<p><a href="/admin/conversations">« conversations</a></p>
 <h1>${contactName(conversation)}</h1>
 <p class="muted" id="business-number">Writes to ${via}</p>
+<div id="live" data-refresh-ms="2000"${seen === null ? '' : html` data-seen="${seen}"`}>
 <div class="card" style="display:flex;gap:16px;align-items:center;flex-wrap:wrap">
 <form method="post" action="/admin/conversations/${conversation.id}/pause">${csrfField(ctx)}
 <input type="hidden" name="paused" value="${conversation.aiPaused ? 'false' : 'true'}">
@@ -175,7 +180,6 @@ ${actionButton(ctx, `/admin/conversations/${conversation.id}/suggest`, 'Draft a 
 ${optOutControl(ctx, conversation)}
 <form class="inline" method="get" action="/admin/conversations/${conversation.id}/forget"><button class="danger">Forget this person…</button></form>
 </div>
-<div id="live" data-refresh-ms="2000"${seen === null ? '' : html` data-seen="${seen}"`}>
 <div class="thread">${messages.length === 0 ? html`<p class="muted">No messages.</p>` : messages.map((m) => messageBubble(m, media.get(m.id), superseded.has(m.id), quotes))}</div>
 ${pending.map((s) => suggestionCard(ctx, s, seen))}
 </div>
