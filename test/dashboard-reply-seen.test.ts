@@ -202,4 +202,26 @@ describe('an admin reply while the contact keeps writing', () => {
       await context.close();
     }
   });
+
+  test('right-to-left text reads right to left: the thread, the list and a draft', async () => {
+    const arabic = 'مرحبا! لدي سؤال: كم يوم إجازة لدي في 2027؟ (HR-12)';
+    const { conversationId } = await contactWrites('+31655500008', arabic);
+    await pause(conversationId);
+    assert.equal((await fetch(`${base}/api/conversations/${conversationId}/suggest`, { method: 'POST', headers: { authorization: headers.authorization } })).status, 202);
+    const { context, page } = await adminPage();
+    try {
+      await page.goto(`${base}/admin/conversations/${conversationId}`);
+      await page.locator('.suggestion textarea').waitFor({ timeout: 15_000 });
+      // Laid out left to right, "(HR-12)" came first for an Arabic reader and the question
+      // mark stood before the year.
+      assert.ok(await page.locator('.msg.inbound .body', { hasText: 'مرحبا' }).evaluate((e) => e.matches(':dir(rtl)')), 'the message');
+      assert.ok(await page.locator('textarea[name=body][required]').evaluate((e) => e.getAttribute('dir') === 'auto'), 'the reply box follows what is typed');
+      assert.ok(await page.locator('.suggestion textarea').evaluate((e) => e.getAttribute('dir') === 'auto'), 'the draft');
+      await page.goto(`${base}/admin/conversations`);
+      const row = page.locator('tr', { has: page.locator(`a[href="/admin/conversations/${conversationId}"]`) });
+      assert.ok(await row.locator('td.clip [dir=auto]').evaluate((e) => e.matches(':dir(rtl)')), 'the list');
+    } finally {
+      await context.close();
+    }
+  });
 });

@@ -119,7 +119,7 @@ test('a voice note is fetched with the credentials, transcribed, and its transcr
   assert.equal(transcribed.cost.toFixed(4), '0.0007'); // 7 s at 0.006 a minute
 
   const page = await m.app.inject({ method: 'GET', url: `/admin/conversations/${conversationId}` });
-  assert.match(page.body, new RegExp(`<audio controls preload="none" src="/admin/media/${media[0]!.id}"></audio><span class="meta transcript">transcript: Hoeveel vakantiedagen`));
+  assert.match(page.body, new RegExp(`<audio controls preload="none" src="/admin/media/${media[0]!.id}"></audio><span class="meta transcript">transcript: <span dir="auto">Hoeveel vakantiedagen`));
   assert.match(page.body, new RegExp(`<img src="/admin/media/${media[1]!.id}"`));
   const file = await m.app.inject({ method: 'GET', url: `/admin/media/${media[0]!.id}` });
   assert.equal(file.statusCode, 200);
@@ -273,7 +273,7 @@ test('a voice note sent while a human has taken over is still fetched and transc
   const media = await t.db.query<{ id: string; status: string; transcript: string | null }>('select id, status, transcript from message_media where message_id = $1', [rows[0]!.message_id]);
   assert.deepEqual(media.rows.map((r) => [r.status, r.transcript]), [['stored', 'Hoeveel vakantiedagen heb ik nog over dit jaar?']]);
   const page = await m.app.inject({ method: 'GET', url: `/admin/conversations/${first.conversationId}` });
-  assert.match(page.body, new RegExp(`<audio controls preload="none" src="/admin/media/${media.rows[0]!.id}"></audio><span class="meta transcript">transcript: Hoeveel vakantiedagen`));
+  assert.match(page.body, new RegExp(`<audio controls preload="none" src="/admin/media/${media.rows[0]!.id}"></audio><span class="meta transcript">transcript: <span dir="auto">Hoeveel vakantiedagen`));
 });
 
 test('a webhook with a media count but no URL is refused (400) and stores nothing', async () => {

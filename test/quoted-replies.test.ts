@@ -75,9 +75,9 @@ describe('quoted replies through the pipeline', () => {
     );
     const page = await m.app.inject({ url: `/admin/conversations/${rows[0]!.id}` });
     assert.equal(page.statusCode, 200);
-    assert.match(page.body, /<span class="quote meta">↩ replying to the AI: &quot;Antwoord 1: wil je de aanvraag op 12 mei indienen\?&quot;<\/span><span class="body">Ja, klopt<\/span>/);
-    assert.match(page.body, /↩ replying to their own message: &quot;Ja, klopt&quot;<\/span><span class="body">Die bedoel ik/);
-    assert.match(page.body, /↩ replying to a message not in this conversation's history<\/span><span class="body">Wat stond hier\?/);
+    assert.match(page.body, /<span class="quote meta">↩ replying to the AI: &quot;Antwoord 1: wil je de aanvraag op 12 mei indienen\?&quot;<\/span><span class="body" dir="auto">Ja, klopt<\/span>/);
+    assert.match(page.body, /↩ replying to their own message: &quot;Ja, klopt&quot;<\/span><span class="body" dir="auto">Die bedoel ik/);
+    assert.match(page.body, /↩ replying to a message not in this conversation's history<\/span><span class="body" dir="auto">Wat stond hier\?/);
 
     const exported = await personExport(t.db, ANNA);
     const messages = exported!.conversations.flatMap((c) => c.messages);

@@ -130,14 +130,14 @@ describe('long replies go out as parts', () => {
     const login = await m.app.inject({ method: 'POST', url: '/admin/login', payload: { token: TEST_ADMIN_TOKEN, next: '/admin' } });
     const cookie = String(login.headers['set-cookie']).split(';')[0]!;
     const page = await m.app.inject({ url: `/admin/conversations/${conversation}`, headers: { cookie } });
-    assert.match(page.body, /<textarea name="body" required maxlength="1600">/);
+    assert.match(page.body, /<textarea name="body" dir="auto" required maxlength="1600">/);
     const csrf = /name="csrf-token" content="([^"]+)"/.exec(page.body)![1]!;
     const form = await m.app.inject({ method: 'POST', url: `/admin/conversations/${conversation}/reply`, headers: { cookie, origin: 'http://localhost' }, payload: { body: long, _csrf: csrf } });
     // The page again with the problem, and the reply box still holding the text: a redirect
     // emptied it (found by a new-user probe).
     assert.equal(form.statusCode, 400);
     assert.match(form.body, /class="problem"[^>]*>the reply is 1601 characters; one WhatsApp message takes at most 1600/);
-    assert.match(form.body, new RegExp(`<textarea name="body" required maxlength="1600">${long}</textarea>`));
+    assert.match(form.body, new RegExp(`<textarea name="body" dir="auto" required maxlength="1600">${long}</textarea>`));
     assert.equal(await count(), before, 'nothing stored');
     // Refused for the contact's sake (opted out): the same, the text kept.
     await t.db.query(`update contacts set opted_out_at = now(), opted_out_by = 'admin' where id = (select contact_id from conversations where id = $1)`, [conversation]);
@@ -145,7 +145,7 @@ describe('long replies go out as parts', () => {
       const optedOut = await m.app.inject({ method: 'POST', url: `/admin/conversations/${conversation}/reply`, headers: { cookie, origin: 'http://localhost' }, payload: { body: 'Kun je me terugbellen?', _csrf: csrf } });
       assert.equal(optedOut.statusCode, 400, optedOut.body);
       assert.match(optedOut.body, /class="problem"[^>]*>[^<]*opted out/);
-      assert.match(optedOut.body, /<textarea name="body" required maxlength="1600">Kun je me terugbellen\?<\/textarea>/);
+      assert.match(optedOut.body, /<textarea name="body" dir="auto" required maxlength="1600">Kun je me terugbellen\?<\/textarea>/);
     } finally {
       await t.db.query(`update contacts set opted_out_at = null, opted_out_by = null where id = (select contact_id from conversations where id = $1)`, [conversation]);
     }

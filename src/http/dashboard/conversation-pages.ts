@@ -72,7 +72,7 @@ ${
     : html`<table><thead><tr><th>contact</th><th>last message</th><th>when</th><th>markers</th></tr></thead><tbody>
 ${rows.map(
   (c) => html`<tr><td><a href="/admin/conversations/${c.id}">${contactName(c)}</a>${c.businessNumber ? html` <span class="muted">→ ${c.businessNumber}</span>` : ''}</td>
-<td class="clip">${c.lastSource ? html`<span class="muted">${c.lastSource}:</span> ` : ''}${c.lastSource === 'inbound' && !c.lastBody?.trim() ? html`<span class="muted">(no text)</span>` : (c.lastBody ?? '')}</td>
+<td class="clip">${c.lastSource ? html`<span class="muted">${c.lastSource}:</span> ` : ''}${c.lastSource === 'inbound' && !c.lastBody?.trim() ? html`<span class="muted">(no text)</span>` : html`<span dir="auto">${c.lastBody ?? ''}</span>`}</td>
 <td>${when(c.lastMessageAt)}</td>
 <td>${c.awaitingReply ? html`<span class="badge b-pending">awaiting reply</span> ` : ''}${c.problems ? html`<span class="badge b-failed">${c.problems} not delivered</span> ` : ''}${c.pendingSuggestions ? html`<span class="badge b-processing">${c.pendingSuggestions} suggestion${c.pendingSuggestions === 1 ? '' : 's'}</span> ` : ''}${c.aiPaused ? html`<span class="badge">AI paused</span> ` : ''}${c.optedOut ? html`<span class="badge b-failed">opted out</span>` : ''}</td></tr>`,
 )}</tbody></table>`
@@ -86,7 +86,7 @@ function mediaBlock(media: MediaInfo): Html {
   const src = `/admin/media/${media.id}`;
   if (media.status === 'stored' && media.kind === 'image') return html`<a class="media" href="${src}" data-media-id="${media.id}"><img src="${src}" alt="photo from the contact" loading="lazy" style="max-width:220px;max-height:220px;border-radius:6px"></a>`;
   if (media.status === 'stored' && media.kind === 'audio') {
-    return html`<span class="media" data-media-id="${media.id}"><audio controls preload="none" src="${src}"></audio>${media.transcript ? html`<span class="meta transcript">transcript: ${media.transcript}</span>` : html`<span class="meta">no transcript: ${media.note ?? ''}</span>`}</span>`;
+    return html`<span class="media" data-media-id="${media.id}"><audio controls preload="none" src="${src}"></audio>${media.transcript ? html`<span class="meta transcript">transcript: <span dir="auto">${media.transcript}</span></span>` : html`<span class="meta">no transcript: ${media.note ?? ''}</span>`}</span>`;
   }
   if (media.status === 'stored') return html`<span class="meta media" data-media-id="${media.id}"><a href="${src}">${media.contentType || 'file'} (${media.size ?? 0} bytes)</a></span>`;
   if (media.status === 'pending') return html`<span class="meta media" data-media-id="${media.id}" data-media-status="pending">${media.contentType || 'attachment'}: being fetched…</span>`;
@@ -100,9 +100,12 @@ function quoteBlock(quoted: QuotedMessage | undefined): Html {
   return html`<span class="quote meta">↩ replying to ${quotedWhose(quoted, 'admin')}: ${quotedExcerpt(quoted)}</span>`;
 }
 
+// Text people wrote (or the AI wrote back) goes in dir="auto": an Arabic or Hebrew message
+// laid out left to right put its end first ("(HR-12)" before the greeting, the question
+// mark before the year). The browser takes each text's direction from its first letters.
 function messageBubble(m: Message, media: MediaInfo[] = [], superseded = false, quotes: Map<string, QuotedMessage> = new Map()): Html {
   const who = m.source === 'inbound' ? 'contact' : m.source === 'ai' ? 'AI' : 'admin';
-  return html`<div class="msg ${m.source}" data-message-id="${m.id}" data-source="${m.source}">${m.repliedToSid === null ? '' : quoteBlock(quotes.get(m.repliedToSid))}<span class="body">${m.source === 'inbound' && !m.body.trim() && m.mediaUrls.length === 0 ? html`<span class="muted">(${NO_TEXT})</span>` : m.body}</span>${media.length ? media.map(mediaBlock) : m.mediaUrls.length ? html`<span class="meta">${m.mediaUrls.length} attachment(s)</span>` : ''}
+  return html`<div class="msg ${m.source}" data-message-id="${m.id}" data-source="${m.source}">${m.repliedToSid === null ? '' : quoteBlock(quotes.get(m.repliedToSid))}<span class="body" dir="auto">${m.source === 'inbound' && !m.body.trim() && m.mediaUrls.length === 0 ? html`<span class="muted">(${NO_TEXT})</span>` : m.body}</span>${media.length ? media.map(mediaBlock) : m.mediaUrls.length ? html`<span class="meta">${m.mediaUrls.length} attachment(s)</span>` : ''}
 <span class="meta">${who} · ${when(m.createdAt)}${m.source === 'inbound' ? '' : html` · ${badge(m.status)}`}${m.templateSid ? html` · sent as template <span class="mono">${m.templateSid}</span>` : ''}${m.errorMessage ? html` · ${m.errorMessage}` : ''}${superseded && !m.errorMessage?.includes(ANSWERED_SINCE_TEXT) ? html` · <span class="superseded">a later reply has answered for it: nothing left to do</span>` : ''}</span>${m.citations ? citationsNote(m.citations) : ''}</div>`;
 }
 
@@ -133,7 +136,7 @@ function seenField(seen: number | null): Html {
 function suggestionCard(ctx: PageContext, s: Suggestion, seen: number | null): Html {
   return html`<div class="card suggestion" data-suggestion-id="${s.id}"><h2 style="margin-top:0">AI suggestion <span class="muted">(${s.provider} · ${s.model} · ${when(s.createdAt)})</span></h2>
 <form method="post" action="/admin/suggestions/${s.id}/send">${csrfField(ctx)}${seenField(seen)}
-<textarea name="body" aria-label="Suggested reply">${s.body}</textarea>
+<textarea name="body" dir="auto" aria-label="Suggested reply">${s.body}</textarea>
 ${s.citations ? html`<p class="muted">${citationsNote(s.citations)}</p>` : ''}
 <p><button class="primary" type="submit">Send</button> <span class="muted">Edit the text first to send your version.</span></p></form>
 ${actionButton(ctx, `/admin/suggestions/${s.id}/discard`, 'Discard', { className: 'danger' })}</div>`;
@@ -184,7 +187,7 @@ ${optOutControl(ctx, conversation)}
 ${pending.map((s) => suggestionCard(ctx, s, seen))}
 </div>
 <div class="card">${windowNote(conversation, template)}<form method="post" action="/admin/conversations/${conversation.id}/reply">${csrfField(ctx)}${seenField(seen)}
-<label>Reply as admin<textarea name="body" required maxlength="${maxChars}">${draft}</textarea></label>
+<label>Reply as admin<textarea name="body" dir="auto" required maxlength="${maxChars}">${draft}</textarea></label>
 <p><button class="primary" type="submit">Send reply</button></p></form></div>`,
   );
 }
@@ -229,7 +232,7 @@ function simulatePage(ctx: PageContext, values: { from?: string; name?: string; 
 <form method="post" action="/admin/simulate">${csrfField(ctx)}
 <div class="filters"><label>From (WhatsApp number)<input name="from" value="${values.from ?? '+31612345678'}" required></label>
 <label>Name (a new contact only)<input name="name" value="${values.name ?? ''}" placeholder="e.g. Sanne"></label></div>
-<label>Message<textarea name="body" required>${values.body ?? ''}</textarea></label>
+<label>Message<textarea name="body" dir="auto" required>${values.body ?? ''}</textarea></label>
 <p><button class="primary" type="submit">Send as this contact</button></p></form></div>`,
   );
 }
