@@ -8,7 +8,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { conversationList } from '../src/http/admin/conversation-queries.ts';
 import { inboundStoreAndEnqueue } from '../src/jobs/autoreply.ts';
 import { createLogger } from '../src/logger.ts';
-import { messageAnsweredBy } from '../src/messaging/conversations.ts';
+import { messageAnsweredBy, repliesSuperseded } from '../src/messaging/conversations.ts';
 import { jobGet, Worker } from '../src/queue/index.ts';
 import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
 import { waitFor } from './helpers/processes.ts';
@@ -220,6 +220,29 @@ describe('an admin reply while the contact keeps writing', () => {
       await page.goto(`${base}/admin/conversations`);
       const row = page.locator('tr', { has: page.locator(`a[href="/admin/conversations/${conversationId}"]`) });
       assert.ok(await row.locator('td.clip [dir=auto]').evaluate((e) => e.matches(':dir(rtl)')), 'the list');
+    } finally {
+      await context.close();
+    }
+  });
+
+  test("an admin's follow-up that was not delivered is not counted as answered for by the AI's reply that came before it", async () => {
+    const first = await contactWrites('+31655500009', 'Mijn wachtwoord werkt niet');
+    const { conversationId } = first;
+    await waitFor(async () => (await messageAnsweredBy(t.runtime.db, conversationId, first.seq)) !== null, 'the AI reply');
+    // A day later the admin adds what the AI could not know; the window has closed and no
+    // template is configured: held, never sent.
+    await t.runtime.db.query(`update conversations set last_inbound_at = now() - interval '25 hours' where id = $1`, [conversationId]);
+    const sent = await fetch(`${base}/api/conversations/${conversationId}/messages`, { method: 'POST', headers, body: JSON.stringify({ body: 'Je nieuwe wachtwoord staat in je mail.' }) });
+    assert.equal(sent.status, 201);
+    const { message } = (await sent.json()) as { message: { id: string; status: string } };
+    assert.equal(message.status, 'held');
+    assert.equal((await repliesSuperseded(t.runtime.db, conversationId)).has(message.id), false, 'no later reply answered for it');
+    const { conversations } = await conversationList(t.runtime.db, { limit: 100 });
+    assert.equal(conversations.find((c) => c.id === conversationId)?.problems, 1, 'the list counts it as not delivered');
+    const { context, page } = await adminPage();
+    try {
+      await page.goto(`${base}/admin/conversations/${conversationId}`);
+      assert.doesNotMatch(await page.locator(`.msg[data-message-id="${message.id}"]`).innerText(), /a later reply has answered for it/);
     } finally {
       await context.close();
     }

@@ -225,17 +225,21 @@ export const answersSomethingSql = (m: string) => `(${m}.status not in ${ANSWERS
       and earlier_part.part < ${m}.part and earlier_part.status in ${ANSWERS_NOTHING_SQL})))`;
 
 /**
- * Another reply of the conversation answers all that the reply (or part) `m` answered: its
+ * A later reply of the conversation answers all that the reply (or part) `m` answered: its
  * context reaches as far. The next reply answers a question a held one left open (README:
  * the 24-hour window), so the held one is superseded: never to be sent, nothing to act on.
  * The reply's own parts do not count: a first part that went out before the window closed
- * on the second is half the answer, not another one.
+ * on the second is half the answer, not another one. Nor does a reply written before it:
+ * an admin's follow-up to a question the AI had answered already says something more, and
+ * when it does not go out, that is still for the admin to know (it counted as answered for
+ * by the very answer it followed).
  */
 export const answeredSinceSql = (m: string) => `
   select a.id from messages a
   where a.conversation_id = ${m}.conversation_id and a.source <> 'inbound'
     and not coalesce(a.source = ${m}.source and a.reply_to_message_id = ${m}.reply_to_message_id, a.id = ${m}.id)
-    and ${answersSomethingSql('a')} and a.context_until_seq >= ${m}.context_until_seq`;
+    and ${answersSomethingSql('a')} and a.context_until_seq >= ${m}.context_until_seq
+    and a.created_at > ${m}.created_at`;
 
 // The seed's done-is-noop guard, made exact: a reply whose context covered this message's
 // position answers it (an AI reply: it was in the prompt; an admin reply: it was visible
