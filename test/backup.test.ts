@@ -12,7 +12,7 @@ import { gzipSync } from 'node:zlib';
 import { test } from 'node:test';
 import { openPglite } from '../src/db/pglite.ts';
 import { freePort } from './helpers/fake-http.ts';
-import { freshServerDatabase } from './helpers/db.ts';
+import { freshServerDatabase, seedEmbeddedDataDir } from './helpers/db.ts';
 import { ROOT, runAiq as aiq, waitFor } from './helpers/processes.ts';
 
 
@@ -36,6 +36,7 @@ test('aiq backup (while aiq start runs, and after) and aiq restore round-trip a 
   const dataDir = join(root, 'data');
   const port = await freePort();
   const env = { DATA_DIR: dataDir, PORT: String(port), AI_PROVIDER: 'local', LOG_LEVEL: 'warn', WORKER_POLL_INTERVAL_MS: '200' };
+  await seedEmbeddedDataDir(dataDir);
   const server = spawn(process.execPath, ['bin/aiq.js', 'start'], { cwd: ROOT, env: { PATH: process.env.PATH!, ...env }, stdio: 'ignore' });
   const base = `http://127.0.0.1:${port}`;
   const api = async (path: string) => (await fetch(`${base}${path}`)).json() as Promise<any>;
@@ -164,7 +165,7 @@ test('what a killed restore left is cleared by the next restore, which says so',
   const root = mkdtempSync(join(tmpdir(), 'aiq-restore-left-'));
   const dataDir = join(root, 'data');
   try {
-    assert.equal((await aiq(['migrate'], { DATA_DIR: dataDir })).code, 0);
+    await seedEmbeddedDataDir(dataDir);
     const file = join(root, 'aiq.tar.gz');
     assert.equal((await aiq(['backup', file], { DATA_DIR: dataDir })).code, 0);
     mkdirSync(join(dataDir, 'pgdata.restoring-2026-01-01T00-00-00-000Z'));
@@ -198,7 +199,7 @@ test('a full disk: a backup leaves no part behind, and a restore is refused befo
     const fewFiles = mountSmall('inodes', 'size=200m,nr_inodes=700');
     if (!backupDisk || !dataDisk || !fewFiles) return t.skip('mounting a small file system needs root (CI runs as root)');
     const dataDir = join(dataDisk, 'data');
-    assert.equal((await aiq(['migrate'], { DATA_DIR: dataDir })).code, 0);
+    await seedEmbeddedDataDir(dataDir);
 
     // The backup (about 5 MB) does not fit on a 1 MB disk: nothing of it is kept.
     const full = join(backupDisk, 'aiq.tar.gz');
@@ -233,7 +234,7 @@ test('aiq migrate --status on a database a newer aiq migrated says so, not "up t
   // one migrated), --status said "schema is up to date" and exited 0.
   const dataDir = mkdtempSync(join(tmpdir(), 'aiq-status-newer-'));
   try {
-    assert.equal((await aiq(['migrate'], { DATA_DIR: dataDir })).code, 0);
+    await seedEmbeddedDataDir(dataDir);
     const db = await openPglite({ dataDir });
     await db.query(`insert into aiq_migrations (version, name) values (9998, '9998_from_the_future'), (9999, '9999_further_still')`);
     await db.close();
@@ -253,7 +254,7 @@ test('a backup taken by a newer aiq (migrations this one does not know) is refus
   const root = mkdtempSync(join(tmpdir(), 'aiq-restore-newer-'));
   try {
     const newer = join(root, 'newer');
-    assert.equal((await aiq(['migrate'], { DATA_DIR: newer })).code, 0);
+    await seedEmbeddedDataDir(newer);
     const db = await openPglite({ dataDir: newer });
     await db.query(`insert into aiq_migrations (version, name) values (9998, '9998_from_the_future'), (9999, '9999_further_still')`);
     await db.close();
@@ -261,7 +262,7 @@ test('a backup taken by a newer aiq (migrations this one does not know) is refus
     assert.equal((await aiq(['backup', file], { DATA_DIR: newer })).code, 0);
 
     const dataDir = join(root, 'data');
-    assert.equal((await aiq(['migrate'], { DATA_DIR: dataDir })).code, 0);
+    await seedEmbeddedDataDir(dataDir);
     const applied = async () => {
       const db = await openPglite({ dataDir });
       try {
@@ -318,7 +319,7 @@ test('on a server database, the pg_dump and pg_restore that aiq backup and aiq r
 test('aiq doctor on a database a newer aiq migrated warns of it, not "schema is current"', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'aiq-doctor-newer-'));
   try {
-    assert.equal((await aiq(['migrate'], { DATA_DIR: dataDir })).code, 0);
+    await seedEmbeddedDataDir(dataDir);
     const db = await openPglite({ dataDir });
     await db.query(`insert into aiq_migrations (version, name) values (9998, '9998_from_the_future')`);
     await db.close();
@@ -336,7 +337,7 @@ test('aiq backup backups/aiq-<date>.tar.gz, as its help and the README show it, 
   const root = mkdtempSync(join(tmpdir(), 'aiq-backup-folder-'));
   try {
     const dataDir = join(root, 'data');
-    assert.equal((await aiq(['migrate'], { DATA_DIR: dataDir })).code, 0);
+    await seedEmbeddedDataDir(dataDir);
     const file = join(root, 'backups', 'aiq-2026-12-07.tar.gz');
     const done = await aiq(['backup', file], { DATA_DIR: dataDir });
     assert.equal(done.code, 0, done.out);

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { migrationFiles } from '../src/db/migrate.ts';
-import { freshServerDatabase, POOLER_URL, SERVER_URL, type TestDatabase } from './helpers/db.ts';
+import { freshServerDatabase, POOLER_URL, seedEmbeddedDataDir, SERVER_URL, type TestDatabase } from './helpers/db.ts';
 import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
 import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 import { FROM_NUMBER } from './helpers/messaging.ts';
@@ -164,6 +164,7 @@ test('an embedded knowledge base with no embedding in the offline space: doctor 
   const dir = mkdtempSync(join(tmpdir(), 'aiq-doctor-'));
   try {
     const dataDir = join(dir, 'data');
+    await seedEmbeddedDataDir(dataDir);
     const added = await runAiq(['add-document', 'README.md', '--title', 'Handbook'], { LOG_LEVEL: 'silent', DATA_DIR: dataDir, AI_PROVIDER: 'local' });
     assert.equal(added.code, 0, added.out);
     const { code, out } = await doctor({ DATA_DIR: dataDir, AI_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: openai.openaiBaseUrl, EMBEDDING_DIMENSIONS: '32' });

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { HEARTBEAT_MS } from '../src/db/data-dir-lock.ts';
 import { openPglite } from '../src/db/pglite.ts';
+import { seedEmbeddedDataDir } from './helpers/db.ts';
 import { ROOT, waitFor } from './helpers/processes.ts';
 
 function holdDataDir(dataDir: string, continueWhen?: string, env: Record<string, string> = {}): { child: ChildProcess; output(): string } {
@@ -27,7 +28,7 @@ test('two processes that find the same stale lock at once: one opens the folder,
   const root = mkdtempSync(join(tmpdir(), 'aiq-stale-lock-'));
   const dataDir = join(root, 'data');
   const go = join(root, 'go');
-  mkdirSync(dataDir);
+  await seedEmbeddedDataDir(dataDir);
   // Left by a process killed with -9: its pid no longer runs.
   writeFileSync(join(dataDir, 'aiq.lock'), String(spawnSync(process.execPath, ['-e', '']).pid));
   const a = holdDataDir(dataDir, go);
@@ -57,6 +58,7 @@ test('two processes that find the same stale lock at once: one opens the folder,
 
 test('a lock whose process was killed but not yet reaped (a zombie) is taken over, not refused', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'aiq-lock-zombie-'));
+  await seedEmbeddedDataDir(dataDir);
   // `sleep 0` ends at once, and its parent (exec'd into a long sleep) never reaps it.
   const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
   try {
@@ -75,6 +77,7 @@ test('a lock whose process was killed but not yet reaped (a zombie) is taken ove
 
 test('on a filesystem without hard links (exFAT, FAT, some shares) the folder still opens, once, and a stale lock is taken over', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'aiq-no-links-'));
+  await seedEmbeddedDataDir(dataDir);
   const noLinks = { NO_HARD_LINKS: '1' };
   const stop = async (p: ReturnType<typeof holdDataDir>) => {
     p.child.stdin!.end();
@@ -98,6 +101,7 @@ test('on a filesystem without hard links (exFAT, FAT, some shares) the folder st
 
 test('a lock from another container (another pid namespace) holds while its owner keeps it fresh, and is taken over once it has not been for 15 s', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'aiq-lock-container-'));
+  await seedEmbeddedDataDir(dataDir);
   const lock = join(dataDir, 'aiq.lock');
   // Its pid runs in the other container only: here it is the pid of a process that has ended.
   const theirs = `${spawnSync(process.execPath, ['-e', '']).pid} their-token pid:[4026500001]\n`;
@@ -144,6 +148,7 @@ test('a lock from another container (another pid namespace) holds while its owne
 
 test('closing the database leaves the lock alone once it is no longer ours', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'aiq-lock-release-'));
+  await seedEmbeddedDataDir(dataDir);
   try {
     const db = await openPglite({ dataDir });
     // Another process took the folder over (it thought us dead): its lock is not ours to remove.
@@ -158,6 +163,7 @@ test('closing the database leaves the lock alone once it is no longer ours', asy
 
 test('a folder open in this process is refused a second time, not taken over as our own stale lock', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'aiq-lock-twice-'));
+  await seedEmbeddedDataDir(dataDir);
   try {
     const db = await openPglite({ dataDir });
     try {
@@ -177,6 +183,7 @@ test('a folder open in this process is refused a second time, not taken over as 
 
 test('a process whose lock another took over (it was thought dead) stops at once, and leaves that lock alone; so does one whose lock is gone', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'aiq-lock-lost-'));
+  await seedEmbeddedDataDir(dataDir);
   const lock = join(dataDir, 'aiq.lock');
   /** Opens the folder in a process of its own, lets `meddle` change the lock, and says how that process ended. */
   const holdWhile = async (meddle: () => void): Promise<{ how: unknown; output: string }> => {
@@ -237,6 +244,7 @@ test('a lock from before the machine restarted is taken over, though its pid now
   // aiq that ran before, whose pid now belonged to another service (pids are handed out
   // anew, much alike at every boot), and refused to start, for good, until someone removed it.
   const dataDir = mkdtempSync(join(tmpdir(), 'aiq-lock-reboot-'));
+  await seedEmbeddedDataDir(dataDir);
   // Alive for the whole test (killed at its end): under load the openings took over 30 s.
   const other = spawn('sleep', ['600'], { stdio: 'ignore' });
   try {

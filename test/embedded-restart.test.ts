@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { openPglite } from '../src/db/pglite.ts';
 import { jobGet } from '../src/queue/index.ts';
+import { seedEmbeddedDataDir } from './helpers/db.ts';
 import { freePort } from './helpers/fake-http.ts';
 import { startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
 import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
@@ -22,6 +23,7 @@ before(async () => {
   openai = await startFakeOpenAi();
   twilio = await startFakeTwilio();
   dir = mkdtempSync(join(tmpdir(), 'aiq-restart-'));
+  await seedEmbeddedDataDir(dir);
 });
 after(async () => {
   await openai.close();

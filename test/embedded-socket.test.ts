@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import pg from 'pg';
 import { migrate } from '../src/db/migrate.ts';
 import { openPglite } from '../src/db/pglite.ts';
+import { seedEmbeddedDataDir } from './helpers/db.ts';
 import { socketPathFor } from '../src/db/pglite-socket.ts';
 import { freePort } from './helpers/fake-http.ts';
 import { ROOT, runAiq as aiq, waitFor } from './helpers/processes.ts';
@@ -20,6 +21,7 @@ function socketClient(dir: string): pg.Client {
 
 test('a socket client and the app take turns: neither runs inside the other\'s transaction', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'aiq-sock-'));
+  await seedEmbeddedDataDir(dir);
   const db = await openPglite({ dataDir: dir, serveSocket: true });
   try {
     await migrate(db);
@@ -71,6 +73,7 @@ test("a socket client's settings leave with it: the app's session is as it was o
   // turned wal_recycle back on, see openPglite) changed the running aiq's session for good:
   // after the operator had left, every query of the app failed or read days in another zone.
   const dir = mkdtempSync(join(tmpdir(), 'aiq-sock-settings-'));
+  await seedEmbeddedDataDir(dir);
   const db = await openPglite({ dataDir: dir, serveSocket: true });
   try {
     await db.exec('create table visits (n int)');
@@ -96,6 +99,7 @@ test('a large result reaches a socket client whole', { timeout: 60_000 }, async 
   // Found by an operations probe: 100,000 rows through psql lost protocol synchronisation
   // (node-postgres hung): the socket wrote views of PGlite's memory that it had overwritten.
   const dir = mkdtempSync(join(tmpdir(), 'aiq-sock-'));
+  await seedEmbeddedDataDir(dir);
   const db = await openPglite({ dataDir: dir, serveSocket: true });
   const client = socketClient(dir);
   try {
@@ -113,6 +117,7 @@ test('a large result reaches a socket client whole', { timeout: 60_000 }, async 
 
 test('CLI commands work while `aiq start` runs on the embedded database, and the server sees what they did', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'aiq-one-'));
+  await seedEmbeddedDataDir(dir);
   const port = await freePort();
   const env = { DATA_DIR: dir, AI_PROVIDER: 'local', LOG_LEVEL: 'info', LOG_FORMAT: 'json', WORKER_POLL_INTERVAL_MS: '200' };
   const server = spawn(process.execPath, ['bin/aiq.js', 'start'], { cwd: ROOT, env: { PATH: process.env.PATH!, ...env, PORT: String(port) } });

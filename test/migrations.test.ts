@@ -10,7 +10,7 @@ import { migrate, migrationFiles, pendingMigrations } from '../src/db/migrate.ts
 import { DataDirLockedError } from '../src/db/errors.ts';
 import { openPglite } from '../src/db/pglite.ts';
 import { openPostgres } from '../src/db/postgres.ts';
-import { BACKENDS, SERVER_URL } from './helpers/db.ts';
+import { BACKENDS, SERVER_URL, seedEmbeddedDataDir } from './helpers/db.ts';
 import { ROOT } from './helpers/processes.ts';
 import { spawn } from 'node:child_process';
 
@@ -71,6 +71,7 @@ test('two processes migrating one database at once do not collide', async () => 
 
 test('the embedded database refuses a second owner of its folder, and frees it on close', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'aiq-lock-'));
+  await seedEmbeddedDataDir(dir);
   try {
     const first = await openPglite({ dataDir: dir });
     await migrate(first);

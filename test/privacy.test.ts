@@ -13,7 +13,7 @@ import type { Queryable } from '../src/db/types.ts';
 import { importUpload } from '../src/http/admin/knowledge-store.ts';
 import { documentSave } from '../src/knowledge/documents.ts';
 import { jobStats, type Worker } from '../src/queue/index.ts';
-import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+import { freshServerDatabase, seedEmbeddedDataDir, type TestDatabase } from './helpers/db.ts';
 import { startFakeOpenAi, type FakeOpenAi, fakeOpenAiEnv } from './helpers/fake-openai.ts';
 import { startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
 import { inboundParams, injectSigned, messagingEnv, startMessagingApp, type MessagingApp } from './helpers/messaging.ts';
@@ -625,6 +625,7 @@ test('on the embedded database, neither its folder nor a backup taken after an e
   const EVA = '+31688887777';
   const theirs = ['ZWAARDVIS', 'eva.erasmus@corp.nl', 'Eva Erasmus', '688887777'];
   const dir = mkdtempSync(join(tmpdir(), 'aiq-erase-'));
+  await seedEmbeddedDataDir(dir);
   let db = await openPglite({ dataDir: dir });
   try {
     // Written as versions before this one ran (wal_recycle on): a log segment that held her
@@ -674,6 +675,7 @@ test('aiq forget while aiq start holds the embedded database: neither the folder
   const root = mkdtempSync(join(tmpdir(), 'aiq-forget-running-'));
   const dataDir = join(root, 'data');
   const env = { DATA_DIR: dataDir, PORT: String(await freePort()), AI_PROVIDER: 'local', LOG_LEVEL: 'warn', WORKER_POLL_INTERVAL_MS: '200', REPLY_WAIT_SECONDS: '0' };
+  await seedEmbeddedDataDir(dataDir);
   const server = spawn(process.execPath, ['bin/aiq.js', 'start'], { cwd: ROOT, env: { PATH: process.env.PATH!, ...env }, stdio: 'ignore' });
   const base = `http://127.0.0.1:${env.PORT}`;
   const run = (args: string[]) => runAiq(args, env, 60_000);
@@ -708,6 +710,7 @@ test('on the embedded database, a purge a crash or a full disk stopped is done w
   const { openPglite } = await import('../src/db/pglite.ts');
   const { existsSync: exists, readdirSync } = await import('node:fs');
   const dir = mkdtempSync(join(tmpdir(), 'aiq-purge-'));
+  await seedEmbeddedDataDir(dir);
   let db = await openPglite({ dataDir: dir });
   try {
     await db.exec(`create table notes (t text); insert into notes select 'KEEP' || g from generate_series(1, 50) g; insert into notes values ('GONE-ZWAARDVIS'); checkpoint`);

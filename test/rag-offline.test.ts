@@ -17,6 +17,7 @@ import { vectorSettingsGet, vectorStaleCount } from '../src/knowledge/vectors.ts
 import { createWorker, openRuntime } from '../src/main.ts';
 import type { Worker } from '../src/queue/index.ts';
 import type { Runtime } from '../src/runtime.ts';
+import { seedEmbeddedDataDir } from './helpers/db.ts';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'aiq-offline-'));
 let runtime: Runtime;
@@ -25,6 +26,7 @@ let worker: Worker;
 
 before(async () => {
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', DATA_DIR: dataDir, TWILIO_SKIP_SIGNATURE: 'true', WORKER_POLL_INTERVAL_MS: '100' });
+  await seedEmbeddedDataDir(dataDir);
   runtime = await openRuntime(config, 'start');
   app = await buildApp(runtime);
   worker = createWorker(runtime);

@@ -8,7 +8,7 @@ import { loadConfig } from '../../src/config.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { openRuntime } from '../../src/main.ts';
 import type { Runtime } from '../../src/runtime.ts';
-import { freshServerDatabase, type TestDatabase } from './db.ts';
+import { freshServerDatabase, seedEmbeddedDataDir, type TestDatabase } from './db.ts';
 
 export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789';
 
@@ -40,6 +40,7 @@ export async function startAdminApp(env: Record<string, string> = {}, database?:
 /** The same on the embedded database (PGlite) in a temporary data folder, as `npm start` runs. */
 export async function startEmbeddedAdminApp(env: Record<string, string> = {}): Promise<Omit<AdminApp, 'database'>> {
   const dataDir = mkdtempSync(join(tmpdir(), 'aiq-admin-'));
+  await seedEmbeddedDataDir(dataDir);
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', ADMIN_TOKEN: TEST_ADMIN_TOKEN, AI_PROVIDER: 'local', DATA_DIR: dataDir, ...env });
   const runtime = await openRuntime(config, 'cli');
   const app = await buildApp(runtime);

@@ -2,7 +2,7 @@
 // migrated template (`create database … template …`), and fresh in-memory PGlite databases
 // loaded from a migrated, dumped data folder (cached on disk) so none pays for initdb.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -106,6 +106,37 @@ async function pgliteTemplate(): Promise<Blob> {
     renameSync(partial, file);
   }
   return new Blob([readFileSync(file)]);
+}
+
+/**
+ * Puts a migrated embedded database into `dataDir` (its pgdata folder), as `aiq start`
+ * would leave it, copied from one built once per schema. Creating an embedded database
+ * costs PGlite's initdb, about 10 s of CPU on this machine (reopening one costs 1 s), and
+ * dozens of tests start aiq on a new folder only to test something else: on CI's two
+ * cores, shared by two test processes, that was minutes of every run. A test about the
+ * creation itself (the first start, a new folder's mode) does not call this.
+ */
+export async function seedEmbeddedDataDir(dataDir: string): Promise<void> {
+  const seed = join(tmpdir(), 'aiq-test-cache', `pglite-dir-${schemaHash}`);
+  if (!existsSync(seed)) {
+    // Test files run in parallel processes: each builds its own and the first rename wins.
+    const build = `${seed}.${process.pid}`;
+    rmSync(build, { recursive: true, force: true });
+    const db = await openPglite({ dataDir: build });
+    try {
+      await migrate(db);
+    } finally {
+      await db.close();
+    }
+    try {
+      renameSync(join(build, 'pgdata'), seed);
+    } catch (err) {
+      if (!existsSync(seed)) throw err;
+    }
+    rmSync(build, { recursive: true, force: true });
+  }
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  cpSync(seed, join(dataDir, 'pgdata'), { recursive: true });
 }
 
 /** A fresh, migrated in-memory PGlite database. */
