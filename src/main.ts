@@ -12,6 +12,7 @@ import { aiProviderCreate } from './ai/providers.ts';
 import { buildApp, buildWorkerApp } from './http/app.ts';
 import { PromMetrics } from './http/metrics.ts';
 import { buildHandlers } from './jobs/registry.ts';
+import { settingsFilesRead } from './jobs/reply-context.ts';
 import { embeddingSpaceOf } from './ai/types.ts';
 import { describeSpace, vectorSpaceAdoptWhenEmpty, vectorSpaceOpen } from './knowledge/vectors.ts';
 import { chunkSettingsOf } from './knowledge/chunking.ts';
@@ -85,6 +86,10 @@ export async function openRuntime(config: Env, role: Role | 'cli', stop?: AbortS
         'Use `aiq start` (server and worker in one process) or point DATABASE_URL at PostgreSQL.',
     );
   }
+  // A file a setting names that cannot be read stops the start before the database opens
+  // (and, on a first start, before half a minute spent creating it). The handlers read them
+  // again below, as they are built.
+  asConfigError(() => settingsFilesRead(config));
   // Creating the embedded database takes 5–20 s with nothing else to show (a first `npm
   // start` looked hung, and its address refused connections meanwhile): said before it.
   if (!config.DATABASE_URL && !pgliteExists(config.DATA_DIR) && !cutShortRestore(config.DATA_DIR)) {

@@ -1,7 +1,7 @@
 // Synonym groups (src/knowledge/synonyms.ts): how a list is read, what a question is
 // expanded with, and how a wrong list stops start-up with the variable and line named.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -57,10 +57,11 @@ test('RAG_SYNONYMS_FILE adds an organisation\'s groups to the built-in ones; a m
 test('aiq start with a file setting that cannot be read says which and exits, on the embedded database', async () => {
   for (const name of ['RAG_SYNONYMS_FILE', 'SYSTEM_PROMPT_FILE']) {
     const dataDir = mkdtempSync(join(tmpdir(), 'aiq-bad-file-'));
-    // The database is open by then: before the fix the process printed the error and lived on.
     const ran = await runAiq(['start'], { DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'silent', [name]: join(dataDir, 'missing.txt') }, 60_000);
     assert.equal(ran.code, 1, `${name}: ${ran.out}`);
     assert.match(ran.out, new RegExp(`^aiq: ${name}: cannot read .*missing\\.txt`, 'm'));
+    // Before the database opens: a first start no longer spends half a minute creating it first.
+    assert.equal(existsSync(join(dataDir, 'pgdata')), false, `${name}: no database created`);
     rmSync(dataDir, { recursive: true, force: true });
   }
 });

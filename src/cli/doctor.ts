@@ -12,11 +12,9 @@ import { openDatabase } from '../db/open.ts';
 import { cutShortRestore } from '../db/pglite-files.ts';
 import { poolerProbe, type PoolerProbe } from '../db/pooler.ts';
 import type { Database } from '../db/types.ts';
-import { profilePromptLoad } from '../jobs/reply-context.ts';
+import { settingsFilesRead } from '../jobs/reply-context.ts';
 import { textSearchConfigKnown } from '../knowledge/search.ts';
-import { synonymsOf } from '../knowledge/synonyms.ts';
 import { describeSpace, vectorEmbeddingsStored, vectorSettingsGet } from '../knowledge/vectors.ts';
-import { Profiles } from '../messaging/profiles.ts';
 import { createTransport, TwilioTransport } from '../messaging/transport.ts';
 import { connectionHint, hostOf } from './database-hint.ts';
 
@@ -174,9 +172,7 @@ function checkFiles(config: Env, findings: Finding[]): void {
   const named = (['SYSTEM_PROMPT_FILE', 'PROFILES_FILE', 'RAG_SYNONYMS_FILE'] as const).filter((name) => config[name]);
   if (named.length === 0) return;
   try {
-    const profiles = new Profiles(config);
-    for (const profile of profiles.all()) profilePromptLoad({ config, profiles }, profile);
-    synonymsOf(config);
+    settingsFilesRead(config);
     findings.push({ verdict: 'ok', check: 'files', result: `read: ${named.join(', ')}` });
   } catch (err) {
     findings.push({ verdict: 'FAIL', check: 'files', result: oneLine(err), hint: '`aiq start` refuses to run until the file reads' });

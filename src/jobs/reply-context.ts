@@ -14,7 +14,9 @@ import { type Citations, conversationThread, type ConversationThread, type Messa
 import { quoteLine, quotedMessages, type QuotedMessage } from '../messaging/quotes.ts';
 import type { PersonTextField } from '../knowledge/people.ts';
 import type { Runtime } from '../runtime.ts';
-import type { AssistantProfile } from '../messaging/profiles.ts';
+import { Profiles, type AssistantProfile } from '../messaging/profiles.ts';
+import { synonymsOf } from '../knowledge/synonyms.ts';
+import type { Env } from '../config.ts';
 
 export interface ReplyDeps {
   db: Queryable;
@@ -77,6 +79,18 @@ export function profilePromptLoad(runtime: Pick<Runtime, 'config' | 'profiles'>,
   if (profile.systemPromptFile === runtime.config.SYSTEM_PROMPT_FILE) return systemPromptLoad(profile.systemPromptFile);
   const number = profile.number ?? runtime.profiles.defaultNumber ?? 'the default sender';
   return systemPromptLoad(profile.systemPromptFile, `PROFILES_FILE: ${runtime.config.PROFILES_FILE}: ${number} (${profile.name}) systemPromptFile`);
+}
+
+/**
+ * Reads every file the settings name (the profiles, each one's system prompt, the synonyms)
+ * as the handlers will, and throws on the first that is missing or malformed. `aiq start`
+ * reads them before it opens the database, so that a typo is named at once, not after a
+ * first start spent half a minute creating the embedded database; `aiq doctor` reports it.
+ */
+export function settingsFilesRead(config: Env): void {
+  const profiles = new Profiles(config);
+  for (const profile of profiles.all()) profilePromptLoad({ config, profiles }, profile);
+  synonymsOf(config);
 }
 
 /**
