@@ -205,8 +205,14 @@ describe('an admin reply while the contact keeps writing', () => {
 
   test('right-to-left text reads right to left: the thread, the list and a draft', async () => {
     const arabic = 'مرحبا! لدي سؤال: كم يوم إجازة لدي في 2027؟ (HR-12)';
+    // Paused before the Arabic message comes in, so that it stays the list's last message:
+    // paused after it, the worker could answer first (a CI run on Node 24 did) and the list
+    // showed the AI's reply, left to right.
+    const first = await contactWrites('+31655500008', 'Hallo');
+    await waitFor(async () => (await messageAnsweredBy(t.runtime.db, first.conversationId, first.seq)) !== null, 'the AI reply to the greeting');
+    await pause(first.conversationId);
     const { conversationId } = await contactWrites('+31655500008', arabic);
-    await pause(conversationId);
+    assert.equal(conversationId, first.conversationId);
     assert.equal((await fetch(`${base}/api/conversations/${conversationId}/suggest`, { method: 'POST', headers: { authorization: headers.authorization } })).status, 202);
     const { context, page } = await adminPage();
     try {
