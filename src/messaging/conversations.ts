@@ -264,6 +264,14 @@ export interface ConversationThread {
   unanswered: Message[];
 }
 
+/**
+ * The highest inbound position any reply of the conversation that may have reached the
+ * contact answered (0: none), as `n`: the reply job's thread and the list's "awaiting reply".
+ */
+export const answeredUpToSql = (conversationId: string) => `
+  select coalesce(max(a.context_until_seq), 0)::int8 as n from messages a
+  where a.conversation_id = ${conversationId} and a.source <> 'inbound' and ${answersSomethingSql('a')}`;
+
 // The thread a reply reads, in one round trip:
 //   * answered up to: the highest position any reply that may have reached the contact
 //     answered (replies Twilio refused, or that never left, answered nothing);
@@ -274,10 +282,7 @@ export interface ConversationThread {
 // Three statements before, one round trip each. A fragment, so that inboundReplyState
 // reads the same thread inside its one statement.
 const threadSql = (conversationId: string, limit: string) => `
-  with up_to as (
-    select coalesce(max(context_until_seq), 0)::int8 as n from messages
-    where conversation_id = ${conversationId} and source <> 'inbound' and ${answersSomethingSql('messages')}
-  )
+  with up_to as (${answeredUpToSql(conversationId)})
   select 'earlier' as thread_part, up_to.n as answered_up_to, e.*
   from up_to cross join lateral (
     select * from messages

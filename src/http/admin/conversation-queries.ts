@@ -5,7 +5,7 @@
 import { escapeLike } from '../../db/like.ts';
 import type { Queryable } from '../../db/types.ts';
 import { phoneSearchOf } from '../../knowledge/people.ts';
-import { answeredSinceSql, answersSomethingSql, UNDELIVERED_REPLY_STATUSES_SQL } from '../../messaging/conversations.ts';
+import { answeredSinceSql, answeredUpToSql, UNDELIVERED_REPLY_STATUSES_SQL } from '../../messaging/conversations.ts';
 import { cursorTimeSql, timeCursorDecode, timeCursorEncode } from '../../queue/index.ts';
 
 export interface ConversationSummary {
@@ -57,8 +57,7 @@ const LIST_SQL = `
          (select count(*) from suggestions s where s.conversation_id = c.id and s.status = 'pending')::int as pending_suggestions,
          exists (select 1 from messages i
                  where i.conversation_id = c.id and i.source = 'inbound'
-                   and i.seq > coalesce((select max(a.context_until_seq) from messages a
-                                         where a.conversation_id = c.id and a.source <> 'inbound' and ${answersSomethingSql('a')}), 0)
+                   and i.seq > (${answeredUpToSql('c.id')})
                    and (i.body ~ '\\S' or cardinality(i.media_urls) > 0)) as awaiting_reply
   from conversations c
   join contacts k on k.id = c.contact_id
