@@ -318,6 +318,30 @@ describe('with an approved template', () => {
     assert.deepEqual(inFlight.rows[0], { status: 'unconfirmed', twilio_sid: null });
   });
 
+  // Twilio reports WhatsApp's 63016 as `undelivered` as well as `failed`; both are final and
+  // say the text never reached the contact. `undelivered` left the reply as it was (found in review).
+  test('a 63016 by status callback as `undelivered`: the reply goes once more, as the template', async () => {
+    const phone = '+31612340013';
+    s!.twilioApi.closedWindows.add(`whatsapp:${phone}`);
+    s!.twilioApi.closedWindowStatus = 'undelivered';
+    try {
+      const { conversationId } = await received(s!, phone, 'Hoe vraag ik verlof aan?', 'Sanne');
+      await waitFor(async () => s!.twilioApi.messages.some((msg) => msg.to === `whatsapp:${phone}` && msg.contentSid === TEMPLATE), 'the template send', 20_000);
+      const rows = await s!.t.db.query<{ id: string; body: string }>(`select id, body from messages where conversation_id = $1 and source = 'ai'`, [conversationId]);
+      assert.equal(rows.rows.length, 1);
+      const reply = rows.rows[0]!;
+      await waitFor(async () => (await s!.t.db.query<{ status: string }>('select status from messages where id = $1', [reply.id])).rows[0]!.status === 'delivered', 'the template delivered');
+      await waitFor(async () => (await s!.t.db.query(`select 1 from ai_jobs where payload->>'conversationId' = $1 and status <> 'done'`, [conversationId])).rowCount === 0, 'its jobs done');
+      const sent = s!.twilioApi.messages.filter((msg) => msg.to === `whatsapp:${phone}`);
+      assert.deepEqual(sent.map((msg) => [msg.contentSid ?? 'free-form', msg.status]), [['free-form', 'undelivered'], [TEMPLATE, 'delivered']]);
+      assert.deepEqual(sent[1]!.contentVariables, { 1: 'Sanne', 2: oneLine(reply.body) });
+      const stored = await s!.t.db.query<{ status: string; template_sid: string; twilio_sid: string }>('select status, template_sid, twilio_sid from messages where id = $1', [reply.id]);
+      assert.deepEqual(stored.rows[0], { status: 'delivered', template_sid: TEMPLATE, twilio_sid: sent[1]!.sid });
+    } finally {
+      s!.twilioApi.closedWindowStatus = 'failed';
+    }
+  });
+
   test('outside the window a reply goes as the template with its variables; inside it free-form', async () => {
     const phone = '+31612340004';
     const { conversationId, jobId } = await received(s!, phone, 'Hallo', 'Sanne');

@@ -593,29 +593,31 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
 
 /**
  * A free-form reply Twilio took and then failed with 63016 (its status callback, or the
- * delivery check): its window had closed before ours. Twilio's `failed` is final, so the
- * text provably never reached the contact: it may go once more, as the template.
+ * delivery check): its window had closed before ours. Twilio reports that as `failed` or as
+ * `undelivered`; both are final, so the text provably never reached the contact: it may go
+ * once more, as the template.
  */
 function refusedForWindow(reply: Message): boolean {
-  return reply.status === 'failed' && reply.errorCode === OUTSIDE_SESSION_WINDOW && reply.twilioSid !== null && reply.templateSid === null;
+  return (reply.status === 'failed' || reply.status === 'undelivered') && reply.errorCode === OUTSIDE_SESSION_WINDOW && reply.twilioSid !== null && reply.templateSid === null;
 }
 
 // The free-form send Twilio failed with 63016 is given up for a new send, by one attempt:
-// the row leaves `failed` (and the failed SID, named in its text), so no other run takes it
-// again, and keeps the code, which makes the send form take the window as closed. Not once
-// a later reply has answered what it answered, nor after a STOP or a human's takeover.
+// the row leaves `failed` or `undelivered` (and the failed SID, named in its text), so no
+// other run takes it again, and keeps the code, which makes the send form take the window
+// as closed. Not once a later reply has answered what it answered, nor after a STOP or a
+// human's takeover.
 const REPLY_RESEND_AS_TEMPLATE_SQL = `
   update messages
   set status = 'pending', twilio_sid = null, send_started_at = now(), status_updated_at = now(),
       error_message = 'sent again as the template: Twilio failed the free-form send ' || twilio_sid || ' with 63016 (its 24-hour window had closed before ours)'
-  where id = $1 and status = 'failed' and error_code = $2 and twilio_sid = $3 and template_sid is null
+  where id = $1 and status in ('failed', 'undelivered') and error_code = $2 and twilio_sid = $3 and template_sid is null
     and not exists (${answeredSinceSql('messages')})
     and ${MAY_SEND('$4', '$5')}
   returning *`;
 
 /**
  * Sends a reply refused for the window (refusedForWindow) again as its number's template;
- * null when there is none (it stays `failed`, Twilio's 63016 said) or another run took it.
+ * null when there is none (it stays as Twilio's 63016 left it) or another run took it.
  * Throws as refuseIfWithheld and refuseIfAnsweredSince do when it may not go now.
  */
 async function resendAsTemplate(deps: OutboxDeps, reply: Message, to: string, options: ResumeOptions): Promise<ReplyOutcome | null> {

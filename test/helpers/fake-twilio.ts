@@ -108,6 +108,11 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
    * accepted and then fails with 63016 in its status callback, as on Twilio; a template goes.
    */
   readonly closedWindows = new Set<string>();
+  /**
+   * The status a 63016 comes with in the status callback (a closed window, or a `fail-later`
+   * fault): `failed`, or `undelivered`, as Twilio reports WhatsApp's 63016 too. Default `failed`.
+   */
+  closedWindowStatus: 'failed' | 'undelivered' = 'failed';
   /** How many of the next Messages list requests fail with a 500 (Twilio cannot tell). */
   listFailures = 0;
   /** A message shows in the Messages list only once it is this old (Twilio lists late). Default 0. */
@@ -162,6 +167,7 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
     this.callbacks.length = 0;
     this.queued.length = 0;
     this.closedWindows.clear();
+    this.closedWindowStatus = 'failed';
     this.listFailures = 0;
     this.listLagMs = 0;
   }
@@ -476,7 +482,8 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
   private scheduleCallbacks(message: AcceptedMessage, failCode: number | undefined): void {
     if (!this.statusCallbacks || !message.statusCallback) return;
     const delay = this.options.callbackDelayMs ?? 20;
-    const steps: Array<[string, number | undefined]> = failCode ? [['failed', failCode]] : [['sent', undefined], ['delivered', undefined]];
+    const failStatus = failCode === 63016 ? this.closedWindowStatus : 'failed';
+    const steps: Array<[string, number | undefined]> = failCode ? [[failStatus, failCode]] : [['sent', undefined], ['delivered', undefined]];
     let at = delay;
     for (const [status, code] of steps) {
       // A message forgotten by reset() in between gets no callback: the test that sent it is over.
