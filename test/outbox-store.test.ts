@@ -467,6 +467,59 @@ for (const backend of BACKENDS) {
       assert.equal(fake.sendCount({ body: 'misschien al weg' }), 1);
     });
 
+    // The flag is what a human reads to decide what to check. It said "neither a status
+    // callback nor its Messages list (which cannot match a template's text) could tell" of
+    // plain replies whose list call had only failed, and nothing of the list for a send cut
+    // off; a template's flag sent the human to restart a job that can never settle it.
+    test('a flag names why Twilio\'s list could not tell: its call failed (a 5xx, a time-out), or the reply went as a template', async () => {
+      fake.reset();
+      const pastDeadline = (id: string) => t.db.query(`update messages set send_started_at = now() - interval '301 seconds' where id = $1`, [id]);
+      // A 5xx'd plain reply, and the list answers a 500.
+      const a = await inbound('lijst kapot');
+      fake.fault({ kind: 'accept-then-http', status: 502, message: 'Bad Gateway' });
+      const first = await replySend(deps, { conversationId: a.conversationId, replyToMessageId: a.messageId, parts: ['lijst onleesbaar'], contextUntilSeq: null }, TO);
+      assert.equal(first.kind, 'retry');
+      await pastDeadline(first.reply.id);
+      fake.listFailures = 1;
+      const listDown = await replyResume(deps, (await messageGet(t.db, first.reply.id))!, TO);
+      assert.equal(listDown.kind, 'flagged');
+      assert.match(listDown.reply.errorMessage!, /answered its send with a 5xx, no status callback came within 300 s, and Twilio's Messages list could not be read \(Twilio is unavailable \(HTTP 500\)/);
+      assert.doesNotMatch(listDown.reply.errorMessage!, /template/);
+      assert.match(listDown.reply.errorMessage!, /Restarting its job asks Twilio's Messages list again/);
+
+      // A send cut off, and the list call times out.
+      const impatient: OutboxDeps = {
+        ...deps,
+        transport: new TwilioTransport({ accountSid: FAKE_ACCOUNT_SID, authToken: FAKE_AUTH_TOKEN, from: 'whatsapp:+14155238886', apiBaseUrl: fake.url, timeoutMs: 500 }),
+      };
+      const b = await inbound('lijst traag');
+      fake.fault({ kind: 'accept-then-drop' });
+      const cut = await replySend(impatient, { conversationId: b.conversationId, replyToMessageId: b.messageId, parts: ['lijst te traag'], contextUntilSeq: null }, TO);
+      assert.equal(cut.kind, 'waiting');
+      await pastDeadline(cut.reply.id);
+      fake.listHangs = 1;
+      const listSlow = await replyResume(impatient, (await messageGet(t.db, cut.reply.id))!, TO);
+      assert.equal(listSlow.kind, 'flagged');
+      assert.match(listSlow.reply.errorMessage!, /no confirmation came within 300 s \(its sender stopped mid-send or Twilio did not answer\), and Twilio's Messages list could not be read \(no answer: timeout of 500ms exceeded\)/);
+      assert.doesNotMatch(listSlow.reply.errorMessage!, /template/);
+
+      // A 5xx'd reply that went as the template (outside the window): the list never can tell.
+      const template = { contentSid: `HX${'cd'.repeat(16)}`, variables: [{ key: '1', source: 'reply' as const }] };
+      const withTemplate: OutboxDeps = { ...deps, sendAs: () => ({ template }) };
+      const c = await inbound('sjabloon kwijt');
+      await t.db.query(`update conversations set last_inbound_at = now() - interval '25 hours' where id = $1`, [c.conversationId]);
+      fake.fault({ kind: 'accept-then-http', status: 502, message: 'Bad Gateway' });
+      const asTemplate = await replySend(withTemplate, { conversationId: c.conversationId, replyToMessageId: c.messageId, parts: ['als sjabloon'], contextUntilSeq: null }, TO);
+      assert.equal(asTemplate.kind, 'retry');
+      await pastDeadline(asTemplate.reply.id);
+      const unmatchable = await replyResume(withTemplate, (await messageGet(t.db, asTemplate.reply.id))!, TO);
+      assert.equal(unmatchable.kind, 'flagged');
+      assert.match(unmatchable.reply.errorMessage!, new RegExp(`no status callback came within 300 s, and it went as template ${template.contentSid}, whose text Twilio's Messages list cannot match`));
+      assert.doesNotMatch(unmatchable.reply.errorMessage!, /could not be read|Restarting its job/);
+      assert.match(unmatchable.reply.errorMessage!, /Check the Twilio console/);
+      assert.equal(fake.messages.length, 3, 'each sent once, none resent');
+    });
+
     // A rolling upgrade: a process of the version before migration 0031 records a 5xx with
     // its own statement, which names no maybe_sent. The new retry read maybe_sent false and
     // resent without asking Twilio's list, so a reply that went out reached the contact twice.

@@ -507,7 +507,7 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
         // it provably has not → the reply never left, and goes now (unless a later reply has
         // answered the contact since); Twilio still cannot say → flagged, as before.
         const listed = await twilioListed(deps, reply, to);
-        if (typeof listed === 'object') return listed;
+        if (listedFound(listed)) return listed;
         if (listed === 'absent') {
           const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id, deps.confirmTimeoutSeconds, ...confirmsParams(options.confirms)]);
           if (reclaimed.rows[0]) return resendAbsent(deps, messageFromRow(reclaimed.rows[0] as never), to, options);
@@ -533,7 +533,7 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
         // connection): `maybe_sent`, decided where the send failed.
         if (reply.status === 'send_failed' && reply.maybeSent) {
           const listed = await twilioListed(deps, reply, to);
-          if (typeof listed === 'object') return listed;
+          if (listedFound(listed)) return listed;
           const deadline = (await deps.db.query<{ passed: boolean; remaining_ms: number }>(REPLY_DEADLINE_SQL, [reply.id, deps.confirmTimeoutSeconds])).rows[0];
           if (deadline && !deadline.passed) {
             return {
@@ -543,8 +543,8 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
               reason: `reply ${reply.id} was refused with a 5xx, which does not prove Twilio did not send it, and its Messages list does not show it yet; waiting for Twilio's status callback until the confirmation deadline, not resending`,
             };
           }
-          if (listed === 'unknown') {
-            return replyFlag(deps, reply, "Twilio answered its send with a 5xx, and neither a status callback nor its Messages list (which cannot match a template's text) could tell whether it went");
+          if (listed !== 'absent') {
+            return replyFlag(deps, reply, `Twilio answered its send with a 5xx, no status callback came within ${deps.confirmTimeoutSeconds} s, and ${listed.why}`);
           }
         }
         // Never reached Twilio: back to pending if it may go now (a held one is decided again
@@ -562,12 +562,19 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
         // only hold back the conversation's later replies. Ask Twilio, else hand it to a human.
         const noCallback = deps.statusCallbackUrl(reply.id) === undefined;
         const deadlinePassed = (await deps.db.query<{ passed: boolean }>(REPLY_DEADLINE_SQL, [reply.id, deps.confirmTimeoutSeconds])).rows[0]?.passed ?? false;
+        // What Twilio's list said, when it was asked and could not tell: the flag names it.
+        let unknown: ListUnknown | undefined;
         if (noCallback || deadlinePassed) {
           const reconciled = await replyReconcile(deps, reply, to, deadlinePassed, options);
-          if (reconciled) return reconciled;
+          if (reconciled && reconciled.kind !== 'unknown') return reconciled;
+          unknown = reconciled ?? undefined;
         }
-        if (noCallback) return replyFlag(deps, reply, 'Twilio has no status callback URL to confirm it (PUBLIC_URL is not set), and its Messages list could not tell');
-        const awaited = await deps.db.query<{ remaining_ms: number }>(REPLY_AWAIT_SQL, [reply.id, deps.confirmTimeoutSeconds, flagReason(reply, deps.confirmTimeoutSeconds)]);
+        if (noCallback) {
+          const list = unknown?.why ?? "its Messages list does not show it yet (Twilio lists a message late, so that proves nothing)";
+          return replyFlag(deps, reply, `Twilio has no status callback URL to confirm it (PUBLIC_URL is not set), and ${list}`);
+        }
+        const why = unknown && `no confirmation came within ${deps.confirmTimeoutSeconds} s (its sender stopped mid-send or Twilio did not answer), and ${unknown.why}`;
+        const awaited = await deps.db.query<{ remaining_ms: number }>(REPLY_AWAIT_SQL, [reply.id, deps.confirmTimeoutSeconds, flagReason(reply, deps.confirmTimeoutSeconds, why)]);
         const row = awaited.rows[0];
         if (row) {
           const current = messageFromRow(row as never);
@@ -634,10 +641,12 @@ async function resendAsTemplate(deps: OutboxDeps, reply: Message, to: string, op
  * attempts left to wait with, or nothing could confirm it. `why` replaces the usual reason.
  */
 export async function replyFlag(deps: OutboxDeps, reply: Message, why?: string, to?: string): Promise<ReplyOutcome> {
-  // Twilio's own list may show it went out: then there is nothing for a human to check.
+  // Twilio's own list may show it went out: then there is nothing for a human to check. When
+  // it cannot say, the reason tells why (it could not be read, or the reply is a template).
   if (to) {
     const reconciled = await replyReconcile(deps, reply, to, false);
-    if (reconciled) return reconciled;
+    if (reconciled?.kind === 'unknown') why = why ? `${why}, and ${reconciled.why}` : `no confirmation came, and ${reconciled.why}`;
+    else if (reconciled) return reconciled;
   }
   const reason = flagReason(reply, deps.confirmTimeoutSeconds, why);
   const flagged = await deps.db.query(REPLY_FLAG_SQL, [reply.id, reason]);
@@ -678,13 +687,14 @@ const RECONCILE_SLACK_MS = 60_000;
  * list does not show the status callback URL that carries our id). Found and not yet
  * claimed by another of our messages → confirmed with Twilio's SID and status. Not found
  * while `absenceProves` (the confirmation deadline passed, so Twilio had long enough to
- * list it) → it never went out: sent now. Twilio cannot say (an error), the reply went as a
- * template (its text is not ours), or absence proves nothing yet → null: the caller flags.
+ * list it) → it never went out: sent now. Twilio cannot say (its list could not be read, or
+ * the reply went as a template, whose text is not ours) → why (ListUnknown); absence proves
+ * nothing yet → null. The caller flags on either.
  */
-export async function replyReconcile(deps: OutboxDeps, reply: Message, to: string, absenceProves: boolean, options: ResumeOptions = {}): Promise<ReplyOutcome | null> {
+export async function replyReconcile(deps: OutboxDeps, reply: Message, to: string, absenceProves: boolean, options: ResumeOptions = {}): Promise<ReplyOutcome | ListUnknown | null> {
   const listed = await twilioListed(deps, reply, to);
-  if (typeof listed === 'object') return listed;
-  if (listed === 'unknown' || !absenceProves) return null;
+  if (listed !== 'absent') return listed;
+  if (!absenceProves) return null;
   // Not after an opt-out: then it stays unresent, and is flagged for a human like any reply
   // whose confirmation did not come.
   const reclaimed = await deps.db.query(REPLY_RECLAIM_ABSENT_SQL, [reply.id, deps.confirmTimeoutSeconds, ...confirmsParams(options.confirms)]);
@@ -698,17 +708,33 @@ async function resendAbsent(deps: OutboxDeps, reply: Message, to: string, option
 }
 
 /**
- * What Twilio's Messages list says of a reply: it has it (confirmed now with Twilio's SID and
- * status), it has not ('absent'), or it cannot say ('unknown': an error, or the reply went as
- * a template, whose text is not ours).
+ * Twilio's Messages list could not say whether a reply went out. `why` says so for the human
+ * who may have to check: its call failed (a time-out, a 5xx, no connection), or it never can
+ * (the reply went as a template, whose text is not ours to match, or the transport keeps no
+ * list).
  */
-async function twilioListed(deps: OutboxDeps, reply: Message, to: string): Promise<ReplyOutcome | 'absent' | 'unknown'> {
-  if (!deps.transport.sentTo || reply.templateSid) return 'unknown';
+export interface ListUnknown {
+  kind: 'unknown';
+  why: string;
+}
+
+/** Twilio's list had the reply: confirmed (twilioListed's answer, not `absent` nor unknown). */
+function listedFound(listed: ReplyOutcome | ListUnknown | 'absent'): listed is ReplyOutcome {
+  return listed !== 'absent' && listed.kind !== 'unknown';
+}
+
+/**
+ * What Twilio's Messages list says of a reply: it has it (confirmed now with Twilio's SID and
+ * status), it has not ('absent'), or it cannot say (ListUnknown, with why).
+ */
+async function twilioListed(deps: OutboxDeps, reply: Message, to: string): Promise<ReplyOutcome | 'absent' | ListUnknown> {
+  if (reply.templateSid) return { kind: 'unknown', why: `it went as template ${reply.templateSid}, whose text Twilio's Messages list cannot match` };
+  if (!deps.transport.sentTo) return { kind: 'unknown', why: 'the transport keeps no Messages list to ask' };
   let listed;
   try {
     listed = await deps.transport.sentTo(to, new Date((reply.sendStartedAt ?? reply.createdAt).getTime() - RECONCILE_SLACK_MS), (await sendContextOf(deps, reply.conversationId)).from);
-  } catch {
-    return 'unknown';
+  } catch (err) {
+    return { kind: 'unknown', why: `Twilio's Messages list could not be read (${listFailureText(err)})` };
   }
   for (const candidate of listed.filter((m) => m.body === reply.body)) {
     const claimed = await deps.db.query('select 1 from messages where twilio_sid = $1', [candidate.sid]);
@@ -717,6 +743,16 @@ async function twilioListed(deps: OutboxDeps, reply: Message, to: string): Promi
     return { kind: 'already-sent', reply: messageFromRow(confirmed.rows[0] as never) };
   }
   return 'absent';
+}
+
+/** A failed Messages list call in words: Twilio's error, or what became of the call. */
+function listFailureText(err: unknown): string {
+  if (!(err instanceof SendError)) return err instanceof Error ? err.message : String(err);
+  // The transport words its errors for a send ("it may have been accepted", "throttled the
+  // send"): of a list call, only what became of the call counts.
+  if (err.kind === 'uncertain') return `no answer: ${err.cause instanceof Error ? err.cause.message : err.message}`;
+  if (err.kind === 'throttled') return 'Twilio throttled the request (HTTP 429)';
+  return err.message;
 }
 
 // An admin's reply that provably never reached Twilio: failed, visibly, for the admin to send
@@ -753,8 +789,7 @@ export async function adminReplySettle(deps: OutboxDeps, reply: Message, to: str
     return (await deps.db.query(ADMIN_REPLY_FLAG_SQL, [reply.id, reason])).rowCount > 0 ? 'flagged' : 'unknown';
   }
   const listed = await twilioListed(deps, reply, to);
-  if (typeof listed === 'object') return 'confirmed';
-  if (listed === 'unknown') return 'unknown';
+  if (listed !== 'absent') return listedFound(listed) ? 'confirmed' : 'unknown';
   return (await deps.db.query(ADMIN_REPLY_ABSENT_SQL, [reply.id])).rowCount > 0 ? 'not sent' : 'unknown';
 }
 
@@ -908,8 +943,9 @@ async function templateRecord(deps: OutboxDeps, reply: Message, templateSid: str
 
 function flagReason(reply: Message, timeoutSeconds: number, why?: string): string {
   const cause = why ?? `no confirmation came within ${timeoutSeconds} s (its sender stopped mid-send or Twilio did not answer)`;
-  return (
-    `reply ${reply.id} flagged for a human: it may have reached Twilio, but ${cause}. Not resent, to avoid a ` +
-    "duplicate. Restarting its job asks Twilio's Messages list again: confirmed if Twilio has it, sent once if Twilio provably has not."
-  );
+  // A template's text is not ours: Twilio's list can never settle it, so a restart would not either.
+  const next = reply.templateSid
+    ? 'Check the Twilio console for a message to this contact; send it again if it did not arrive.'
+    : "Restarting its job asks Twilio's Messages list again: confirmed if Twilio has it, sent once if Twilio provably has not.";
+  return `reply ${reply.id} flagged for a human: it may have reached Twilio, but ${cause}. Not resent, to avoid a duplicate. ${next}`;
 }

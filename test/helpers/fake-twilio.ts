@@ -115,6 +115,8 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
   closedWindowStatus: 'failed' | 'undelivered' = 'failed';
   /** How many of the next Messages list requests fail with a 500 (Twilio cannot tell). */
   listFailures = 0;
+  /** How many of the next Messages list requests are never answered (the caller times out). */
+  listHangs = 0;
   /** A message shows in the Messages list only once it is this old (Twilio lists late). Default 0. */
   listLagMs = 0;
   /**
@@ -169,6 +171,7 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
     this.closedWindows.clear();
     this.closedWindowStatus = 'failed';
     this.listFailures = 0;
+    this.listHangs = 0;
     this.listLagMs = 0;
   }
 
@@ -372,6 +375,11 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
         this.listFailures -= 1;
         record('fault:list-500');
         return sendJson(res, 500, twilioError(20500, 'Internal Server Error', 500));
+      }
+      if (this.listHangs > 0) {
+        this.listHangs -= 1;
+        record('fault:list-hang');
+        return;
       }
       record('list');
       const to = url.searchParams.get('To');
