@@ -467,6 +467,23 @@ for (const backend of BACKENDS) {
       assert.equal(fake.sendCount({ body: 'misschien al weg' }), 1);
     });
 
+    test('without a status callback URL, a list that cannot be read is asked again while the caller has attempts left, never resending', async () => {
+      fake.reset();
+      const blind: OutboxDeps = { ...deps, statusCallbackUrl: () => undefined };
+      const a = await inbound('zonder callback, lijst even weg');
+      fake.fault({ kind: 'accept-then-drop' });
+      fake.listFailures = 1;
+      const first = await replySend(blind, { conversationId: a.conversationId, replyToMessageId: a.messageId, parts: ['nog eens vragen'], contextUntilSeq: null, attemptsLeft: true }, TO);
+      assert.equal(first.kind, 'retry', 'not flagged: the next attempt asks again');
+      assert.match(first.kind === 'retry' ? first.reason : '', /Twilio's Messages list could not be read .*asking it again at the next attempt, not resending/);
+      assert.notEqual((await messageGet(t.db, first.reply.id))!.status, 'flagged');
+      // The next attempt: Twilio's list answers and has it.
+      const again = await replyResume(blind, (await messageGet(t.db, first.reply.id))!, TO, { attemptsLeft: true });
+      assert.equal(again.kind, 'already-sent');
+      assert.equal(again.reply.twilioSid, fake.messages[0]!.sid);
+      assert.equal(fake.sendCount({ body: 'nog eens vragen' }), 1);
+    });
+
     // The flag is what a human reads to decide what to check. It said "neither a status
     // callback nor its Messages list (which cannot match a template's text) could tell" of
     // plain replies whose list call had only failed, and nothing of the list for a send cut

@@ -58,6 +58,11 @@ async function runNow(t: TestDatabase, jobId: string): Promise<void> {
   await t.db.query(`update ai_jobs set next_run_at = now() where id = $1 and status = 'pending'`, [jobId]);
 }
 
+/** Lets a pending job run now, on its last attempt (its others used up). */
+async function lastAttemptNow(t: TestDatabase, jobId: string): Promise<void> {
+  await t.db.query(`update ai_jobs set attempts = max_attempts - 1, next_run_at = now() where id = $1 and status = 'pending'`, [jobId]);
+}
+
 describe('reply delivery through the outbox', () => {
   let t: TestDatabase;
   let fake: FakeTwilio;
@@ -303,14 +308,57 @@ describe('reply delivery through the outbox', () => {
     assert.equal(fake.messages.length, 1, 'exactly one message went out');
   });
 
-  test('no confirmation within REPLY_CONFIRM_TIMEOUT_SECONDS and Twilio\'s list cannot tell: flagged for a human, never resent', async () => {
+  // An operator's overloaded scale run: one Messages list call that timed out (or answered
+  // 5xx) past the deadline flagged the reply for a human and failed its job on its second
+  // attempt of five. With attempts left the job now fails retryably, and its next attempt
+  // asks the list again; only on the last one does a list that cannot be read flag it.
+  test('past the deadline Twilio\'s list cannot be read: with attempts left the job retries and asks again; on the last attempt it flags', async () => {
+    for (const send of ['cut off', '5xx'] as const) {
+      fake.reset();
+      fake.statusCallbacks = false;
+      fake.fault(send === 'cut off' ? { kind: 'accept-then-drop' } : { kind: 'accept-then-http', status: 502, message: 'Bad Gateway' });
+      const inbound = await receive(m, t, `Lijst onleesbaar (${send})`, send === 'cut off' ? '+31612340401' : '+31612340402');
+      const waiting = await untilJob(t, inbound, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
+      const before = waiting.attempts;
+      await t.db.query(`update messages set send_started_at = now() - interval '1 hour' where reply_to_message_id = $1`, [inbound]);
+      fake.listFailures = 1;
+      await runNow(t, waiting.id);
+      const retrying = await untilJob(t, inbound, 'the run that found the list unreadable', (j) => j.errors.length === 2);
+      assert.equal(retrying.status, 'pending', retrying.lastError ?? '');
+      assert.equal(retrying.attempts, before + 1, 'the failed list call uses up an attempt');
+      assert.match(retrying.lastError!, /Twilio's Messages list could not be read \(Twilio is unavailable \(HTTP 500\).*asking it again at the next attempt, not resending/);
+      assert.notEqual((await replyTo(t, inbound))!.status, 'flagged');
+      assert.equal(fake.requests.filter((r) => r.outcome === 'fault:list-500').length, 1);
+      if (send === 'cut off') {
+        // The next attempt reads the list: Twilio has it, confirmed; nothing for a human.
+        await runNow(t, waiting.id);
+        await untilJob(t, inbound, 'job done: confirmed by the list', (j) => j.status === 'done');
+        const reply = (await replyTo(t, inbound))!;
+        assert.equal(reply.twilio_sid, fake.messages[0]!.sid);
+        assert.equal(reply.error_message, null);
+      } else {
+        // The list still cannot be read on the last attempt: now a human checks, told why.
+        fake.listFailures = 1_000;
+        await lastAttemptNow(t, waiting.id);
+        const failed = await untilJob(t, inbound, 'job failed: flagged', (j) => j.status === 'failed');
+        assert.match(failed.lastError!, /flagged for a human/);
+        const reply = (await replyTo(t, inbound))!;
+        assert.equal(reply.status, 'flagged');
+        assert.match(reply.error_message!, /Twilio's Messages list could not be read/);
+      }
+      assert.equal(fake.messages.length, 1, 'sent once, never resent');
+      fake.listFailures = 0;
+    }
+  });
+
+  test('no confirmation within REPLY_CONFIRM_TIMEOUT_SECONDS and Twilio\'s list cannot tell on the job\'s last attempt: flagged for a human, never resent', async () => {
     fake.fault({ kind: 'accept-then-drop' });
     fake.listFailures = 1_000;
     const inbound = await receive(m, t, 'Niemand bevestigt');
     const waiting = await untilJob(t, inbound, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
     // Instead of waiting out the timeout: the send started long ago.
     await t.db.query(`update messages set send_started_at = now() - interval '1 hour' where reply_to_message_id = $1`, [inbound]);
-    await runNow(t, waiting.id);
+    await lastAttemptNow(t, waiting.id);
     const failed = await untilJob(t, inbound, 'job failed: flagged', (j) => j.status === 'failed');
     assert.match(failed.lastError!, /flagged for a human/);
     const reply = (await replyTo(t, inbound))!;
@@ -346,7 +394,7 @@ describe('reply delivery through the outbox', () => {
       const inbound = await receive(m, t, `Gemarkeerd ${twilioHasIt}`, twilioHasIt ? '+31612340201' : '+31612340202');
       const waiting = await untilJob(t, inbound, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
       await t.db.query(`update messages set send_started_at = now() - interval '1 hour' where reply_to_message_id = $1`, [inbound]);
-      await runNow(t, waiting.id);
+      await lastAttemptNow(t, waiting.id);
       const failed = await untilJob(t, inbound, 'job failed: flagged', (j) => j.status === 'failed');
       assert.match(failed.lastError!, /Restarting its job asks Twilio's Messages list again/);
       assert.equal((await replyTo(t, inbound))!.status, 'flagged');
@@ -373,7 +421,7 @@ describe('reply delivery through the outbox', () => {
       const first = await receive(m, t, `Eerste vraag ${twilioCanSay}`, phone);
       const waiting = await untilJob(t, first, 'job waiting for confirmation', (j) => j.status === 'pending' && j.errors.length === 1);
       await t.db.query(`update messages set send_started_at = now() - interval '1 hour' where reply_to_message_id = $1`, [first]);
-      await runNow(t, waiting.id);
+      await lastAttemptNow(t, waiting.id);
       const failed = await untilJob(t, first, 'job failed: flagged', (j) => j.status === 'failed');
       const second = await receive(m, t, `Tweede vraag ${twilioCanSay}`, phone);
       await untilJob(t, second, 'the next reply', (j) => j.status === 'done');

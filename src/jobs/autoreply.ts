@@ -281,6 +281,9 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
       };
       let state = await readState();
       const { inbound } = state;
+      // Whether a failure now is retried: Twilio's list that cannot be read is then asked
+      // again at the next attempt instead of flagging the reply (ResumeOptions.attemptsLeft).
+      const attemptsLeft = job.attempts < job.maxAttempts;
       const to = `whatsapp:${state.conversation.whatsappNumber}`;
       const keyword = optChangeOf(inbound.body, optKeywords);
       // "Start" from a contact who was not opted out changed nothing: answered as any message.
@@ -294,7 +297,7 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
         // A STOP since then stops what has not gone out yet, and so does a human's takeover (a
         // pause, an admin's reply): the outbox records it as withheld.
         try {
-          outcome = await replyPartsResume(deps, existing, to, { confirms: optChange ?? undefined });
+          outcome = await replyPartsResume(deps, existing, to, { confirms: optChange ?? undefined, attemptsLeft });
         } catch (err) {
           if (err instanceof ReplyWithheldError) return { skipped: err.reason, resumed: true };
           throw err;
@@ -306,7 +309,7 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
         if (!confirmation[optChange]) return { optChange, confirmation: 'off' };
         meta = { optChange };
         try {
-          outcome = await replySend(deps, { conversationId: state.conversation.id, replyToMessageId: inbound.id, parts: [confirmation[optChange]], contextUntilSeq: inbound.seq, confirms: optChange }, to);
+          outcome = await replySend(deps, { conversationId: state.conversation.id, replyToMessageId: inbound.id, parts: [confirmation[optChange]], contextUntilSeq: inbound.seq, confirms: optChange, attemptsLeft }, to);
         } catch (err) {
           // Changed again between the read above and the write: nothing to confirm.
           if (err instanceof ReplyWithheldError) return { optChange, skipped: err.reason };
@@ -338,7 +341,7 @@ export function autoreplyHandler(runtime: Runtime, depsFor: (businessNumber: str
         const parts = replyParts(composed.body, runtime.config.REPLY_MAX_CHARS, runtime.config.REPLY_OVERFLOW);
         meta = { ...meta, ...(parts.length > 1 ? { parts: parts.length } : {}) };
         try {
-          outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts, contextUntilSeq: composed.contextUntilSeq, citations: composed.citations }, to);
+          outcome = await replySend(deps, { conversationId: conversation.id, replyToMessageId: inbound.id, parts, contextUntilSeq: composed.contextUntilSeq, citations: composed.citations, attemptsLeft }, to);
         } catch (err) {
           // The contact sent STOP, or a human took over, while the reply was being composed:
           // nothing was written or sent.

@@ -29,6 +29,9 @@ export type ReplyOutcome =
    * Nothing went out (429, 5xx, unreachable): send again, after `retryAfterMs` when given.
    * `maybeSent`: Twilio answered a 5xx, which does not prove that (a retry asks its list
    * first): SendError.maybeSent, recorded on the reply as `maybe_sent`.
+   * Also: whether it went out is still unknown because Twilio's Messages list could not be
+   * read (a time-out, a 5xx) and the caller has attempts left (ResumeOptions.attemptsLeft):
+   * try again later, which asks the list again and never resends what may be out.
    */
   | { kind: 'retry'; reply: Message; reason: string; throttled: boolean; retryAfterMs?: number; maybeSent?: boolean }
   /** Outside the 24-hour window without a usable template: written, never sent; a human decides. */
@@ -248,7 +251,7 @@ export async function replyWriteAdmin(db: Queryable, input: NewAdminReply): Prom
 }
 
 /** An AI reply to write and send: its text as the parts to send, in order (one when it fits). */
-export interface NewAiReply {
+export interface NewAiReply extends ResumeOptions {
   conversationId: string;
   /** The inbound message answered: at most one AI reply (set of parts) per message. */
   replyToMessageId: string;
@@ -313,6 +316,13 @@ export async function replySend(deps: OutboxDeps, input: NewAiReply, to: string)
 export interface ResumeOptions {
   /** The opt change the reply confirms (NewAiReply.confirms). */
   confirms?: 'out' | 'in';
+  /**
+   * The caller runs again if this attempt fails (a job with attempts left): a Twilio Messages
+   * list that could not be read (a time-out, a 5xx, no connection) is then asked again on the
+   * next attempt (a `retry` outcome) instead of the reply being flagged for a human. Unset: the
+   * reply is flagged, as there is no next attempt to ask with.
+   */
+  attemptsLeft?: boolean;
 }
 
 /**
@@ -528,7 +538,8 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
         // has it → confirmed, not sent twice. Otherwise, before the confirmation deadline, wait
         // (Twilio lists a message late, and its status callback confirms one it took); after
         // it, absence proves it never went → resent below, and a list that cannot say (or a
-        // template, whose text it cannot match) → flagged, never resent. Not after a 429
+        // template, whose text it cannot match) → flagged, never resent (a list that could
+        // not be read is asked again at the job's next attempt, if it has one). Not after a 429
         // (Twilio documents it as not processed) nor a send that never reached Twilio (no
         // connection): `maybe_sent`, decided where the send failed.
         if (reply.status === 'send_failed' && reply.maybeSent) {
@@ -544,6 +555,7 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
             };
           }
           if (listed !== 'absent') {
+            if (listed.unreadable && options.attemptsLeft) return listUnreadableRetry(reply, listed);
             return replyFlag(deps, reply, `Twilio answered its send with a 5xx, no status callback came within ${deps.confirmTimeoutSeconds} s, and ${listed.why}`);
           }
         }
@@ -569,6 +581,8 @@ export async function replyResume(deps: OutboxDeps, reply: Message, to: string, 
           if (reconciled && reconciled.kind !== 'unknown') return reconciled;
           unknown = reconciled ?? undefined;
         }
+        // A list call that failed once is no reason to call a human while the job can ask again.
+        if (unknown?.unreadable && options.attemptsLeft) return listUnreadableRetry(reply, unknown);
         if (noCallback) {
           const list = unknown?.why ?? "its Messages list does not show it yet (Twilio lists a message late, so that proves nothing)";
           return replyFlag(deps, reply, `Twilio has no status callback URL to confirm it (PUBLIC_URL is not set), and ${list}`);
@@ -716,6 +730,18 @@ async function resendAbsent(deps: OutboxDeps, reply: Message, to: string, option
 export interface ListUnknown {
   kind: 'unknown';
   why: string;
+  /** The call failed: asking again may answer (ResumeOptions.attemptsLeft). */
+  unreadable: boolean;
+}
+
+/** A possibly-sent reply whose Twilio list could not be read, left for the caller's next attempt to ask again. */
+function listUnreadableRetry(reply: Message, unknown: ListUnknown): ReplyOutcome {
+  return {
+    kind: 'retry',
+    reply,
+    reason: `may have reached Twilio and is not confirmed, and ${unknown.why}; asking it again at the next attempt, not resending`,
+    throttled: false,
+  };
 }
 
 /** Twilio's list had the reply: confirmed (twilioListed's answer, not `absent` nor unknown). */
@@ -728,13 +754,13 @@ function listedFound(listed: ReplyOutcome | ListUnknown | 'absent'): listed is R
  * status), it has not ('absent'), or it cannot say (ListUnknown, with why).
  */
 async function twilioListed(deps: OutboxDeps, reply: Message, to: string): Promise<ReplyOutcome | 'absent' | ListUnknown> {
-  if (reply.templateSid) return { kind: 'unknown', why: `it went as template ${reply.templateSid}, whose text Twilio's Messages list cannot match` };
-  if (!deps.transport.sentTo) return { kind: 'unknown', why: 'the transport keeps no Messages list to ask' };
+  if (reply.templateSid) return { kind: 'unknown', why: `it went as template ${reply.templateSid}, whose text Twilio's Messages list cannot match`, unreadable: false };
+  if (!deps.transport.sentTo) return { kind: 'unknown', why: 'the transport keeps no Messages list to ask', unreadable: false };
   let listed;
   try {
     listed = await deps.transport.sentTo(to, new Date((reply.sendStartedAt ?? reply.createdAt).getTime() - RECONCILE_SLACK_MS), (await sendContextOf(deps, reply.conversationId)).from);
   } catch (err) {
-    return { kind: 'unknown', why: `Twilio's Messages list could not be read (${listFailureText(err)})` };
+    return { kind: 'unknown', why: `Twilio's Messages list could not be read (${listFailureText(err)})`, unreadable: true };
   }
   for (const candidate of listed.filter((m) => m.body === reply.body)) {
     const claimed = await deps.db.query('select 1 from messages where twilio_sid = $1', [candidate.sid]);
@@ -840,7 +866,7 @@ export async function replyDispatch(deps: OutboxDeps, reply: Message, to: string
     const error = err instanceof SendError ? err : new SendError('uncertain', err instanceof Error ? err.message : String(err), { cause: err });
     if (error.kind === 'uncertain') {
       // It may be on its way: the retry path waits for the callback instead of resending.
-      return replyResume(deps, reply, to);
+      return replyResume(deps, reply, to, options);
     }
     if (error.kind === 'rejected' && error.code === OUTSIDE_SESSION_WINDOW && !form.template) {
       // Twilio's window ended before ours (its clock ahead, or a job that ran at 23:59:59):
