@@ -32,17 +32,29 @@ const PHONE_IN_TEXT = /(?:(?<=^|[^\w+/]|\\[nrtbf])\+|(?<=^|[\s"'(:;,<>[{]|\\[nrt
 // +31612345678 12 times"), not the number's last group.
 const WHOLE_BEFORE_SPACE = /^(?:\+|00)\d{10,15}(?=[ \u00a0\u202f-])/;
 // An email address inside a text (an outside service's error may quote one): personal data
-// as much as a number. Also what a person's record leaves out of prompts (knowledge/people.ts).
-export const EMAIL_IN_TEXT = /[A-Za-z0-9._%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}/g;
+// as much as a number. A run of the characters an address starts with, and the address's @
+// and domain when the run ends in them. The plain `[…]+@domain` tried again from every
+// character of a run with no address in it, each try reading to the run's end: quadratic in
+// the run, and a text someone else wrote can be one long run (65,536 "a"s took 6 to 9 s, a
+// log line held up that long). A whole run is read once here, and when it is no address it
+// is passed over at once, from its end; the addresses found are the same.
+const RUN_OR_EMAIL = /[A-Za-z0-9._%+-]+(@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,})?/g;
+
+/**
+ * `text` with every email address in it replaced by what `replacement` makes of it. Also what
+ * a person's record leaves out of prompts (knowledge/people.ts).
+ */
+export function emailsReplaced(text: string, replacement: (address: string) => string): string {
+  return text.replace(RUN_OR_EMAIL, (run, domain: string | undefined) => (domain === undefined ? run : replacement(run)));
+}
 
 /** `text` with every phone number in international form (maskPhone) and every email address (maskEmail) masked. */
 export function personalDataMasked(text: string): string {
-  return text
-    .replace(PHONE_IN_TEXT, (written) => {
-      const whole = WHOLE_BEFORE_SPACE.exec(written)?.[0];
-      return whole ? `${maskPhone(whole)}${written.slice(whole.length)}` : maskPhone(written);
-    })
-    .replace(EMAIL_IN_TEXT, maskEmail);
+  const phonesMasked = text.replace(PHONE_IN_TEXT, (written) => {
+    const whole = WHOLE_BEFORE_SPACE.exec(written)?.[0];
+    return whole ? `${maskPhone(whole)}${written.slice(whole.length)}` : maskPhone(written);
+  });
+  return emailsReplaced(phonesMasked, maskEmail);
 }
 
 /** An email address for logs: its first character and its domain (j•••@example.nl). */

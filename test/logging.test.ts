@@ -82,6 +82,23 @@ for (const format of ['json', 'pretty'] as const) {
   });
 }
 
+test('a long text with no address in it is masked in linear time, and the addresses around it still are', () => {
+  // Found in review: the email mask tried again from every character of a run of letters,
+  // dots and dashes, each try reading to the run's end. A text someone else wrote (an outside
+  // service's error quoting a message) can be one long run: 131,072 of them held the log line
+  // up for half a minute here; 4,096 (a WhatsApp message's length) took 20 ms.
+  const { logger, lines } = capture('json');
+  const hostile = 'a.'.repeat(65_536);
+  const started = performance.now();
+  logger.warn({ error: `refused: ${hostile} (from jan@example.nl, cc piet@example.nl.x@c.org)` }, 'job failed');
+  const took = performance.now() - started;
+  assert.ok(took < 2000, `masked in ${Math.round(took)} ms`);
+  const out = lines.join('');
+  assert.ok(out.includes(hostile), 'the run is no address, and stays');
+  // The same addresses as before: one right after another's end (".x@c.org") is masked too.
+  assert.match(out, /from j•••@example\.nl, cc p•••@example\.nl\.•••@c\.org\)/);
+});
+
 test('a database error in a request logs its statement, not the values it carried (embedded database)', async () => {
   // PGlite puts a failed statement's parameters on its error, and the 500 handler logged the
   // error whole: a document's text, a message, a person's row went to the log at error level.

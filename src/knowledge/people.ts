@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import { phoneSearchDigits } from '../db/like.ts';
 import type { Queryable } from '../db/types.ts';
-import { EMAIL_IN_TEXT } from '../logger.ts';
+import { emailsReplaced } from '../logger.ts';
 
 export interface PersonInput {
   name: string;
@@ -144,7 +144,7 @@ const DATE_OR_DIGIT_RUN = /(\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}(?!\d))|\+?\d(?:[\s()
 /** `value` with its email addresses and phone numbers left out, as `shows` asks; '' when nothing else was in it. */
 function contactDetailsHidden(value: string, shows: { email: boolean; phone: boolean }): string {
   let hidden = value;
-  if (!shows.email) hidden = hidden.replace(EMAIL_IN_TEXT, '[email]');
+  if (!shows.email) hidden = emailsReplaced(hidden, () => '[email]');
   if (!shows.phone) hidden = hidden.replace(DATE_OR_DIGIT_RUN, (run, date: string | undefined) => date ?? '[phone number]');
   return /^[\s[\]();,.:\-]*(?:(?:email|phone number)[\s[\]();,.:\-]*)*$/.test(hidden) ? '' : hidden.trim();
 }
