@@ -132,9 +132,13 @@ const schema = z.object({
   REPLY_MAX_CHARS: int(100, 1600, 1600),
   REPLY_OVERFLOW: z.enum(['split', 'truncate']).default('split'),
   // Opt-out (README, WhatsApp): a message that is just one of these words opts the contact
-  // out or back in; the replies confirm it once (empty: no confirmation).
-  OPT_OUT_KEYWORDS: z.string().default('STOP,STOPPEN,AFMELDEN,UNSUBSCRIBE'),
-  OPT_IN_KEYWORDS: z.string().default('START'),
+  // out or back in; the replies confirm it once (empty: no confirmation). The stop words
+  // are the ones Twilio and the SMS carriers honour (STOP, STOPALL, UNSUBSCRIBE, CANCEL,
+  // END, QUIT, OPTOUT, REVOKE), then Dutch, German, French and Spanish ones, French with and
+  // without accents as phones type them: a contact who wrote one of those got an AI answer.
+  // UNSTOP is Twilio's too; YES is not taken: it answers too many other questions.
+  OPT_OUT_KEYWORDS: z.string().default('STOP,STOPALL,STOP ALL,UNSUBSCRIBE,CANCEL,END,QUIT,OPTOUT,OPT OUT,REVOKE,STOPPEN,AFMELDEN,UITSCHRIJVEN,STOPP,ABMELDEN,ABBESTELLEN,ARRÊT,ARRET,ARRÊTER,ARRETER,DÉSABONNER,DESABONNER,DÉSINSCRIRE,DESINSCRIRE,PARAR,BAJA,CANCELAR'),
+  OPT_IN_KEYWORDS: z.string().default('START,UNSTOP'),
   OPT_OUT_REPLY: z
     .string()
     .max(1600)

@@ -1,9 +1,10 @@
-// Opt-out over real HTTP and a real worker: STOP (or STOPPEN, AFMELDEN, UNSUBSCRIBE, in any
+// Opt-out over real HTTP and a real worker: STOP (or STOPPEN, UNSUBSCRIBE, ARRÊTER …, in any
 // case, with punctuation) gets one confirmation and no AI reply, nor does the next message;
 // an admin's message and a suggestion are refused with the reason; START resumes replies.
 // Admins can record either change, it is counted in /metrics, and the dashboard shows it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { loadConfig } from '../src/config.ts';
 import { inboundStoreAndEnqueue } from '../src/jobs/autoreply.ts';
 import { optChangeOf, optKeywordsOf } from '../src/messaging/opt-out.ts';
 import { inboundParams, injectSigned, messageSid, messagingSuite, receiveAnswered } from './helpers/messaging.ts';
@@ -55,6 +56,19 @@ test('keywords: the whole message, any case, punctuation around it; never a sent
   for (const body of ['STOP❗️', 'STOP ‼️', '⛔️ STOP', 'stop ❤️', 'Stop ✋️ bedankt', 'stop\uFE0E', '☝️ stop ☝️']) assert.equal(optChangeOf(body, keywords), 'out', body);
   assert.equal(optChangeOf('START ✔️', keywords), 'in');
   assert.equal(optChangeOf('stop ❤️ met roken', keywords), null);
+});
+
+test('the default keywords: the stop words Twilio honours, and Dutch, German, French and Spanish ones, with or without accents; still never a sentence', () => {
+  // Found in review: STOPP, ARRÊTER, "STOP ALL", CANCEL, END, QUIT (Twilio's own stop words)
+  // got an AI answer, as the default knew only STOP, STOPPEN, AFMELDEN and UNSUBSCRIBE.
+  const keywords = optKeywordsOf(loadConfig({}));
+  for (const body of ['STOPALL', 'Stop all', 'cancel', 'End.', 'QUIT', 'opt-out', 'Revoke', 'uitschrijven aub', 'Stopp!', 'abmelden bitte', 'Arrêter', 'arreter', 'ARRÊT', 'désabonner svp', 'desinscrire', 'Baja', 'parar por favor']) {
+    assert.equal(optChangeOf(body, keywords), 'out', body);
+  }
+  for (const body of ['START', 'unstop']) assert.equal(optChangeOf(body, keywords), 'in', body);
+  for (const body of ['Can I stop my pension contributions?', 'when does my contract end?', 'I want to cancel my leave on Friday', 'quit smoking programme', 'yes', 'all']) {
+    assert.equal(optChangeOf(body, keywords), null, body);
+  }
 });
 
 test('STOP: one confirmation, no AI reply to it or to the next message; admin sends refused; START resumes', async () => {
@@ -260,4 +274,17 @@ test('a STOP to one business number silences the others too; a START to another 
   assert.equal(senders()[3], desk);
   assert.equal((await receive('Nog een vraag', ben))['status'], 'queued', 'the first desk answers again');
   assert.equal(senders()[4], defaultSender);
+});
+
+test('a new default stop word over the webhook (ARRÊTER, CANCEL): opted out and confirmed, not answered by the AI; a sentence with "stop" is answered', async () => {
+  const [pierre, carl, sam] = ['+33612345601', '+14155550101', '+31612345602'];
+  for (const [body, from] of [['Arrêter', pierre], ['CANCEL', carl]] as const) {
+    const result = await receive(body, from);
+    assert.equal(result['optChange'], 'out', `${body}: ${JSON.stringify(result)}`);
+    assert.equal(sentTo(from).length, 1);
+    assert.match(sentTo(from)[0]!, /Je bent afgemeld/, 'the confirmation, no AI answer');
+  }
+  assert.equal((await receive('Kan ik stoppen met mijn pensioenregeling?', sam))['status'], 'queued');
+  assert.equal((await receive('Stop me if I am wrong: is Friday a holiday?', sam))['status'], 'queued');
+  assert.equal(sentTo(sam).length, 2, 'both answered');
 });

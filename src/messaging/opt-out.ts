@@ -1,5 +1,5 @@
-// Opt-out on WhatsApp: a message that is only a stop keyword (STOP, STOPPEN, AFMELDEN,
-// UNSUBSCRIBE by default) opts the contact out, a start keyword (START) opts them back in.
+// Opt-out on WhatsApp: a message that is only a stop keyword (STOP, UNSUBSCRIBE, STOPPEN,
+// ARRÊTER … by default: config.ts) opts the contact out, a start keyword (START) opts them back in.
 // While opted out nothing is sent to them: no AI reply, no suggestion, no admin message.
 // The webhook records the change in the statement that stores the message; admins can
 // record it too (a request by phone, a mistake). Knows nothing of jobs or HTTP.
