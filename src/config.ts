@@ -455,6 +455,24 @@ function reachableBeyondThisMachine(config: Pick<Env, 'HOST' | 'PUBLIC_URL'>): {
 }
 
 /**
+ * Why Twilio's webhook signatures would be checked against an address a client picks, or
+ * null: TRUST_PROXY on, TWILIO_AUTH_TOKEN set, no PUBLIC_URL. A signature is checked against
+ * PUBLIC_URL, else against the URL the request names, which with TRUST_PROXY is
+ * X-Forwarded-Proto and X-Forwarded-Host: a client sends them itself, and a proxy passes
+ * them on unless told to overwrite them (nginx does not, by default). A post Twilio signed
+ * for another address of the account (a staging aiq's) was taken here, with that address
+ * forwarded. `aiq serve` and `aiq start` refuse to start then; the development secret
+ * (no TWILIO_AUTH_TOKEN) signs for this machine only.
+ */
+export function webhookAddressUnpinned(config: Pick<Env, 'TRUST_PROXY' | 'PUBLIC_URL' | 'TWILIO_AUTH_TOKEN'>): string | null {
+  if (config.PUBLIC_URL || !config.TWILIO_AUTH_TOKEN || trustProxyOf(config) === false) return null;
+  return (
+    `TRUST_PROXY=${config.TRUST_PROXY} without PUBLIC_URL: Twilio's webhook signatures would be checked against the scheme and host in X-Forwarded-Proto and X-Forwarded-Host, ` +
+    'which a client can send itself, so a post Twilio signed for another address would be taken here. Set PUBLIC_URL to the address Twilio calls (https://…)'
+  );
+}
+
+/**
  * Why the dashboard and admin API would be reachable from beyond this machine without
  * ADMIN_TOKEN, or null when they would not: `aiq serve` and `aiq start` refuse to start
  * then, and `aiq doctor` says so beforehand.

@@ -1,7 +1,7 @@
 // The composition root: config → database → migrations → handlers → HTTP server and/or
 // worker, and an orderly shutdown on SIGINT/SIGTERM. The only module that wires parts.
 import type { FastifyInstance } from 'fastify';
-import { adminExposedWithoutToken, adminHostNamesHint, aiProviderOf, ConfigError, isLoopback, mediaRedirectHostsHint, type Env } from './config.ts';
+import { adminExposedWithoutToken, adminHostNamesHint, aiProviderOf, ConfigError, isLoopback, mediaRedirectHostsHint, webhookAddressUnpinned, type Env } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { cutShortRestore, pgliteExists } from './db/pglite-files.ts';
@@ -203,12 +203,13 @@ async function knowledgeIndexPrepare(runtime: Runtime): Promise<void> {
 }
 
 /**
- * Refuses to expose the admin side without a token. Before anything opens: a refused start
- * leaves no new database folder behind.
+ * Refuses to expose the admin side without a token, or the webhooks' signature check to an
+ * address a client picks. Before anything opens: a refused start leaves no new database
+ * folder behind.
  */
-function refuseAdminExposed(config: Env): void {
-  const exposed = adminExposedWithoutToken(config);
-  if (exposed) throw new Error(exposed);
+function refuseUnsafeExposure(config: Env): void {
+  const refusal = adminExposedWithoutToken(config) ?? webhookAddressUnpinned(config);
+  if (refusal) throw new Error(refusal);
 }
 
 /** Listens and returns the port it got (0 asks for any), or says which setting names a port that is taken. */
@@ -226,7 +227,7 @@ export async function run(config: Env, role: Role): Promise<void> {
   // A SIGTERM during start-up (a rolling deploy that moves on quickly) lets start-up finish,
   // then shuts down in order with exit code 0 (src/shutdown.ts).
   const stop = stopOnSignals();
-  if (role !== 'worker') refuseAdminExposed(config);
+  if (role !== 'worker') refuseUnsafeExposure(config);
   const runtime = await openRuntime(config, role, stop);
   const { logger } = runtime;
   let app: FastifyInstance | undefined;

@@ -98,6 +98,7 @@ test('each problem is named in one line with a hint, without a stack trace, and 
     // aiq serve refuses these; doctor said "aiq can run" (found by a new-user probe).
     ['a public address without ADMIN_TOKEN', { ADMIN_TOKEN: '' }, 'admin', /^FAIL\s+admin\s+aiq serve and aiq start will refuse to start\n\s+→ PUBLIC_URL=https:\/\/aiq\.example\.org makes aiq reachable from outside this machine/m],
     ['HOST beyond loopback without ADMIN_TOKEN', { ADMIN_TOKEN: '', PUBLIC_URL: '', HOST: '0.0.0.0' }, 'admin', /^FAIL\s+admin\s+.*\n\s+→ HOST=0\.0\.0\.0 exposes the dashboard beyond this machine: set ADMIN_TOKEN/m],
+    ['TRUST_PROXY without PUBLIC_URL', { PUBLIC_URL: '', TRUST_PROXY: '1' }, 'public url', /^FAIL\s+public url\s+aiq serve and aiq start will refuse to start\n\s+→ TRUST_PROXY=1 without PUBLIC_URL: .*Set PUBLIC_URL/m],
     ['an unknown text-search configuration', { RAG_TEXT_SEARCH_CONFIG: 'klingon' }, 'text search', /^FAIL\s+text search\s+RAG_TEXT_SEARCH_CONFIG: "klingon" is not a text-search configuration of this database\n\s+→ one of: .*dutch.*simple/m],
   ];
   for (const [what, change, check, expected] of cases) {

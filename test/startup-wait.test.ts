@@ -127,6 +127,18 @@ test('a public PUBLIC_URL (a tunnel for Twilio) without ADMIN_TOKEN is refused b
   assert.equal(existsSync(dataDir), false);
 });
 
+test('TRUST_PROXY with Twilio credentials and no PUBLIC_URL is refused before anything opens, naming PUBLIC_URL', async () => {
+  // Found in review: signatures were then checked against X-Forwarded-Proto and -Host, which a
+  // client sends itself (nginx passes them on by default): a post Twilio signed for another
+  // address of the account (a staging aiq's) was taken, with that address forwarded.
+  const dataDir = join(tmpdir(), `aiq-unpinned-${process.pid}-${Date.now()}`);
+  const twilio = { TWILIO_ACCOUNT_SID: `AC${'0123456789abcdef'.repeat(2)}`, TWILIO_AUTH_TOKEN: 'a-twilio-auth-token', TWILIO_WHATSAPP_FROM: 'whatsapp:+14155238886' };
+  const ran = await runAiq(['start'], { DATA_DIR: dataDir, TRUST_PROXY: '127.0.0.1', ...twilio, PORT: String(await freePort()), LOG_LEVEL: 'silent' }, 60_000);
+  assert.equal(ran.code, 1, ran.out);
+  assert.match(ran.out, /TRUST_PROXY=127\.0\.0\.1 without PUBLIC_URL: Twilio's webhook signatures would be checked against .*X-Forwarded-Host.* Set PUBLIC_URL to the address Twilio calls/);
+  assert.equal(existsSync(dataDir), false);
+});
+
 test('aiq worker whose WORKER_METRICS_PORT is in use exits saying so, before it claims anything', async () => {
   const busy = createServer();
   await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));

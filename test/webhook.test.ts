@@ -262,6 +262,36 @@ describe('signatures behind a proxy: PUBLIC_URL', () => {
   });
 });
 
+describe('TRUST_PROXY: the address signatures are checked against is PUBLIC_URL, never a forwarded one', () => {
+  // With TRUST_PROXY, the URL a request names is X-Forwarded-Proto and -Host, which a client
+  // sends itself and nginx passes on by default. Without PUBLIC_URL a post Twilio signed for
+  // another address of the account (a staging aiq's) was taken with that address forwarded;
+  // aiq serve and aiq start now refuse that setting (test/startup-wait.test.ts).
+  let t: TestDatabase;
+  let m: MessagingApp;
+  before(async () => {
+    t = await freshServerDatabase();
+    m = await startMessagingApp(messagingEnv(t.url, 'http://127.0.0.1:9', { TRUST_PROXY: 'true' }), { listen: true });
+  });
+  after(async () => {
+    await m.close();
+    await t.close();
+  });
+
+  test('over HTTP: a post signed for another address, with that address forwarded, is refused; one signed for PUBLIC_URL is taken whatever is forwarded', async () => {
+    const post = (signedUrl: string, params: Record<string, string>, forwarded: Record<string, string>) => {
+      const form = signedForm(signedUrl, params);
+      return fetch(`${m.url}${WHATSAPP}`, { method: 'POST', headers: { ...form.headers, ...forwarded }, body: form.payload });
+    };
+    const elsewhere = await post(`https://staging.example.org${WHATSAPP}`, inboundParams('signed for staging'), { 'x-forwarded-host': 'staging.example.org', 'x-forwarded-proto': 'https' });
+    assert.equal(elsewhere.status, 403, await elsewhere.text());
+    assert.deepEqual(await counts(t), NOTHING);
+    const ours = await post(`${m.url}${WHATSAPP}`, inboundParams('signed for us'), { 'x-forwarded-host': 'staging.example.org', 'x-forwarded-proto': 'https' });
+    assert.equal(ours.status, 200, await ours.text());
+    assert.equal((await counts(t)).messages, 1);
+  });
+});
+
 describe('checking switched off: TWILIO_SKIP_SIGNATURE', () => {
   test('accepts an unsigned webhook only when asked to, and is refused in production', async () => {
     const t = await freshServerDatabase();

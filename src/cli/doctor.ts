@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { AiTimeoutError } from '../ai/errors.ts';
 import { aiProviderCreate } from '../ai/providers.ts';
 import { embeddingSpaceOf } from '../ai/types.ts';
-import { adminExposedWithoutToken, adminHostNamesHint, aiProviderOf, mediaRedirectHostsHint, type Env } from '../config.ts';
+import { adminExposedWithoutToken, adminHostNamesHint, aiProviderOf, mediaRedirectHostsHint, webhookAddressUnpinned, type Env } from '../config.ts';
 import { pendingMigrations, unknownMigrations } from '../db/migrate.ts';
 import { openDatabase } from '../db/open.ts';
 import { cutShortRestore } from '../db/pglite-files.ts';
@@ -202,7 +202,9 @@ async function checkTwilio(config: Env, findings: Finding[]): Promise<void> {
   }
   const media = mediaRedirectHostsHint(config);
   if (media) findings.push({ verdict: 'warn', check: 'media', result: media.result, hint: media.hint });
-  if (!config.PUBLIC_URL) findings.push({ verdict: 'warn', check: 'public url', result: 'PUBLIC_URL is not set: no delivery status callbacks, and webhook signatures are checked against the request URL', hint: 'set PUBLIC_URL to the address Twilio calls (https://…)' });
+  const unpinned = webhookAddressUnpinned(config);
+  if (unpinned) findings.push({ verdict: 'FAIL', check: 'public url', result: 'aiq serve and aiq start will refuse to start', hint: unpinned });
+  else if (!config.PUBLIC_URL) findings.push({ verdict: 'warn', check: 'public url', result: 'PUBLIC_URL is not set: no delivery status callbacks, and webhook signatures are checked against the request URL', hint: 'set PUBLIC_URL to the address Twilio calls (https://…)' });
 }
 
 /**

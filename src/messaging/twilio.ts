@@ -62,7 +62,9 @@ export function webhookSecret(config: Pick<Env, 'TWILIO_AUTH_TOKEN' | 'DATA_DIR'
 
 /**
  * The URL Twilio signed: the configured public base (a proxy or tunnel in front of us)
- * plus the path and query as received, else what this request itself says it was.
+ * plus the path and query as received, else what this request itself says it was (with
+ * TRUST_PROXY, X-Forwarded-Host a client can send: the start refuses that without
+ * PUBLIC_URL when Twilio's token signs, config.ts webhookAddressUnpinned).
  */
 export function signedUrl(publicUrl: string | undefined, request: { protocol: string; host: string; originalUrl: string }): string {
   if (publicUrl) return `${publicUrl.replace(/\/+$/, '')}${request.originalUrl}`;
