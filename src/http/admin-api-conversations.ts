@@ -19,7 +19,8 @@ const ListQuery = z.object({
 });
 const ThreadQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(200) });
 const PauseBody = z.object({ paused: z.boolean() }).strict();
-const SuggestionSendBody = z.object({ body: ReplyBody.shape.body.optional(), seen: ReplyBody.shape.seen }).strict();
+// sendAnyway: the admin confirms sending a suggestion whose question was answered since (409 without).
+const SuggestionSendBody = z.object({ body: ReplyBody.shape.body.optional(), seen: ReplyBody.shape.seen, sendAnyway: z.boolean().optional() }).strict();
 
 function actionFailed(err: unknown, reply: FastifyReply): FastifyReply {
   if (err instanceof ActionError) return reply.status(err.statusCode).send({ error: err.message });
@@ -107,7 +108,7 @@ export const conversationApi: FastifyPluginAsync<{ runtime: Runtime }> = async (
     const body = params && parseOr400(SuggestionSendBody, request.body, reply);
     if (!params || !body) return reply;
     try {
-      const { message, outcome } = await suggestionSend(runtime, params.id, body.body, body.seen);
+      const { message, outcome } = await suggestionSend(runtime, params.id, body.body, body.seen, body.sendAnyway);
       return reply.status(201).send({ message, outcome: outcome.kind });
     } catch (err) {
       return actionFailed(err, reply);

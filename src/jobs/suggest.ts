@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { TokenUsage } from '../ai/types.ts';
 import type { Queryable } from '../db/types.ts';
-import { conversationThread, inboundReplyState, type Citations, type ConversationThread, type Message } from '../messaging/conversations.ts';
+import { answeredSinceSql, conversationThread, inboundReplyState, type Citations, type ConversationThread, type Message } from '../messaging/conversations.ts';
 import { mediaProcessForReply, type MediaDeps } from './media-process.ts';
 import { jobEnqueue, PermanentJobError, type JobHandler } from '../queue/index.ts';
 import { replyDraft, type ReplyDeps } from './reply-context.ts';
@@ -34,6 +34,11 @@ export interface Suggestion {
   contextUntilSeq: number | null;
   createdAt: Date;
   decidedAt: Date | null;
+  /**
+   * A pending suggestion whose question a reply has answered since it was drafted: that
+   * reply's id (suggestionAnsweredSince). Sending it would give the contact a second answer.
+   */
+  answeredBy: string | null;
 }
 
 interface SuggestionRow {
@@ -50,13 +55,48 @@ interface SuggestionRow {
   context_until_seq: string | number | null;
   created_at: Date;
   decided_at: Date | null;
+  answered_by: string | null;
 }
 
 function suggestionFromRow(r: SuggestionRow): Suggestion {
   return {
     id: r.id, conversationId: r.conversation_id, messageId: r.message_id, body: r.body, status: r.status,
-    sentMessageId: r.sent_message_id, provider: r.provider, model: r.model, usage: r.usage, citations: r.citations ?? null, contextUntilSeq: r.context_until_seq === null ? null : Number(r.context_until_seq), createdAt: r.created_at, decidedAt: r.decided_at,
+    sentMessageId: r.sent_message_id, provider: r.provider, model: r.model, usage: r.usage, citations: r.citations ?? null, contextUntilSeq: r.context_until_seq === null ? null : Number(r.context_until_seq), createdAt: r.created_at, decidedAt: r.decided_at, answeredBy: r.answered_by ?? null,
   };
+}
+
+/**
+ * The reply that has answered, since suggestion `s` (an alias) was drafted, all it would
+ * answer sent now: up to `position`. The outbox's own "answered since" (answeredSinceSql),
+ * with the draft in the place of a reply that never went: a later reply that reached the
+ * contact (or may have: an AI's, an admin's, another suggestion sent) and whose context
+ * reaches as far. A reply written before the draft does not count: an admin may ask for
+ * another answer to a question answered already. Null `position` (a draft from before
+ * positions were kept) finds nothing.
+ */
+const suggestionAnsweredSinceSql = (s: string, position: string) => `
+  select answered.id from (
+    select ${s}.conversation_id, 'suggestion'::text as source, ${s}.message_id as reply_to_message_id, ${s}.id,
+      ${position} as context_until_seq, ${s}.created_at
+  ) draft
+  cross join lateral (${answeredSinceSql('draft')} order by a.created_at limit 1) answered`;
+
+// Every read of a suggestion says whether it is outdated: sent as drafted, at its own position.
+const SUGGESTION_SELECT = `
+  select s.*, case when s.status = 'pending' then (${suggestionAnsweredSinceSql('s', 's.context_until_seq')}) end as answered_by
+  from suggestions s`;
+
+// Before a send, at the position the send would answer (an edited draft: what the page showed).
+const SUGGESTION_ANSWERED_SINCE_SQL = `
+  select m.id, m.source from suggestions s
+  cross join lateral (${suggestionAnsweredSinceSql('s', '$2::int8')}) since
+  join messages m on m.id = since.id
+  where s.id = $1`;
+
+/** The reply that has answered since suggestion `id` was drafted all it answers up to `position`, or null. */
+export async function suggestionAnsweredSince(db: Queryable, id: string, position: number | null): Promise<{ id: string; source: Message['source'] } | null> {
+  const result = await db.query<{ id: string; source: Message['source'] }>(SUGGESTION_ANSWERED_SINCE_SQL, [id, position]);
+  return result.rows[0] ?? null;
 }
 
 /** Asks for a suggestion on an inbound message; ordered with the conversation's other jobs. */
@@ -66,14 +106,14 @@ export function suggestEnqueue(tx: Queryable, payload: SuggestPayload): Promise<
 
 /** One suggestion by id, or null. */
 export async function suggestionGet(db: Queryable, id: string): Promise<Suggestion | null> {
-  const result = await db.query<SuggestionRow>('select * from suggestions where id = $1', [id]);
+  const result = await db.query<SuggestionRow>(`${SUGGESTION_SELECT} where s.id = $1`, [id]);
   return result.rows[0] ? suggestionFromRow(result.rows[0]) : null;
 }
 
 /** A conversation's suggestions, newest first. */
 export async function suggestionList(db: Queryable, conversationId: string, limit = 50): Promise<Suggestion[]> {
   const result = await db.query<SuggestionRow>(
-    'select * from suggestions where conversation_id = $1 order by created_at desc limit $2',
+    `${SUGGESTION_SELECT} where s.conversation_id = $1 order by s.created_at desc limit $2`,
     [conversationId, limit],
   );
   return result.rows.map(suggestionFromRow);
@@ -87,7 +127,7 @@ export async function suggestionList(db: Queryable, conversationId: string, limi
 export async function suggestionMarkSent(tx: Queryable, id: string, sentMessageId: string): Promise<Suggestion | null> {
   const result = await tx.query<SuggestionRow>(
     `update suggestions set status = 'sent', sent_message_id = $2, decided_at = now()
-     where id = $1 and status = 'pending' returning *`,
+     where id = $1 and status = 'pending' returning *, null as answered_by`,
     [id, sentMessageId],
   );
   return result.rows[0] ? suggestionFromRow(result.rows[0]) : null;

@@ -4,7 +4,7 @@
 // replies go through the outbox like the AI's, so delivery status is tracked the same way.
 import { randomBytes } from 'node:crypto';
 import { inboundStoreAndEnqueue, outboxDepsOf } from '../../jobs/autoreply.ts';
-import { suggestEnqueue, suggestionGet, suggestionMarkSent } from '../../jobs/suggest.ts';
+import { suggestEnqueue, suggestionAnsweredSince, suggestionGet, suggestionMarkSent } from '../../jobs/suggest.ts';
 import { conversationGet, type Conversation, type Message } from '../../messaging/conversations.ts';
 import { optChangeOf, optChangeRecorded, optedOutReason, optKeywordsOf, optOutSetByAdmin, optOutStateOf, type OptChange } from '../../messaging/opt-out.ts';
 import { OptedOutError, replyDispatch, replyWriteAdmin, type ReplyOutcome } from '../../messaging/outbox.ts';
@@ -106,9 +106,11 @@ export async function adminReplySend(runtime: Runtime, conversationId: string, b
 /**
  * Sends a pending suggestion, as written or edited, as an admin message. The message and
  * the suggestion's `sent` mark are one transaction, so a double click sends once. `seen`
- * is the newest inbound position the admin's page showed (adminReplySend).
+ * is the newest inbound position the admin's page showed (adminReplySend). A suggestion
+ * whose question a reply has answered since it was drafted is refused (409) unless
+ * `sendAnyway`: the contact would get a second, stale answer.
  */
-export async function suggestionSend(runtime: Runtime, suggestionId: string, editedBody?: string, seen?: number): Promise<{ message: Message; outcome: ReplyOutcome }> {
+export async function suggestionSend(runtime: Runtime, suggestionId: string, editedBody?: string, seen?: number, sendAnyway = false): Promise<{ message: Message; outcome: ReplyOutcome }> {
   const suggestion = await suggestionGet(runtime.db, suggestionId);
   if (!suggestion) throw new ActionError(404, 'no suggestion with this id');
   if (suggestion.status !== 'pending') throw new ActionError(409, `this suggestion was ${suggestion.status} already`);
@@ -122,6 +124,15 @@ export async function suggestionSend(runtime: Runtime, suggestionId: string, edi
     // is not refreshed under an admin editing the draft), else everything stored by then.
     const asDrafted = editedBody === undefined || editedBody.trim() === suggestion.body.trim();
     const contextUntilSeq = asDrafted ? suggestion.contextUntilSeq : seen;
+    // Outdated when a reply since has answered all this one would answer: as drafted, the
+    // draft's question; edited, what the page showed (a newer question the admin saw and
+    // answers in their edit is still open). Right before the write: only a reply committed
+    // between these two statements can slip past it.
+    const answered = sendAnyway ? null : await suggestionAnsweredSince(tx, suggestion.id, contextUntilSeq ?? suggestion.contextUntilSeq);
+    if (answered) {
+      const who = answered.source === 'ai' ? "the AI's reply" : "an admin's reply";
+      throw new ActionError(409, `not sent: this suggestion is outdated, ${who} ${answered.id} has answered the contact's question since it was drafted, and sending it would give them a second answer; discard it, or confirm to send it anyway`);
+    }
     const written = await replyWriteAdmin(tx, { conversationId: conversation.id, replyToMessageId: suggestion.messageId, body: editedBody ?? suggestion.body, contextUntilSeq });
     if (!(await suggestionMarkSent(tx, suggestion.id, written.id))) throw new ActionError(409, 'this suggestion was sent or discarded meanwhile');
     return written;

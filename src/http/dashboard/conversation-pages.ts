@@ -133,13 +133,33 @@ function seenField(seen: number | null): Html {
   return seen === null ? html`` : html`<input type="hidden" name="seen" value="${seen}">`;
 }
 
-function suggestionCard(ctx: PageContext, s: Suggestion, seen: number | null): Html {
-  return html`<div class="card suggestion" data-suggestion-id="${s.id}"><h2 style="margin-top:0">AI suggestion <span class="muted">(${s.provider} · ${s.model} · ${when(s.createdAt)})</span></h2>
+/**
+ * A pending suggestion. One whose question a reply has answered since it was drafted is
+ * marked outdated, as a help desk marks a draft when a colleague answered meanwhile: the
+ * answer it would duplicate named, no one-click send, discard first; "Send anyway" (asking
+ * again with the script) stays for the admin who means to add to that answer, editing it.
+ */
+function suggestionCard(ctx: PageContext, s: Suggestion, seen: number | null, messages: Message[]): Html {
+  const discard = actionButton(ctx, `/admin/suggestions/${s.id}/discard`, 'Discard', { className: s.answeredBy ? 'primary' : 'danger' });
+  const header = html`<h2 style="margin-top:0">AI suggestion <span class="muted">(${s.provider} · ${s.model} · ${when(s.createdAt)})</span></h2>`;
+  const body = html`<textarea name="body" dir="auto" aria-label="Suggested reply">${s.body}</textarea>
+${s.citations ? html`<p class="muted">${citationsNote(s.citations)}</p>` : ''}`;
+  if (s.answeredBy) {
+    const answer = messages.find((m) => m.id === s.answeredBy);
+    const who = !answer ? 'a later reply' : answer.source === 'ai' ? html`the AI's reply (${when(answer.createdAt)})` : html`an admin's reply (${when(answer.createdAt)})`;
+    const warning = 'The contact\'s question was answered since this was drafted: send them this as well?';
+    return html`<div class="card suggestion" data-suggestion-id="${s.id}" data-outdated="true">${header}
+<p class="outdated"><span class="badge b-discarded">outdated</span> The contact's question was answered since this was drafted, by ${who}: sending it would give them a second answer.</p>
+${discard}
+<form method="post" action="/admin/suggestions/${s.id}/send" data-confirm="${warning}">${csrfField(ctx)}${seenField(seen)}<input type="hidden" name="sendAnyway" value="true">
+${body}
+<p><button type="submit">Send anyway</button> <span class="muted">Only to add to that answer: edit the text first.</span></p></form></div>`;
+  }
+  return html`<div class="card suggestion" data-suggestion-id="${s.id}">${header}
 <form method="post" action="/admin/suggestions/${s.id}/send">${csrfField(ctx)}${seenField(seen)}
-<textarea name="body" dir="auto" aria-label="Suggested reply">${s.body}</textarea>
-${s.citations ? html`<p class="muted">${citationsNote(s.citations)}</p>` : ''}
+${body}
 <p><button class="primary" type="submit">Send</button> <span class="muted">Edit the text first to send your version.</span></p></form>
-${actionButton(ctx, `/admin/suggestions/${s.id}/discard`, 'Discard', { className: 'danger' })}</div>`;
+${discard}</div>`;
 }
 
 /** WhatsApp's 24-hour window, as the admin must know it before replying. */
@@ -184,7 +204,7 @@ ${optOutControl(ctx, conversation)}
 <form class="inline" method="get" action="/admin/conversations/${conversation.id}/forget"><button class="danger">Forget this person…</button></form>
 </div>
 <div class="thread">${messages.length === 0 ? html`<p class="muted">No messages.</p>` : messages.map((m) => messageBubble(m, media.get(m.id), superseded.has(m.id), quotes))}</div>
-${pending.map((s) => suggestionCard(ctx, s, seen))}
+${pending.map((s) => suggestionCard(ctx, s, seen, messages))}
 </div>
 <div class="card">${windowNote(conversation, template)}<form method="post" action="/admin/conversations/${conversation.id}/reply">${csrfField(ctx)}${seenField(seen)}
 <label>Reply as admin<textarea name="body" dir="auto" required maxlength="${maxChars}">${draft}</textarea></label>
@@ -383,7 +403,9 @@ export const conversationPages: FastifyPluginAsync<{ runtime: Runtime }> = async
     if (!conversationId) return reply.status(404).send('no such suggestion');
     if (!body.success) return back(request, reply, conversationId, { problem: firstIssue(body.error) });
     try {
-      const { outcome } = await suggestionSend(runtime, params.data.id, body.data.body, body.data.seen);
+      // Only the outdated card's "Send anyway" carries it (suggestionCard).
+      const sendAnyway = (request.body as { sendAnyway?: unknown } | undefined)?.sendAnyway === 'true';
+      const { outcome } = await suggestionSend(runtime, params.data.id, body.data.body, body.data.seen, sendAnyway);
       return back(request, reply, conversationId, { notice: `Suggestion ${outcomeText(outcome)}` });
     } catch (err) {
       return back(request, reply, conversationId, failure(err));

@@ -1,0 +1,124 @@
+// A suggestion is a proposal for the question it was drafted on: once another reply has
+// answered that question, sending it would give the contact a second, stale answer. Real worker
+// (the suggest job with the local model), the admin API and the dashboard over HTTP
+// (inject), the log transport, a real PostgreSQL database.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { createLogger } from '../src/logger.ts';
+import { Worker } from '../src/queue/index.ts';
+import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
+import { waitFor } from './helpers/processes.ts';
+
+const api = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+
+describe('suggestions that go stale', () => {
+  let t: AdminApp;
+  let worker: Worker;
+  let cookie: string;
+
+  before(async () => {
+    t = await startAdminApp();
+    worker = new Worker({ db: t.runtime.db, logger: createLogger('silent'), handlers: t.runtime.handlers, pollIntervalMs: 200 });
+    await worker.start();
+    const login = await t.app.inject({ method: 'POST', url: '/admin/login', payload: { token: TEST_ADMIN_TOKEN, next: '/admin/conversations' } });
+    cookie = String(login.headers['set-cookie']).split(';')[0]!;
+  });
+
+  after(async () => {
+    await worker?.stop();
+    await t?.close();
+  });
+
+  /** A paused conversation whose contact asked something, with the AI's draft for it (the suggest job, run by the worker). */
+  async function pausedWithSuggestion(from: string, question: string): Promise<{ conversationId: string; seq: number; suggestionId: string }> {
+    // A first message the AI answers, so that pausing cannot race the answer to the question.
+    const hello = await t.app.inject({ method: 'POST', url: '/api/simulate', headers: api, payload: { from, body: 'Hallo' } });
+    assert.equal(hello.statusCode, 201, hello.body);
+    const { conversationId } = hello.json() as { conversationId: string };
+    await waitFor(async () => (await t.runtime.db.query(`select 1 from messages where conversation_id = $1 and source = 'ai'`, [conversationId])).rowCount > 0, 'the AI answers the greeting');
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/pause`, headers: api, payload: { paused: true } })).statusCode, 200);
+    const asked = await t.app.inject({ method: 'POST', url: '/api/simulate', headers: api, payload: { from, body: question } });
+    const seq = Number((await t.runtime.db.query<{ seq: string }>('select seq from messages where id = $1', [asked.json().messageId])).rows[0]!.seq);
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/suggest`, headers: api })).statusCode, 202);
+    let suggestionId = '';
+    await waitFor(async () => {
+      suggestionId = (await t.runtime.db.query<{ id: string }>(`select id from suggestions where conversation_id = $1 and status = 'pending'`, [conversationId])).rows[0]?.id ?? '';
+      return suggestionId !== '';
+    }, 'the suggest job stores a draft');
+    return { conversationId, seq, suggestionId };
+  }
+
+  const threadPage = async (conversationId: string) => {
+    const page = await t.app.inject({ url: `/admin/conversations/${conversationId}`, headers: { cookie } });
+    assert.equal(page.statusCode, 200);
+    return page.body;
+  };
+  const csrfOf = (body: string) => /name="csrf-token" content="([^"]+)"/.exec(body)![1]!;
+  const sentTo = async (conversationId: string) =>
+    (await t.runtime.db.query<{ body: string }>(`select body from messages where conversation_id = $1 and source = 'admin' order by created_at`, [conversationId])).rows.map((r) => r.body);
+
+  test('a suggestion whose question another admin has answered since is shown as outdated, and its send is refused (409) naming why unless confirmed', async () => {
+    const { conversationId, seq, suggestionId } = await pausedWithSuggestion('+31655510001', 'Hoeveel vakantiedagen heb ik nog?');
+    // Another admin answers the question themselves, as their page showed it.
+    const other = await t.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/messages`, headers: api, payload: { body: 'Je hebt nog 12 dagen.', seen: seq } });
+    assert.equal(other.statusCode, 201, other.body);
+    const otherId = other.json().message.id as string;
+
+    // Sent as it is, through the API and through the page's form: refused, nothing sent.
+    const refused = await t.app.inject({ method: 'POST', url: `/api/suggestions/${suggestionId}/send`, headers: api, payload: {} });
+    assert.equal(refused.statusCode, 409, refused.body);
+    assert.match(refused.json().error, /answered/);
+    assert.match(refused.json().error, new RegExp(otherId));
+    const page = await threadPage(conversationId);
+    const form = await t.app.inject({ method: 'POST', url: `/admin/suggestions/${suggestionId}/send`, headers: { cookie, origin: 'http://localhost' }, payload: { _csrf: csrfOf(page), body: (await t.app.inject({ url: `/api/suggestions/${suggestionId}`, headers: api })).json().body, seen: String(seq) } });
+    assert.equal(form.statusCode, 303);
+    assert.match(decodeURIComponent(String(form.headers.location)), /answered/);
+    assert.deepEqual(await sentTo(conversationId), ['Je hebt nog 12 dagen.'], 'no second answer went to the contact');
+    assert.equal((await t.app.inject({ url: `/api/suggestions/${suggestionId}`, headers: api })).json().status, 'pending');
+
+    // The API says so, and the page offers no one-click send for it.
+    const got = (await t.app.inject({ url: `/api/suggestions/${suggestionId}`, headers: api })).json();
+    assert.equal(got.answeredBy, otherId, 'the suggestion names the reply that answered its question');
+    const shown = await threadPage(conversationId);
+    const card = shown.slice(shown.indexOf(`data-suggestion-id="${suggestionId}"`));
+    assert.match(card, /data-outdated="true"/);
+    assert.match(card, /answered since/);
+    assert.doesNotMatch(card.slice(0, card.indexOf('</form>')), /<button class="primary" type="submit">Send<\/button>/, 'no one-click send');
+
+    // The admin who means it confirms: it goes.
+    const confirmed = await t.app.inject({ method: 'POST', url: `/api/suggestions/${suggestionId}/send`, headers: api, payload: { sendAnyway: true } });
+    assert.equal(confirmed.statusCode, 201, confirmed.body);
+    assert.equal((await sentTo(conversationId)).length, 2);
+  });
+
+  test('a suggestion whose question another suggestion answered since is outdated too', async () => {
+    const { conversationId, seq, suggestionId } = await pausedWithSuggestion('+31655510002', 'Waar vind ik mijn loonstrook?');
+    // The contact adds a question and the admin asks for a draft on it: that draft's prompt
+    // holds both questions, so sent, it answers the first draft's question too.
+    const next = await t.app.inject({ method: 'POST', url: '/api/simulate', headers: api, payload: { from: '+31655510002', body: 'En mijn jaaropgave?' } });
+    assert.equal(next.statusCode, 201);
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/suggest`, headers: api })).statusCode, 202);
+    let second = '';
+    await waitFor(async () => {
+      second = (await t.runtime.db.query<{ id: string }>(`select id from suggestions where conversation_id = $1 and id <> $2`, [conversationId, suggestionId])).rows[0]?.id ?? '';
+      return second !== '';
+    }, 'the second draft');
+    const sent = await t.app.inject({ method: 'POST', url: `/api/suggestions/${second}/send`, headers: api, payload: { seen: seq + 1 } });
+    assert.equal(sent.statusCode, 201, sent.body);
+    const refused = await t.app.inject({ method: 'POST', url: `/api/suggestions/${suggestionId}/send`, headers: api, payload: {} });
+    assert.equal(refused.statusCode, 409, refused.body);
+    assert.match(refused.json().error, /answered/);
+  });
+
+  test("a suggestion whose question the AI answered since (resumed, the contact wrote again) is refused", async () => {
+    const { conversationId, suggestionId } = await pausedWithSuggestion('+31655510004', 'Wanneer wordt het salaris betaald?');
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/pause`, headers: api, payload: { paused: false } })).statusCode, 200);
+    await t.app.inject({ method: 'POST', url: '/api/simulate', headers: api, payload: { from: '+31655510004', body: 'Hallo?' } });
+    // The AI's answer reads both open messages, the draft's question among them.
+    await waitFor(async () => (await t.runtime.db.query(`select 1 from messages where conversation_id = $1 and source = 'ai'`, [conversationId])).rowCount > 1, 'the AI answers');
+    const refused = await t.app.inject({ method: 'POST', url: `/api/suggestions/${suggestionId}/send`, headers: api, payload: {} });
+    assert.equal(refused.statusCode, 409, refused.body);
+    assert.match(refused.json().error, /the AI's reply .* has answered/);
+    assert.deepEqual(await sentTo(conversationId), []);
+  });
+});
