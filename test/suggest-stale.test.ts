@@ -1,12 +1,16 @@
 // A suggestion is a proposal for the question it was drafted on: once another reply has
-// answered that question, sending it would give the contact a second, stale answer. Real worker
+// answered that question, sending it would give the contact a second, stale answer; and a
+// suggestion whose send was held (nothing reached the contact) is not "sent". Real worker
 // (the suggest job with the local model), the admin API and the dashboard over HTTP
 // (inject), the log transport, a real PostgreSQL database.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { inboundStoreAndEnqueue } from '../src/jobs/autoreply.ts';
 import { createLogger } from '../src/logger.ts';
 import { Worker } from '../src/queue/index.ts';
 import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
+import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
+import { FROM_NUMBER } from './helpers/messaging.ts';
 import { waitFor } from './helpers/processes.ts';
 
 const api = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
@@ -120,5 +124,67 @@ describe('suggestions that go stale', () => {
     assert.equal(refused.statusCode, 409, refused.body);
     assert.match(refused.json().error, /the AI's reply .* has answered/);
     assert.deepEqual(await sentTo(conversationId), []);
+  });
+
+  test('a suggestion whose send is held (the 24-hour window closed, no template) is not marked sent: it stays, saying why', async () => {
+    const { conversationId, suggestionId } = await pausedWithSuggestion('+31655510003', 'Mag ik thuiswerken op vrijdag?');
+    await t.runtime.db.query(`update conversations set last_inbound_at = now() - interval '25 hours' where id = $1`, [conversationId]);
+    const sent = await t.app.inject({ method: 'POST', url: `/api/suggestions/${suggestionId}/send`, headers: api, payload: {} });
+    assert.equal(sent.statusCode, 201, sent.body);
+    assert.equal(sent.json().outcome, 'held');
+    const got = (await t.app.inject({ url: `/api/suggestions/${suggestionId}`, headers: api })).json();
+    assert.notEqual(got.status, 'sent', 'nothing reached the contact');
+    assert.equal(got.status, 'pending');
+    assert.equal(got.sentMessageId, sent.json().message.id, 'it names the held message');
+    assert.equal(got.sentMessageStatus, 'held');
+    assert.match(got.sentMessageError, /24-hour window/);
+    const page = await threadPage(conversationId);
+    const card = page.slice(page.indexOf(`data-suggestion-id="${suggestionId}"`));
+    assert.ok(page.includes(`data-suggestion-id="${suggestionId}"`), 'the suggestion is still on the page');
+    assert.match(card.slice(0, card.indexOf('</form>')), /held/);
+    assert.match(card.slice(0, card.indexOf('</form>')), /24-hour window/);
+    // Once the contact writes again, the window is open: the same suggestion goes, once.
+    await t.runtime.db.query(`update conversations set last_inbound_at = now() where id = $1`, [conversationId]);
+    const again = await t.app.inject({ method: 'POST', url: `/api/suggestions/${suggestionId}/send`, headers: api, payload: {} });
+    assert.equal(again.statusCode, 201, again.body);
+    assert.equal(again.json().outcome, 'sent');
+    const sentNow = (await t.app.inject({ url: `/api/suggestions/${suggestionId}`, headers: api })).json();
+    assert.equal(sentNow.status, 'sent');
+    assert.equal(sentNow.sentMessageId, again.json().message.id);
+    assert.deepEqual(await sentTo(conversationId), [got.body, got.body], 'the held message and the one that went');
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/suggestions/${suggestionId}/send`, headers: api, payload: {} })).statusCode, 409);
+  });
+});
+
+describe('a suggestion Twilio refuses', () => {
+  let twilio: FakeTwilio;
+  let t: AdminApp;
+
+  before(async () => {
+    twilio = await startFakeTwilio();
+    t = await startAdminApp({ TWILIO_ACCOUNT_SID: FAKE_ACCOUNT_SID, TWILIO_AUTH_TOKEN: FAKE_AUTH_TOKEN, TWILIO_WHATSAPP_FROM: FROM_NUMBER, TWILIO_API_BASE_URL: twilio.url });
+  });
+
+  after(async () => {
+    await t?.close();
+    await twilio?.close();
+  });
+
+  test('refused (a 400: nothing went out), it is not marked sent either', async () => {
+    // No worker: the draft is stored as the suggest job stores one, for the message's position.
+    const stored = await inboundStoreAndEnqueue(t.runtime.db, { whatsappNumber: '+31655510005', body: 'Wie is mijn leidinggevende?', mediaUrls: [], twilioSid: `SM${'5e'.repeat(16)}` });
+    const { rows } = await t.runtime.db.query<{ id: string }>(
+      `insert into suggestions (conversation_id, message_id, body, provider, model, context_until_seq)
+       select conversation_id, id, 'Dat is Petra de Vries.', 'local', 'test', seq from messages where id = $1 returning id`,
+      [stored!.messageId],
+    );
+    twilio.fault({ kind: 'http', status: 400, code: 21211, message: "Invalid 'To' Phone Number" });
+    const sent = await t.app.inject({ method: 'POST', url: `/api/suggestions/${rows[0]!.id}/send`, headers: api, payload: {} });
+    assert.equal(sent.statusCode, 201, sent.body);
+    assert.equal(sent.json().outcome, 'rejected');
+    const got = (await t.app.inject({ url: `/api/suggestions/${rows[0]!.id}`, headers: api })).json();
+    assert.equal(got.status, 'pending');
+    assert.equal(got.sentMessageStatus, 'failed');
+    assert.match(got.sentMessageError, /21211/);
   });
 });

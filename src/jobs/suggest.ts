@@ -39,6 +39,12 @@ export interface Suggestion {
    * reply's id (suggestionAnsweredSince). Sending it would give the contact a second answer.
    */
   answeredBy: string | null;
+  /**
+   * The status of the admin message it was sent as, and its error (why it was held or
+   * refused): for a pending suggestion, of its last send, which did not go (suggestionReopen).
+   */
+  sentMessageStatus: string | null;
+  sentMessageError: string | null;
 }
 
 interface SuggestionRow {
@@ -56,12 +62,15 @@ interface SuggestionRow {
   created_at: Date;
   decided_at: Date | null;
   answered_by: string | null;
+  sent_message_status: string | null;
+  sent_message_error: string | null;
 }
 
 function suggestionFromRow(r: SuggestionRow): Suggestion {
   return {
     id: r.id, conversationId: r.conversation_id, messageId: r.message_id, body: r.body, status: r.status,
     sentMessageId: r.sent_message_id, provider: r.provider, model: r.model, usage: r.usage, citations: r.citations ?? null, contextUntilSeq: r.context_until_seq === null ? null : Number(r.context_until_seq), createdAt: r.created_at, decidedAt: r.decided_at, answeredBy: r.answered_by ?? null,
+    sentMessageStatus: r.sent_message_status ?? null, sentMessageError: r.sent_message_error ?? null,
   };
 }
 
@@ -81,10 +90,12 @@ const suggestionAnsweredSinceSql = (s: string, position: string) => `
   ) draft
   cross join lateral (${answeredSinceSql('draft')} order by a.created_at limit 1) answered`;
 
-// Every read of a suggestion says whether it is outdated: sent as drafted, at its own position.
+// Every read of a suggestion says whether it is outdated (sent as drafted, at its own
+// position), and how the message it was sent as went.
 const SUGGESTION_SELECT = `
-  select s.*, case when s.status = 'pending' then (${suggestionAnsweredSinceSql('s', 's.context_until_seq')}) end as answered_by
-  from suggestions s`;
+  select s.*, case when s.status = 'pending' then (${suggestionAnsweredSinceSql('s', 's.context_until_seq')}) end as answered_by,
+    sent.status as sent_message_status, sent.error_message as sent_message_error
+  from suggestions s left join messages sent on sent.id = s.sent_message_id`;
 
 // Before a send, at the position the send would answer (an edited draft: what the page showed).
 const SUGGESTION_ANSWERED_SINCE_SQL = `
@@ -127,10 +138,26 @@ export async function suggestionList(db: Queryable, conversationId: string, limi
 export async function suggestionMarkSent(tx: Queryable, id: string, sentMessageId: string): Promise<Suggestion | null> {
   const result = await tx.query<SuggestionRow>(
     `update suggestions set status = 'sent', sent_message_id = $2, decided_at = now()
-     where id = $1 and status = 'pending' returning *, null as answered_by`,
+     where id = $1 and status = 'pending' returning *, null as answered_by, null as sent_message_status, null as sent_message_error`,
     [id, sentMessageId],
   );
   return result.rows[0] ? suggestionFromRow(result.rows[0]) : null;
+}
+
+/**
+ * A suggestion whose send provably reached no one (held outside the 24-hour window, refused
+ * by Twilio) is pending again: marked sent, it left the page though the contact got nothing,
+ * and the admin had only the thread's held message to find it by. It keeps that message
+ * (sent_message_id), so the page and the API say why, until it is sent again. Only from
+ * that very send: not after a second send or a discard since.
+ */
+export async function suggestionReopen(db: Queryable, id: string, sentMessageId: string): Promise<boolean> {
+  const result = await db.query(
+    `update suggestions set status = 'pending', decided_at = null
+     where id = $1 and status = 'sent' and sent_message_id = $2`,
+    [id, sentMessageId],
+  );
+  return result.rowCount > 0;
 }
 
 /** Discards a pending suggestion. False when it was not pending. */

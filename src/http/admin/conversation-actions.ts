@@ -4,7 +4,7 @@
 // replies go through the outbox like the AI's, so delivery status is tracked the same way.
 import { randomBytes } from 'node:crypto';
 import { inboundStoreAndEnqueue, outboxDepsOf } from '../../jobs/autoreply.ts';
-import { suggestEnqueue, suggestionAnsweredSince, suggestionGet, suggestionMarkSent } from '../../jobs/suggest.ts';
+import { suggestEnqueue, suggestionAnsweredSince, suggestionGet, suggestionMarkSent, suggestionReopen } from '../../jobs/suggest.ts';
 import { conversationGet, type Conversation, type Message } from '../../messaging/conversations.ts';
 import { optChangeOf, optChangeRecorded, optedOutReason, optKeywordsOf, optOutSetByAdmin, optOutStateOf, type OptChange } from '../../messaging/opt-out.ts';
 import { OptedOutError, replyDispatch, replyWriteAdmin, type ReplyOutcome } from '../../messaging/outbox.ts';
@@ -105,8 +105,9 @@ export async function adminReplySend(runtime: Runtime, conversationId: string, b
 
 /**
  * Sends a pending suggestion, as written or edited, as an admin message. The message and
- * the suggestion's `sent` mark are one transaction, so a double click sends once. `seen`
- * is the newest inbound position the admin's page showed (adminReplySend). A suggestion
+ * the suggestion's `sent` mark are one transaction, so a double click sends once; a send
+ * held or refused puts it back to pending (suggestionReopen). `seen` is the newest inbound
+ * position the admin's page showed (adminReplySend). A suggestion
  * whose question a reply has answered since it was drafted is refused (409) unless
  * `sendAnyway`: the contact would get a second, stale answer.
  */
@@ -138,6 +139,9 @@ export async function suggestionSend(runtime: Runtime, suggestionId: string, edi
     return written;
   }).catch(refusedIfOptedOut(runtime, conversation));
   const outcome = await replyDispatch(outboxDepsOf(runtime), reply, `whatsapp:${conversation.whatsappNumber}`);
+  // Held or refused, nothing reached the contact: the suggestion is not sent, and stays on
+  // the page with why. Not after a 5xx or a cut-off send, which may have gone out.
+  if (outcome.kind === 'held' || outcome.kind === 'rejected') await suggestionReopen(runtime.db, suggestion.id, reply.id);
   return { message: outcome.reply, outcome };
 }
 

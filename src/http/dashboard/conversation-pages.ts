@@ -142,7 +142,9 @@ function seenField(seen: number | null): Html {
 function suggestionCard(ctx: PageContext, s: Suggestion, seen: number | null, messages: Message[]): Html {
   const discard = actionButton(ctx, `/admin/suggestions/${s.id}/discard`, 'Discard', { className: s.answeredBy ? 'primary' : 'danger' });
   const header = html`<h2 style="margin-top:0">AI suggestion <span class="muted">(${s.provider} · ${s.model} · ${when(s.createdAt)})</span></h2>`;
-  const body = html`<textarea name="body" dir="auto" aria-label="Suggested reply">${s.body}</textarea>
+  // Sent once and held or refused (suggestionReopen): why, before the admin sends it again.
+  const lastSend = s.sentMessageStatus ? html`<p class="last-send">${badge(s.sentMessageStatus)} Sent before, and nothing reached the contact: ${s.sentMessageError ?? s.sentMessageStatus}</p>` : '';
+  const body = html`${lastSend}<textarea name="body" dir="auto" aria-label="Suggested reply">${s.body}</textarea>
 ${s.citations ? html`<p class="muted">${citationsNote(s.citations)}</p>` : ''}`;
   if (s.answeredBy) {
     const answer = messages.find((m) => m.id === s.answeredBy);
