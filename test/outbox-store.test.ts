@@ -4,7 +4,9 @@
 // a 201 that is not JSON, a 5xx after the message was accepted.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { conversationThread, inboundReplyState, messageAnsweredBy, messageGet, messageListRecent, messageStatusUpdate } from '../src/messaging/conversations.ts';
+import { conversationList } from '../src/http/admin/conversation-queries.ts';
+import { deliveryStatusRecord } from '../src/jobs/delivery-status.ts';
+import { conversationThread, inboundReplyState, messageAnsweredBy, messageGet, messageListRecent, messageStatusUpdate, repliesSuperseded } from '../src/messaging/conversations.ts';
 import { HumanTookOverError, OptedOutError, replyPartsForInbound, replyPartsResume, replyResume, replySend, replyWriteAdmin, type OutboxDeps } from '../src/messaging/outbox.ts';
 import { TwilioTransport } from '../src/messaging/transport.ts';
 import { BACKENDS, type TestDatabase } from './helpers/db.ts';
@@ -346,6 +348,39 @@ for (const backend of BACKENDS) {
       assert.ok(read.earlier.every((m) => m.createdAt instanceof Date && !Number.isNaN(m.createdAt.getTime())));
       assert.deepEqual(read.earlier[1]!.citations, citations);
       assert.equal(read.unanswered[1]!.mediaUrls.length, 1);
+    });
+
+    // `undelivered` is as final as `failed` (WhatsApp reports an invalid recipient's 63024, a
+    // phone off past the validity period that way): the reply never reached the contact.
+    // It counted as an answer: the list showed nothing awaiting a reply, and the next
+    // reply's thread read the question as answered (and "answered for" an earlier refused one).
+    test('a reply Twilio reported undelivered answers nothing: the question stays open, for the list and the next reply\'s thread', async () => {
+      fake.reset();
+      const phone = '+31687650001';
+      const store = (body: string) => inboundStoreAndEnqueue(t.db, { whatsappNumber: phone, body, mediaUrls: [], twilioSid: messageSid() }).then((stored) => stored!);
+      const refusedQuestion = await store('eerste vraag');
+      const { conversationId } = refusedQuestion;
+      const refusedSeq = (await messageGet(t.db, refusedQuestion.messageId))!.seq!;
+      fake.fault({ kind: 'http', status: 400, code: 21211 });
+      const refused = await replySend(deps, { conversationId, replyToMessageId: refusedQuestion.messageId, parts: ['eerste antwoord'], contextUntilSeq: refusedSeq }, `whatsapp:${phone}`);
+      assert.equal(refused.reply.status, 'failed');
+      const question = await store('tweede vraag');
+      const seq = (await messageGet(t.db, question.messageId))!.seq!;
+      const sent = await replySend(deps, { conversationId, replyToMessageId: question.messageId, parts: ['tweede antwoord'], contextUntilSeq: seq }, `whatsapp:${phone}`);
+      assert.equal(sent.kind, 'sent');
+      assert.ok(await messageAnsweredBy(t.db, conversationId, seq), 'on its way, it answers');
+
+      assert.ok(await deliveryStatusRecord(t.db, { messageId: sent.reply.id, twilioSid: sent.reply.twilioSid!, status: 'undelivered', errorCode: 63024 }));
+      assert.equal((await messageGet(t.db, sent.reply.id))!.status, 'undelivered');
+      assert.equal(await messageAnsweredBy(t.db, conversationId, seq), null, 'undelivered, it answered nothing');
+      const listed = (await conversationList(t.db, { limit: 100 })).conversations.find((c) => c.id === conversationId);
+      assert.equal(listed?.awaitingReply, true, 'the list shows the conversation awaiting a reply');
+      assert.equal((await repliesSuperseded(t.db, conversationId)).size, 0, 'nor did it answer for the refused reply');
+      const next = await store('hallo?');
+      const nextSeq = (await messageGet(t.db, next.messageId))!.seq!;
+      const thread = await conversationThread(t.db, conversationId, 10, nextSeq);
+      assert.equal(thread.answeredUpTo, 0);
+      assert.deepEqual(thread.unanswered.map((m) => m.body), ['eerste vraag', 'tweede vraag', 'hallo?'], 'the next reply answers both open questions');
     });
 
     // Twilio's less common answers, found by a Twilio probe. replySend returned the first

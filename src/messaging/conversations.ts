@@ -202,14 +202,17 @@ export async function conversationGet(db: Queryable, id: string): Promise<Conver
 }
 
 /**
- * Replies that answer nothing, as SQL: refused by Twilio or the API (failed), not sent for
- * now (send_failed), or held outside the 24-hour window, never handed to Twilio. The
- * contact's question stays open, so the next reply answers it, and none of them is shown
- * to the model as said.
+ * Replies that answer nothing, as SQL: refused by Twilio or the API (failed), taken by
+ * Twilio and then reported not delivered (undelivered: final, as failed is; WhatsApp reports
+ * a closed window's 63016, an invalid recipient's 63024 or a phone off past the message's
+ * validity that way), not sent for now (send_failed), or held outside the 24-hour window,
+ * never handed to Twilio. The contact's question stays open, so the next reply answers it,
+ * and none of them is shown to the model as said (reply-context.ts, historyOf).
  */
-// messages_answering_idx (migration 0033) holds the replies outside this list: a change here
-// needs a migration that rebuilds it, or "answered since" reads whole threads again.
-const ANSWERS_NOTHING_SQL = `('failed', 'send_failed', 'held')`;
+// messages_answering_idx (migration 0033) holds the replies outside this list: a status taken
+// out of it needs a migration that rebuilds the index, or "answered since" reads whole threads
+// again (one added leaves it usable: it then also holds rows the query passes over).
+const ANSWERS_NOTHING_SQL = `('failed', 'undelivered', 'send_failed', 'held')`;
 
 /**
  * Whether the reply (or part) `m` (an alias, or the table's name) answers what it covered:
