@@ -193,4 +193,30 @@ describe('query plans at scale', () => {
       assert.ok(!scans.includes('Seq Scan'), `messages read by: ${scans.join(', ')}`);
     }
   });
+
+  // A contact whose number WhatsApp cannot reach: every reply comes back undelivered, each a
+  // problem reply that answers nothing. Through 0033's index, which held undelivered replies,
+  // each one's "answered since?" probe read every later one and discarded it (400 × 400 / 2).
+  test("a thread of undelivered replies asks each one whether a later reply answered for it without reading the others", async () => {
+    await t.db.exec(`
+      insert into contacts (whatsapp_number, profile_name) values ('+15559999999', 'Unreachable');
+      insert into conversations (contact_id, last_message_at, inbound_seq)
+      select id, now() - interval '1 day', ${HOT_FAILED} from contacts where whatsapp_number = '+15559999999';
+      create temp table questions as
+        select gen_random_uuid() as id, c.id as conversation_id, s as seq, c.last_message_at - (${HOT_FAILED} - s + 1) * interval '1 minute' as at
+        from conversations c join contacts k on k.id = c.contact_id, generate_series(1, ${HOT_FAILED}) s
+        where k.whatsapp_number = '+15559999999';
+      insert into messages (id, conversation_id, source, body, twilio_sid, status, seq, created_at)
+      select id, conversation_id, 'inbound', 'question ' || seq, 'SMin' || replace(id::text, '-', ''), 'received', seq, at from questions;
+      insert into messages (conversation_id, source, body, twilio_sid, status, error_code, reply_to_message_id, context_until_seq, created_at)
+      select conversation_id, 'ai', 'answer ' || seq, 'SMout' || replace(gen_random_uuid()::text, '-', ''), 'undelivered', 63024, id, seq, at + interval '5 seconds'
+      from questions;
+      drop table questions;
+      analyze messages;`);
+    const unreachable = await t.db.query<{ id: string }>(`select c.id from conversations c join contacts k on k.id = c.contact_id where k.whatsapp_number = '+15559999999'`);
+    const statements = await explained(t.db, (db) => repliesSuperseded(db, unreachable.rows[0]!.id));
+    assert.equal((await repliesSuperseded(t.db, unreachable.rows[0]!.id)).size, 0, 'no reply answered for them');
+    const handled = rowsHandled(statements[0]!.plan);
+    assert.ok(handled < 10_000, `rows handled: ${handled}`);
+  });
 });

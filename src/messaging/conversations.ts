@@ -209,9 +209,9 @@ export async function conversationGet(db: Queryable, id: string): Promise<Conver
  * never handed to Twilio. The contact's question stays open, so the next reply answers it,
  * and none of them is shown to the model as said (reply-context.ts, historyOf).
  */
-// messages_answering_idx (migration 0033) holds the replies outside this list: a status taken
-// out of it needs a migration that rebuilds the index, or "answered since" reads whole threads
-// again (one added leaves it usable: it then also holds rows the query passes over).
+// messages_answering_idx (migration 0034) holds the replies outside this list: a change here
+// needs a migration that rebuilds it, or "answered since" reads whole threads again (a status
+// taken out of the list), or reads and discards every reply of an added one past its position.
 const ANSWERS_NOTHING_SQL = `('failed', 'undelivered', 'send_failed', 'held')`;
 
 /**
