@@ -467,6 +467,37 @@ describe('token mode: a page that DNS-rebinds its own name to aiq', () => {
     }
   });
 
+  // /readyz answered under any name, and said why it was not ready: a rebinding page read
+  // the pending migrations by name (the version running), the database and, in a mismatch,
+  // the embedding provider and model. Probes must keep their status code under any name.
+  test('/readyz under a foreign name: the same status code, without the reasons; under ours, as before', async () => {
+    if (!t.app.server.listening) await t.app.listen({ host: '127.0.0.1', port: 0 });
+    const port = (t.app.server.address() as AddressInfo).port;
+    const readyz = async (host: string) => {
+      const answer = await requestWithHost(port, '/readyz', host);
+      return { status: answer.status, body: JSON.parse(answer.body) as Record<string, unknown> };
+    };
+    for (const host of ['evil.test', `evil.test:${port}`, 'aiq.example.com.evil.test']) {
+      assert.deepEqual(await readyz(host), { status: 200, body: { status: 'ready' } }, host);
+    }
+    // Probes by a pod's IP, localhost, a container's name, and the public name: ours.
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, '10.0.0.5:3000', 'aiq:3000', 'aiq.example.com']) {
+      assert.deepEqual(await readyz(host), { status: 200, body: { status: 'ready', database: t.runtime.db.kind } }, host);
+    }
+    // A migration pending: not ready under every name, named only under ours.
+    const removed = await t.runtime.db.query<{ version: number; name: string }>('delete from aiq_migrations where version = (select max(version) from aiq_migrations) returning version, name');
+    try {
+      const foreign = await requestWithHost(port, '/readyz', 'evil.test');
+      assert.equal(foreign.status, 503);
+      assert.deepEqual(JSON.parse(foreign.body), { status: 'not ready' });
+      assert.equal((await t.app.inject({ url: '/readyz', headers: { host: 'aiq.example.com', 'x-forwarded-host': 'evil.test' } })).body, foreign.body, 'every name the request carries must be ours');
+      assert.deepEqual(await readyz(`127.0.0.1:${port}`), { status: 503, body: { status: 'migrations pending', pending: [removed.rows[0]!.name] } });
+    } finally {
+      await t.runtime.db.query('insert into aiq_migrations (version, name) values ($1, $2)', [removed.rows[0]!.version, removed.rows[0]!.name]);
+    }
+    assert.equal((await readyz('evil.test')).status, 200);
+  });
+
   test('the Twilio webhook answers under any name: its signature is the check', async () => {
     const m = await startAdminApp({ TWILIO_ACCOUNT_SID: FAKE_ACCOUNT_SID, TWILIO_AUTH_TOKEN: FAKE_AUTH_TOKEN, TWILIO_WHATSAPP_FROM: 'whatsapp:+14155238886' }, t.database);
     try {
