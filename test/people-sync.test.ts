@@ -7,7 +7,9 @@ import { after, before, test } from 'node:test';
 import { ConfigError, loadConfig } from '../src/config.ts';
 import { peopleSync } from '../src/jobs/people-sync.ts';
 import { PermanentJobError } from '../src/queue/index.ts';
-import { freshServerDatabase, type TestDatabase } from './helpers/db.ts';
+import { importCreate, importGet, importPeopleRun } from '../src/knowledge/csv-import.ts';
+import { personErase } from '../src/privacy/erasure.ts';
+import { BACKENDS, freshServerDatabase, type TestDatabase } from './helpers/db.ts';
 
 let t: TestDatabase;
 let server: Server;
@@ -144,3 +146,49 @@ test('PEOPLE_SYNC_PRUNE: a source without a leaver removes them; one that would 
   assert.equal(loadConfig({ PEOPLE_SYNC_URL: url, PEOPLE_SYNC_PRUNE: 'true' }).PEOPLE_SYNC_PRUNE, true);
   assert.equal(loadConfig({}).PEOPLE_SYNC_PRUNE, false);
 });
+
+for (const backend of BACKENDS) {
+  test(`${backend.name}: a person erased with aiq forget is not brought back by the next sync, nor by an import under another number with their address, until the erasure is lifted`, async () => {
+    // Before, the next sync re-created them, silently (inserted 1), and no record said why not.
+    const b = await backend.fresh();
+    try {
+      const syncHere = () => peopleSync(b.db, { url, maxBytes: 10_000, prune: true }, new AbortController().signal);
+      answer = { status: 200, type: 'text/csv', body: 'Name,Phone,Email\nErik Ersatz,+31611112222,erik@example.org\nKim Kept,+31633334444,kim@example.org\n' };
+      assert.equal((await syncHere()).inserted, 2);
+      assert.equal((await personErase(b.db, '+31 6 1111 2222', 'test')).status, 'erased');
+
+      const again = await syncHere();
+      assert.deepEqual([again.inserted, again.unchanged, again.rejected, again.erasedSkipped], [0, 1, 0, 1]);
+      const names = async () => (await b.db.query<{ name: string }>('select name from people order by name')).rows.map((r) => r.name);
+      assert.deepEqual(await names(), ['Kim Kept']);
+      const record = (await importGet(b.db, again.importId))!;
+      assert.equal(record.erasedSkipped, 1);
+      assert.equal(record.rowErrors.length, 1);
+      assert.equal(record.rowErrors[0]!.line, 2);
+      assert.match(record.rowErrors[0]!.reason, /^skipped: erased on \d{4}-\d{2}-\d{2} \(aiq forget\); .*aiq forget --lift/);
+      // A skipped row is no rejected one: a complete list's prune still runs.
+      assert.equal(again.pruneNote, null);
+
+      // The same address under a new number (upper case, as a spreadsheet may hold it), in an upload.
+      const upload = await importCreate(b.db, { filename: 'staff.csv', content: Buffer.from('Name,Phone,Email\nErik Ersatz,+31655556666, Erik@Example.org\n') });
+      const imported = await importPeopleRun(b.db, upload, {});
+      assert.deepEqual([imported.inserted, imported.erasedSkipped], [0, 1]);
+      assert.deepEqual(await names(), ['Kim Kept']);
+
+      // The record holds neither the number nor the address.
+      const held = JSON.stringify((await b.db.query('select * from erasure_suppressions')).rows);
+      for (const needle of ['611112222', 'erik', 'Erik']) assert.ok(!held.includes(needle), held);
+
+      const { suppressionLift } = await import('../src/privacy/suppression.ts');
+      assert.equal(await suppressionLift(b.db, '+31611112222', 'test'), true);
+      assert.equal(await suppressionLift(b.db, '+31611112222', 'test'), false);
+      const back = await syncHere();
+      assert.deepEqual([back.inserted, back.erasedSkipped], [1, undefined]);
+      assert.deepEqual(await names(), ['Erik Ersatz', 'Kim Kept']);
+      const audit = (await b.db.query<{ action: string; result: string }>(`select action, result from audit_log where action = 'erasure lifted' order by id`)).rows;
+      assert.deepEqual(audit.map((r) => r.result), ['ok', 'not_found']);
+    } finally {
+      await b.close();
+    }
+  });
+}

@@ -493,8 +493,30 @@ test('aiq export and aiq forget: JSON out, confirmation, clear errors', async ()
   assert.equal(typo.code, 2);
   assert.match(typo.out, /"06-3333" is not a phone number/);
   assert.deepEqual(await whereFound(t.db, '633334444'), []);
+  // Dave came back with consent: the erasure's record (which held up syncs and imports) is lifted.
+  const lifted = await aiq(['forget', '+31 6 3333 4444', '--lift']);
+  assert.equal(lifted.code, 0, lifted.out);
+  assert.match(lifted.out, /^lifted the erasure of \+31633334444/);
+  const liftedAgain = await aiq(['forget', dave, '--lift']);
+  assert.equal(liftedAgain.code, 1);
+  assert.match(liftedAgain.out, /no erasure of \+31633334444 is recorded/);
   const actors = (await t.db.query<{ actor: string }>(`select distinct actor from audit_log where actor like 'cli:%'`)).rows;
   assert.equal(actors.length, 1);
+});
+
+test('the admin API lifts an erasure for someone who came back with consent, once, and says when there is none', async () => {
+  const fay = '+31644445555';
+  await send(fay, 'Hallo');
+  await settled();
+  const lift = (phone: string) => m.app.inject({ method: 'POST', url: '/api/privacy/lift', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone } });
+  assert.equal((await lift(fay)).statusCode, 404, 'nothing erased yet');
+  const erased = await m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { phone: fay } });
+  assert.equal(erased.statusCode, 200, erased.body);
+  const lifted = await lift('+31 6 4444 5555');
+  assert.equal(lifted.statusCode, 200, lifted.body);
+  assert.deepEqual(lifted.json(), { lifted: true });
+  assert.equal((await lift(fay)).statusCode, 404);
+  assert.equal((await lift('0612')).statusCode, 400);
 });
 
 test("aiq export and aiq forget with a DATA_DIR that holds no database say so: they made an empty one there and answered 'nothing is held'", async () => {

@@ -238,11 +238,11 @@ export async function importPeople({ values, positionals }: CommandInput, config
     const record = (await importGet(rt.db, importId))!;
     console.log(
       `imported ${record.rowsRead} rows from ${record.filename}: ${record.inserted} new, ${record.updated} updated, ` +
-        `${record.unchanged} unchanged, ${record.rejected} rejected (import ${importId})`,
+        `${record.unchanged} unchanged, ${record.rejected} rejected${record.erasedSkipped ? `, ${record.erasedSkipped} skipped as erased` : ''} (import ${importId})`,
     );
     if (record.headerLine > 1) console.log(`  ${aboveHeaderNote(record.headerLine)}`);
     for (const error of record.rowErrors.slice(0, SHOWN_ERRORS)) console.log(`  line ${error.line}: ${error.reason}`);
-    if (record.rejected > SHOWN_ERRORS) console.log(`  … and ${record.rejected - SHOWN_ERRORS} more rejected rows`);
+    if (record.rejected + record.erasedSkipped > SHOWN_ERRORS) console.log(`  … and ${record.rejected + record.erasedSkipped - SHOWN_ERRORS} more rows not imported`);
     if (record.pruneNote) {
       console.error(`--prune: ${record.pruneNote}`);
       return 1;

@@ -6,6 +6,7 @@ import { auditRecord } from '../privacy/audit.ts';
 import { erasurePhone, ErasureInputError, personErase, type ErasureCounts, type ErasureOutcome } from '../privacy/erasure.ts';
 import { documentsNamingText } from '../privacy/documents-about.ts';
 import { personExport } from '../privacy/export.ts';
+import { suppressionLift } from '../privacy/suppression.ts';
 import { dataDirHeld } from '../db/data-dir-lock.ts';
 import { cliActor, refuseMissingEmbedded, UsageError, withRuntime, type CommandInput } from './command.ts';
 import { runningServerRequest } from './local-server.ts';
@@ -27,6 +28,7 @@ export async function forget({ values, positionals }: CommandInput, config: Env)
   // Opened, a folder without a database (DATA_DIR not the server's: another working folder, its
   // .env not read) got an empty one, and the answer was "nothing is held for" the person.
   refuseMissingEmbedded(config, 'nothing erased');
+  if (values.lift) return liftErasure(config, phone);
   if (!values.yes) {
     if (!process.stdin.isTTY) throw new UsageError('forget erases for good: pass --yes to confirm when not at a terminal');
     const prompt = createInterface({ input: process.stdin, output: process.stdout });
@@ -60,6 +62,17 @@ export async function forget({ values, positionals }: CommandInput, config: Env)
   );
   if (documents) console.log(documents);
   if (outcome.purgeFailed) console.error(`aiq: warning: ${outcome.purgeFailed}`);
+  return 0;
+}
+
+/** `aiq forget --lift`: the erasure record goes, so the next sync or import may bring them back. */
+async function liftErasure(config: Env, phone: string): Promise<number> {
+  const lifted = await withRuntime(config, (rt) => rt.db.transaction((tx) => suppressionLift(tx, phone, cliActor())));
+  if (!lifted) {
+    console.error(`aiq: no erasure of ${phone} is recorded: nothing to lift`);
+    return 1;
+  }
+  console.log(`lifted the erasure of ${phone}: the next people sync or import that lists them brings them back`);
   return 0;
 }
 

@@ -8,7 +8,10 @@ export const privacyCommands: Command[] = [
     args: '<phone>',
     group: 'Personal data',
     summary: 'erase a person: contact, conversations, messages, person record, embeddings and the jobs about them',
-    options: { yes: { type: 'boolean', description: 'erase without asking (needed when not at a terminal)' } },
+    options: {
+      yes: { type: 'boolean', description: 'erase without asking (needed when not at a terminal)' },
+      lift: { type: 'boolean', description: 'erase nothing: let people syncs and imports bring back a person erased before (they came back and consent)' },
+    },
     example: 'aiq forget +31612345678',
     run: async (input, config) => (await import('./privacy-actions.ts')).forget(input, config),
   },

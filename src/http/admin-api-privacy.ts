@@ -4,7 +4,8 @@
 import type { FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { auditRecord } from '../privacy/audit.ts';
-import { ErasureInputError, personErase } from '../privacy/erasure.ts';
+import { ErasureInputError, erasurePhone, personErase } from '../privacy/erasure.ts';
+import { suppressionLift } from '../privacy/suppression.ts';
 import { personExport } from '../privacy/export.ts';
 import type { Runtime } from '../runtime.ts';
 import { parseOr400 } from './api-input.ts';
@@ -39,6 +40,21 @@ export const privacyApi: FastifyPluginAsync<{ runtime: Runtime; actor: string }>
         return reply.status(404).send({ error: `nothing is held for this number: no contact, no person, no line of a stored upload${named}`, documentsNamingThem });
       }
       return { erased: true, counts: outcome.counts, documentsNamingThem, ...warning(outcome.purgeFailed) };
+    } catch (err) {
+      if (err instanceof ErasureInputError) return reply.status(400).send({ error: `phone: ${err.message}` });
+      throw err;
+    }
+  });
+
+  // Lifts an erasure's record (privacy/suppression.ts) for someone who came back with
+  // their consent: the next people sync or import that lists them brings them back.
+  app.post('/api/privacy/lift', async (request, reply) => {
+    const input = parseOr400(PhoneInput, request.body, reply);
+    if (!input) return reply;
+    try {
+      const lifted = await db.transaction((tx) => suppressionLift(tx, erasurePhone(input.phone), actor));
+      if (!lifted) return reply.status(404).send({ error: 'no erasure of this number is recorded: nothing to lift' });
+      return { lifted: true };
     } catch (err) {
       if (err instanceof ErasureInputError) return reply.status(400).send({ error: `phone: ${err.message}` });
       throw err;

@@ -3,7 +3,7 @@
 // in the same transaction as their batch. A broken file fails at once with the reason.
 import { z } from 'zod';
 import type { Database, Queryable } from '../db/types.ts';
-import { importCreate, ImportFileError, importFail, importPeopleRun, type ImportCounts, type ImportPruneOutcome, type PersonField } from '../knowledge/csv-import.ts';
+import { importCreate, ImportFileError, importFail, importPeopleRun, type ImportCounts, type ImportPruneOutcome, type ImportSkipped, type PersonField } from '../knowledge/csv-import.ts';
 import { jobEnqueue, PermanentJobError, type JobHandler } from '../queue/index.ts';
 
 export const IMPORT_PEOPLE = 'import_people';
@@ -34,7 +34,7 @@ export async function importPeopleExecute(
     onProgress?: (counts: ImportCounts) => void | Promise<void>;
     pruneAtMostHalf?: boolean;
   } = {},
-): Promise<ImportCounts & Partial<ImportPruneOutcome>> {
+): Promise<ImportCounts & ImportSkipped & Partial<ImportPruneOutcome>> {
   try {
     return await importPeopleRun(db, importId, {
       headerMap: options.headerMap,

@@ -8,7 +8,7 @@ import type { Env } from '../config.ts';
 import type { Database } from '../db/types.ts';
 import { PermanentJobError, type JobHandler } from '../queue/index.ts';
 import { importPeopleExecute } from './import-people.ts';
-import { importCreate, importFail, type ImportCounts, type ImportPruneOutcome } from '../knowledge/csv-import.ts';
+import { importCreate, importFail, type ImportCounts, type ImportPruneOutcome, type ImportSkipped } from '../knowledge/csv-import.ts';
 import { textDecode } from '../knowledge/text-encoding.ts';
 
 export const PEOPLE_SYNC = 'people_sync';
@@ -72,7 +72,7 @@ async function fetchSource(config: PeopleSyncConfig, signal: AbortSignal): Promi
   return { text, json: /json/.test(response.headers.get('content-type') ?? '') || /^\s*[[{]/.test(text) };
 }
 
-export async function peopleSync(db: Database, config: PeopleSyncConfig, signal: AbortSignal): Promise<{ importId: string } & ImportCounts & Partial<ImportPruneOutcome>> {
+export async function peopleSync(db: Database, config: PeopleSyncConfig, signal: AbortSignal): Promise<{ importId: string } & ImportCounts & ImportSkipped & Partial<ImportPruneOutcome>> {
   const source = await fetchSource(config, signal);
   let csv = source.text;
   if (source.json) {

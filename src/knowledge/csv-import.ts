@@ -8,6 +8,7 @@ import { Readable } from 'node:stream';
 import { CsvError, parse } from 'csv-parse';
 import { z } from 'zod';
 import type { Database, Queryable } from '../db/types.ts';
+import { suppressedAmong, suppressedReason } from '../privacy/suppression.ts';
 import { columnNameKey, personUpsertMany, phoneToE164, type PersonColumns, type PersonInput } from './people.ts';
 import { textStreamDecoder } from './text-encoding.ts';
 import { auditRecord } from '../privacy/audit.ts';
@@ -205,6 +206,11 @@ export interface ImportCounts {
   rejected: number;
 }
 
+/** Rows skipped because their person was erased (privacy/suppression.ts); present when any were. */
+export interface ImportSkipped {
+  erasedSkipped?: number;
+}
+
 /** What a complete list's import removed (ImportRecord.prune), or why it removed no one. */
 export interface ImportPruneOutcome {
   removed: number;
@@ -234,6 +240,8 @@ export class ImportFileError extends Error {
 // --- the imports table ------------------------------------------------------------------
 
 export interface ImportRecord extends ImportCounts, ImportPruneOutcome {
+  /** Rows skipped because their person was erased (each in rowErrors too). */
+  erasedSkipped: number;
   id: string;
   filename: string;
   path: string | null;
@@ -269,9 +277,9 @@ export async function importGet(db: Queryable, id: string): Promise<ImportRecord
   const result = await db.query<{
     id: string; filename: string; path: string | null; status: ImportRecord['status']; rows_read: number; inserted: number;
     updated: number; unchanged: number; rejected: number; row_errors: RowError[]; error: string | null;
-    prune: boolean; removed: number; prune_note: string | null; header_line: number;
+    prune: boolean; removed: number; prune_note: string | null; header_line: number; erased_skipped: number;
   }>(
-    `select id, filename, path, status, rows_read, inserted, updated, unchanged, rejected, row_errors, error, prune, removed, prune_note, header_line
+    `select id, filename, path, status, rows_read, inserted, updated, unchanged, rejected, row_errors, error, prune, removed, prune_note, header_line, erased_skipped
      from imports where id = $1`,
     [id],
   );
@@ -280,7 +288,7 @@ export async function importGet(db: Queryable, id: string): Promise<ImportRecord
   return {
     id: r.id, filename: r.filename, path: r.path, status: r.status, rowsRead: r.rows_read, inserted: r.inserted, updated: r.updated,
     unchanged: r.unchanged, rejected: r.rejected, rowErrors: r.row_errors, error: r.error,
-    prune: r.prune, removed: r.removed, pruneNote: r.prune_note, headerLine: r.header_line,
+    prune: r.prune, removed: r.removed, pruneNote: r.prune_note, headerLine: r.header_line, erasedSkipped: r.erased_skipped,
   };
 }
 
@@ -314,11 +322,12 @@ function importSource(db: Queryable, record: { id: string; path: string | null }
  * counters, so progress is visible while it runs and a crash loses at most one batch; a
  * re-run (same file) then finds the committed rows unchanged. Counters describe this run.
  */
-export async function importPeopleRun(db: Database, importId: string, options: ImportRunOptions): Promise<ImportCounts & Partial<ImportPruneOutcome>> {
+export async function importPeopleRun(db: Database, importId: string, options: ImportRunOptions): Promise<ImportCounts & ImportSkipped & Partial<ImportPruneOutcome>> {
   const started = await db.query<{ id: string; path: string | null; prune: boolean }>(
     `update imports
      set status = 'running', started_at = now(), finished_at = null, error = null,
-         rows_read = 0, inserted = 0, updated = 0, unchanged = 0, rejected = 0, row_errors = '[]', removed = 0, prune_note = null, header_line = 1
+         rows_read = 0, inserted = 0, updated = 0, unchanged = 0, rejected = 0, row_errors = '[]', removed = 0, prune_note = null, header_line = 1,
+         erased_skipped = 0
      where id = $1 and status <> 'done'
      returning id, path, prune`,
     [importId],
@@ -336,13 +345,23 @@ export async function importPeopleRun(db: Database, importId: string, options: I
   const seen = new Map<number, number>();
   let storedErrors = 0;
   let batch: PersonInput[] = [];
+  let batchLines: number[] = [];
   let errors: RowError[] = [];
+  let erasedSkipped = 0;
 
   const flush = async () => {
-    const rows = batch;
+    // People erased (aiq forget) are not brought back by a list that still has them
+    // (privacy/suppression.ts): each such row is reported, and counted apart from the
+    // rejected, which would hold up a complete list's prune.
+    const suppressed = await suppressedAmong(db, batch);
+    const skipped = [...suppressed].map(([i, erasedAt]) => ({ line: batchLines[i]!, reason: suppressedReason(erasedAt) }));
+    const rows = batch.filter((_, i) => !suppressed.has(i));
+    erasedSkipped += skipped.length;
+    errors = [...errors, ...skipped].sort((a, b) => a.line - b.line);
+    const rejectedNow = errors.length - skipped.length;
     const rowErrors = errors.slice(0, Math.max(0, MAX_STORED_ROW_ERRORS - storedErrors));
-    const rejectedNow = errors.length;
     batch = [];
+    batchLines = [];
     errors = [];
     storedErrors += rowErrors.length;
     await db.transaction(async (tx) => {
@@ -354,9 +373,9 @@ export async function importPeopleRun(db: Database, importId: string, options: I
       counts.rejected += rejectedNow;
       await tx.query(
         `update imports
-         set rows_read = $2, inserted = $3, updated = $4, unchanged = $5, rejected = $6, row_errors = row_errors || $7::jsonb
+         set rows_read = $2, inserted = $3, updated = $4, unchanged = $5, rejected = $6, row_errors = row_errors || $7::jsonb, erased_skipped = $8
          where id = $1`,
-        [importId, counts.rowsRead, counts.inserted, counts.updated, counts.unchanged, counts.rejected, JSON.stringify(rowErrors)],
+        [importId, counts.rowsRead, counts.inserted, counts.updated, counts.unchanged, counts.rejected, JSON.stringify(rowErrors), erasedSkipped],
       );
     });
     await options.onProgress?.({ ...counts });
@@ -403,6 +422,7 @@ export async function importPeopleRun(db: Database, importId: string, options: I
         else {
           seen.set(key, line);
           batch.push(row.person);
+          batchLines.push(line);
         }
       }
       if (batch.length + errors.length >= batchSize) await flush();
@@ -418,13 +438,14 @@ export async function importPeopleRun(db: Database, importId: string, options: I
     throw new ImportFileError('the file is empty: expected a header line with at least a name and a phone column');
   }
   await flush();
+  const skipped = erasedSkipped > 0 ? { erasedSkipped } : {};
   if (!record.prune) {
     await db.query(`update imports set status = 'done', finished_at = now() where id = $1`, [importId]);
-    return counts;
+    return { ...counts, ...skipped };
   }
   const phones = [...seen.keys()].map((digits) => `+${digits}`);
   const pruned = await db.transaction((tx) => importPrune(tx, importId, phones, counts.rejected, options.pruneAtMostHalf === true));
-  return { ...counts, ...pruned };
+  return { ...counts, ...skipped, ...pruned };
 }
 
 /**

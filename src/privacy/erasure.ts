@@ -8,9 +8,12 @@
 // Safe while a job for them runs: its job row is gone, so its fenced completion changes
 // nothing, and a reply it tries to store fails on the deleted conversation; nothing is
 // re-created afterwards. A message that arrives later from the same number is a new contact.
+// It leaves a record that holds no personal data (suppression.ts: keyed hashes of the
+// number and the email address), so that no people sync or import brings them back.
 import type { Database, Queryable } from '../db/types.ts';
 import { phoneToE164, phoneWithTrunkZero, phoneWrittenE164 } from '../knowledge/people.ts';
 import { auditRecord } from './audit.ts';
+import { suppressionRecord } from './suppression.ts';
 import { documentsAboutPerson } from './documents-about.ts';
 import { emailPattern, nationalPartOf, personMatcher, spelledNumberPattern } from './written-forms.ts';
 import { csvLayoutOf } from '../knowledge/csv-import.ts';
@@ -281,10 +284,12 @@ async function eraseOnce(db: Database, phones: string[], actor: string): Promise
     // Each form the number is held under (erasurePhones), in one transaction, one audit record.
     const counts: ErasureCounts = { contacts: 0, people: 0, conversations: 0, messages: 0, jobs: 0, importsScrubbed: 0, textsScrubbed: 0 };
     const documents = new Map<string, { id: string; title: string }>();
+    const emails: string[] = [];
     for (const phone of phones) {
       const erased = await eraseForm(tx, phone);
       for (const key of Object.keys(counts) as Array<keyof ErasureCounts>) counts[key] += erased.counts[key];
       for (const document of erased.documents) documents.set(document.id, document);
+      if (erased.email) emails.push(erased.email);
     }
     // Without a contact or a person record their number can still be held: a line of a
     // stored upload whose row was refused, an error text that quotes it.
@@ -292,13 +297,16 @@ async function eraseOnce(db: Database, phones: string[], actor: string): Promise
       await auditRecord(tx, { actor, action: 'erase', result: 'not_found', details: { documentsNamingThem: documents.size } });
       return { status: 'not_found', documentsNamingThem: titlesOf([...documents.values()]) } as const;
     }
+    // The person's email is gone with their record: its hash is kept so that a list which
+    // still has them under another number is recognised too.
+    await suppressionRecord(tx, phones[0]!, emails);
     await auditRecord(tx, { actor, action: 'erase', result: 'ok', details: { ...counts, documentsNamingThem: documents.size } });
     return { status: 'erased', counts, documentsNamingThem: titlesOf([...documents.values()]) } as const;
   });
 }
 
 /** Erases what is held under one form of the number, inside the caller's transaction. */
-async function eraseForm(tx: Queryable, phone: string): Promise<{ counts: ErasureCounts; documents: Array<{ id: string; title: string }> }> {
+async function eraseForm(tx: Queryable, phone: string): Promise<{ counts: ErasureCounts; documents: Array<{ id: string; title: string }>; email: string | null }> {
   // Row locks first: a webhook for this number waits, then finds no contact and makes a new one.
   const contact = (await tx.query<{ id: string }>('select id from contacts where whatsapp_number = $1 for update', [phone])).rows[0];
   const person = (await tx.query<{ id: string; name: string; email: string | null }>('select id, name, email from people where phone = $1 for update', [phone])).rows[0];
@@ -323,6 +331,7 @@ async function eraseForm(tx: Queryable, phone: string): Promise<{ counts: Erasur
       textsScrubbed,
     },
     documents: titlesOf(documents),
+    email: person?.email ?? null,
   };
 }
 

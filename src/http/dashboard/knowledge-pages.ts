@@ -133,11 +133,11 @@ function importPage(ctx: PageContext, record: ImportRecord): Html {
 <div class="tiles">
 <div class="tile"><b>${record.rowsRead}</b><span>rows read</span></div><div class="tile"><b>${record.inserted}</b><span>new</span></div>
 <div class="tile"><b>${record.updated}</b><span>updated</span></div><div class="tile"><b>${record.unchanged}</b><span>unchanged</span></div>
-<div class="tile"><b>${record.rejected}</b><span>rejected</span></div>${record.prune ? html`<div class="tile"><b id="removed">${record.removed}</b><span>removed (not in the list)</span></div>` : ''}</div>
+<div class="tile"><b>${record.rejected}</b><span>rejected</span></div>${record.erasedSkipped ? html`<div class="tile"><b id="erased-skipped">${record.erasedSkipped}</b><span>skipped: erased</span></div>` : ''}${record.prune ? html`<div class="tile"><b id="removed">${record.removed}</b><span>removed (not in the list)</span></div>` : ''}</div>
 ${record.error ? html`<div class="problem">${record.error}</div>` : ''}
 ${record.pruneNote ? html`<div class="problem" id="prune-note">${record.pruneNote}</div>` : ''}
 ${record.headerLine > 1 ? html`<div class="card muted" id="header-note">${aboveHeaderNote(record.headerLine)}</div>` : ''}
-<div class="card"><h2 style="margin-top:0">Rows not imported (${record.rejected})</h2>${
+<div class="card"><h2 style="margin-top:0">Rows not imported (${record.rejected + record.erasedSkipped})</h2>${
       record.rowErrors.length === 0
         ? html`<p class="muted">None.</p>`
         : html`<table><thead><tr><th class="num">line</th><th>reason</th></tr></thead><tbody>${record.rowErrors.map((e) => html`<tr><td class="num">${e.line}</td><td>${e.reason}</td></tr>`)}</tbody></table>

@@ -1,0 +1,83 @@
+// Erasure that sticks: an erased person is not brought back by the next people sync or a
+// CSV import that still lists them. An erasure leaves a suppression record holding keyed
+// hashes (HMAC-SHA256, this installation's key: migrations/0035_erasure_suppressions.sql)
+// of their number and email address, and no personal data in the clear: the hashes name no
+// one without the key, and cannot be reversed by hashing every number without it. An
+// import skips a row whose number or address matches; an admin lifts the record for
+// someone who comes back with their consent (`aiq forget --lift`, POST /api/privacy/lift).
+import { createHmac } from 'node:crypto';
+import type { Queryable } from '../db/types.ts';
+import { phoneToE164 } from '../knowledge/people.ts';
+import { auditRecord } from './audit.ts';
+
+export interface SuppressionKey {
+  phone(e164: string): string;
+  email(address: string): string;
+}
+
+/** The installation's key, read once per use (an erasure, an import batch). */
+export async function suppressionKey(db: Queryable): Promise<SuppressionKey> {
+  const secret = (await db.query<{ secret: string }>(`select secret from installation_secrets where name = 'erasure_suppression'`)).rows[0]?.secret;
+  if (!secret) throw new Error('the installation key for erasure records is missing (installation_secrets): run the migrations');
+  const key = Buffer.from(secret, 'hex');
+  const hash = (text: string) => createHmac('sha256', key).update(text).digest('hex');
+  // A kind prefix, so a number and an address can never share a hash.
+  return { phone: (e164) => hash(`phone:${e164}`), email: (address) => hash(`email:${address.trim().toLowerCase()}`) };
+}
+
+/**
+ * Records an erasure of the number `phone` (in any form erasurePhones knows; the record
+ * holds the form imports write, phoneToE164's) and of `emails`, inside the erasure's
+ * transaction. Erasing the same number again keeps its record, dated anew.
+ */
+export async function suppressionRecord(tx: Queryable, phone: string, emails: string[]): Promise<void> {
+  const key = await suppressionKey(tx);
+  const email = emails.find((address) => address.trim() !== '');
+  await tx.query(
+    `insert into erasure_suppressions (phone_hash, email_hash) values ($1, $2)
+     on conflict (phone_hash) do update set email_hash = coalesce(excluded.email_hash, erasure_suppressions.email_hash), erased_at = now()`,
+    [key.phone(phoneToE164(phone) ?? phone), email ? key.email(email) : null],
+  );
+}
+
+/**
+ * Of `people` (index → number and address), the ones an erasure suppresses, with when they
+ * were erased: one query for a whole import batch.
+ */
+export async function suppressedAmong(db: Queryable, people: Array<{ phone: string; email?: string | null }>): Promise<Map<number, Date>> {
+  const found = new Map<number, Date>();
+  if (people.length === 0) return found;
+  // Nothing erased yet (the usual case): no hashing at all.
+  if ((await db.query('select 1 from erasure_suppressions limit 1')).rows.length === 0) return found;
+  const key = await suppressionKey(db);
+  const phones = people.map((p) => key.phone(p.phone));
+  const emails = people.map((p) => (p.email ? key.email(p.email) : null));
+  const { rows } = await db.query<{ phone_hash: string; email_hash: string | null; erased_at: Date }>(
+    `select phone_hash, email_hash, erased_at from erasure_suppressions
+     where phone_hash = any($1::text[]) or email_hash = any($2::text[])`,
+    [phones, emails.filter((e): e is string => e !== null)],
+  );
+  for (const row of rows) {
+    people.forEach((_, i) => {
+      if (phones[i] === row.phone_hash || (emails[i] !== null && emails[i] === row.email_hash)) found.set(i, row.erased_at);
+    });
+  }
+  return found;
+}
+
+/** What an import's row error says of a person it skipped (their number is in the row itself). */
+export function suppressedReason(erasedAt: Date): string {
+  return `skipped: erased on ${erasedAt.toISOString().slice(0, 10)} (aiq forget); if they came back and consent, lift it with \`aiq forget --lift <their number>\` and import again`;
+}
+
+/**
+ * Lifts the erasure record of a number, for someone who comes back with their consent: the
+ * next sync or import brings them in again. Audited. False when there was none.
+ */
+export async function suppressionLift(db: Queryable, phone: string, actor: string): Promise<boolean> {
+  const key = await suppressionKey(db);
+  const result = await db.query('delete from erasure_suppressions where phone_hash = $1', [key.phone(phoneToE164(phone) ?? phone)]);
+  const lifted = result.rowCount > 0;
+  await auditRecord(db, { actor, action: 'erasure lifted', result: lifted ? 'ok' : 'not_found' });
+  return lifted;
+}
