@@ -5,7 +5,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
-import { inboundStoreAndEnqueue } from '../src/jobs/autoreply.ts';
+import { inboundStoreAndEnqueue, inboundStoreManyAndEnqueue } from '../src/jobs/autoreply.ts';
+import { personErase } from '../src/privacy/erasure.ts';
+import { BACKENDS } from './helpers/db.ts';
 import { optChangeOf, optKeywordsOf } from '../src/messaging/opt-out.ts';
 import { inboundParams, injectSigned, messageSid, messagingSuite, receiveAnswered } from './helpers/messaging.ts';
 import { waitFor } from './helpers/processes.ts';
@@ -288,3 +290,66 @@ test('a new default stop word over the webhook (ARRÊTER, CANCEL): opted out and
   assert.equal((await receive('Stop me if I am wrong: is Friday a holiday?', sam))['status'], 'queued');
   assert.equal(sentTo(sam).length, 2, 'both answered');
 });
+
+test('a contact who sent STOP and then asked for erasure is still opted out when they write again: not answered until START', async () => {
+  // Before, the erasure took the STOP with the conversation: "Hallo" was answered by the AI.
+  const phone = '+31677778888';
+  await receive('STOP', phone);
+  assert.match(sentTo(phone).at(-1)!, /afgemeld/);
+  const erased = await suite.m.app.inject({ method: 'POST', url: '/api/privacy/erase', headers: API, payload: { phone } });
+  assert.equal(erased.statusCode, 200, erased.body);
+  const sentBefore = sentTo(phone).length;
+
+  assert.deepEqual(await receive('Hallo, ik heb een vraag over mijn contract', phone), { skipped: 'opted_out' });
+  assert.equal(sentTo(phone).length, sentBefore, 'nothing sent');
+  const refused = await suite.m.app.inject({ method: 'POST', headers: API, url: `/api/conversations/${await conversationOf(phone)}/messages`, payload: { body: 'Welkom terug!' } });
+  assert.equal(refused.statusCode, 409, 'an admin message is refused too');
+  assert.match(JSON.parse(refused.body).error, /opted out \(they sent a stop keyword/);
+
+  const start = await receive('START', phone);
+  assert.equal(start['optChange'], 'in');
+  assert.match(sentTo(phone).at(-1)!, /weer aangemeld/);
+  assert.equal((await receive('Wanneer krijg ik mijn salaris?', phone))['status'], 'queued', 'replies resume');
+});
+
+for (const backend of BACKENDS) {
+  test(`${backend.name}: an erased contact's opt-out is carried to the contact a later message makes, by both store functions; a START as that first message opts them in; no opt-out, none carried`, async () => {
+    const b = await backend.fresh();
+    try {
+      const [out1, out2, out3, stayedIn] = ['+31611000001', '+31611000002', '+31611000003', '+31611000004'];
+      const store = (whatsappNumber: string, body: string, optChange?: 'out' | 'in') => inboundStoreAndEnqueue(b.db, { whatsappNumber, body, mediaUrls: [], twilioSid: messageSid(), optChange });
+      for (const phone of [out1, out2, out3]) await store(phone, 'STOP', 'out');
+      await store(stayedIn, 'Hallo');
+      for (const phone of [out1, out2, out3, stayedIn]) assert.equal((await personErase(b.db, phone, 'test')).status, 'erased');
+      const state = async (phone: string) =>
+        (await b.db.query<{ opted_out_by: string | null; opted_in: boolean }>('select opted_out_by, opted_in_at is not null as opted_in from contacts where whatsapp_number = $1', [phone])).rows[0];
+
+      await store(out1, 'Hallo');
+      assert.deepEqual(await state(out1), { opted_out_by: 'contact', opted_in: false });
+      await inboundStoreManyAndEnqueue(b.db, [
+        { whatsappNumber: out2, body: 'Hallo', mediaUrls: [], twilioSid: messageSid() },
+        { whatsappNumber: stayedIn, body: 'Hallo', mediaUrls: [], twilioSid: messageSid() },
+      ]);
+      assert.deepEqual(await state(out2), { opted_out_by: 'contact', opted_in: false }, 'the webhook batch');
+      assert.deepEqual(await state(stayedIn), { opted_out_by: null, opted_in: false });
+
+      const started = await store(out3, 'START', 'in');
+      assert.deepEqual(await state(out3), { opted_out_by: null, opted_in: true });
+      const job = await b.db.query<{ payload: { optIn?: boolean } }>(`select payload from ai_jobs where payload->>'messageId' = $1`, [started!.messageId]);
+      assert.equal(job.rows[0]!.payload.optIn, true, 'confirmed as an opt-in');
+      // Lifting the erasure (they are back on the staff list) is no opt-in.
+      const lifted = '+31611000005';
+      await store(lifted, 'STOP', 'out');
+      assert.equal((await personErase(b.db, lifted, 'test')).status, 'erased');
+      const { suppressionLift } = await import('../src/privacy/suppression.ts');
+      assert.equal(await suppressionLift(b.db, lifted, 'test'), true);
+      await store(lifted, 'Hallo');
+      assert.deepEqual(await state(lifted), { opted_out_by: 'contact', opted_in: false });
+      // The carried opt-out holds no number either.
+      const held = JSON.stringify((await b.db.query('select * from erasure_suppressions')).rows);
+      assert.ok(!held.includes('611000001'), held);
+    } finally {
+      await b.close();
+    }
+  });
+}

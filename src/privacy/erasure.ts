@@ -7,13 +7,14 @@
 //
 // Safe while a job for them runs: its job row is gone, so its fenced completion changes
 // nothing, and a reply it tries to store fails on the deleted conversation; nothing is
-// re-created afterwards. A message that arrives later from the same number is a new contact.
-// It leaves a record that holds no personal data (suppression.ts: keyed hashes of the
-// number and the email address), so that no people sync or import brings them back.
+// re-created afterwards. A message that arrives later from the same number is a new contact,
+// opted out if this one was. It leaves a record that holds no personal data (suppression.ts:
+// keyed hashes of the number and the email address, and the opt-out), so that no people
+// sync or import brings them back and a STOP outlives the erasure.
 import type { Database, Queryable } from '../db/types.ts';
 import { phoneToE164, phoneWithTrunkZero, phoneWrittenE164 } from '../knowledge/people.ts';
 import { auditRecord } from './audit.ts';
-import { suppressionRecord } from './suppression.ts';
+import { suppressionRecord, type ErasedOptOut } from './suppression.ts';
 import { documentsAboutPerson } from './documents-about.ts';
 import { emailPattern, nationalPartOf, personMatcher, spelledNumberPattern } from './written-forms.ts';
 import { csvLayoutOf } from '../knowledge/csv-import.ts';
@@ -285,11 +286,14 @@ async function eraseOnce(db: Database, phones: string[], actor: string): Promise
     const counts: ErasureCounts = { contacts: 0, people: 0, conversations: 0, messages: 0, jobs: 0, importsScrubbed: 0, textsScrubbed: 0 };
     const documents = new Map<string, { id: string; title: string }>();
     const emails: string[] = [];
+    // undefined: no contact erased (an earlier erasure's opt-out stands).
+    let optOut: ErasedOptOut | null | undefined;
     for (const phone of phones) {
       const erased = await eraseForm(tx, phone);
       for (const key of Object.keys(counts) as Array<keyof ErasureCounts>) counts[key] += erased.counts[key];
       for (const document of erased.documents) documents.set(document.id, document);
       if (erased.email) emails.push(erased.email);
+      if (erased.optOut !== undefined) optOut = optOut ?? erased.optOut;
     }
     // Without a contact or a person record their number can still be held: a line of a
     // stored upload whose row was refused, an error text that quotes it.
@@ -299,16 +303,17 @@ async function eraseOnce(db: Database, phones: string[], actor: string): Promise
     }
     // The person's email is gone with their record: its hash is kept so that a list which
     // still has them under another number is recognised too.
-    await suppressionRecord(tx, phones[0]!, emails);
+    await suppressionRecord(tx, phones[0]!, emails, optOut);
     await auditRecord(tx, { actor, action: 'erase', result: 'ok', details: { ...counts, documentsNamingThem: documents.size } });
     return { status: 'erased', counts, documentsNamingThem: titlesOf([...documents.values()]) } as const;
   });
 }
 
 /** Erases what is held under one form of the number, inside the caller's transaction. */
-async function eraseForm(tx: Queryable, phone: string): Promise<{ counts: ErasureCounts; documents: Array<{ id: string; title: string }>; email: string | null }> {
+async function eraseForm(tx: Queryable, phone: string): Promise<{ counts: ErasureCounts; documents: Array<{ id: string; title: string }>; email: string | null; optOut?: ErasedOptOut | null }> {
   // Row locks first: a webhook for this number waits, then finds no contact and makes a new one.
-  const contact = (await tx.query<{ id: string }>('select id from contacts where whatsapp_number = $1 for update', [phone])).rows[0];
+  const contact = (await tx.query<{ id: string; opted_out_at: Date | null; opted_out_by: 'contact' | 'admin' | null }>(
+    'select id, opted_out_at, opted_out_by from contacts where whatsapp_number = $1 for update', [phone])).rows[0];
   const person = (await tx.query<{ id: string; name: string; email: string | null }>('select id, name, email from people where phone = $1 for update', [phone])).rows[0];
   const conversations = contact ? (await tx.query<{ id: string }>('select id from conversations where contact_id = $1', [contact.id])).rows.map((r) => r.id) : [];
   const messages = (await tx.query<{ id: string }>('select id from messages where conversation_id = any($1::uuid[])', [conversations])).rows.map((r) => r.id);
@@ -332,6 +337,8 @@ async function eraseForm(tx: Queryable, phone: string): Promise<{ counts: Erasur
     },
     documents: titlesOf(documents),
     email: person?.email ?? null,
+    // Kept by the erasure's record (suppression.ts): a contact who wrote STOP stays opted out.
+    ...(contact ? { optOut: contact.opted_out_at ? { optedOutAt: contact.opted_out_at, optedOutBy: contact.opted_out_by ?? 'contact' } : null } : {}),
   };
 }
 

@@ -25,18 +25,31 @@ export async function suppressionKey(db: Queryable): Promise<SuppressionKey> {
   return { phone: (e164) => hash(`phone:${e164}`), email: (address) => hash(`email:${address.trim().toLowerCase()}`) };
 }
 
+/** The opt-out an erased contact had (STOP, or an admin's record), kept by the erasure. */
+export interface ErasedOptOut {
+  optedOutAt: Date;
+  optedOutBy: 'contact' | 'admin';
+}
+
 /**
  * Records an erasure of the number `phone` (in any form erasurePhones knows; the record
- * holds the form imports write, phoneToE164's) and of `emails`, inside the erasure's
- * transaction. Erasing the same number again keeps its record, dated anew.
+ * holds the form imports and WhatsApp write, phoneToE164's) and of `emails`, inside the
+ * erasure's transaction. `optOut`: the erased contact's opt-out, which the contact a later
+ * message makes starts with (migrations/0035: a contact who wrote STOP stays opted out
+ * until START, also across an erasure); null when it had a contact that was not opted
+ * out, undefined when it had no contact (an earlier record's opt-out stands). Erasing the
+ * same number again keeps its record, dated anew and in force again.
  */
-export async function suppressionRecord(tx: Queryable, phone: string, emails: string[]): Promise<void> {
+export async function suppressionRecord(tx: Queryable, phone: string, emails: string[], optOut: ErasedOptOut | null | undefined): Promise<void> {
   const key = await suppressionKey(tx);
   const email = emails.find((address) => address.trim() !== '');
   await tx.query(
-    `insert into erasure_suppressions (phone_hash, email_hash) values ($1, $2)
-     on conflict (phone_hash) do update set email_hash = coalesce(excluded.email_hash, erasure_suppressions.email_hash), erased_at = now()`,
-    [key.phone(phoneToE164(phone) ?? phone), email ? key.email(email) : null],
+    `insert into erasure_suppressions (phone_hash, email_hash, opted_out_at, opted_out_by) values ($1, $2, $3, $4)
+     on conflict (phone_hash) do update
+       set email_hash = coalesce(excluded.email_hash, erasure_suppressions.email_hash), erased_at = now(), lifted_at = null,
+           opted_out_at = case when $5 then excluded.opted_out_at else erasure_suppressions.opted_out_at end,
+           opted_out_by = case when $5 then excluded.opted_out_by else erasure_suppressions.opted_out_by end`,
+    [key.phone(phoneToE164(phone) ?? phone), email ? key.email(email) : null, optOut?.optedOutAt ?? null, optOut?.optedOutBy ?? null, optOut !== undefined],
   );
 }
 
@@ -48,13 +61,13 @@ export async function suppressedAmong(db: Queryable, people: Array<{ phone: stri
   const found = new Map<number, Date>();
   if (people.length === 0) return found;
   // Nothing erased yet (the usual case): no hashing at all.
-  if ((await db.query('select 1 from erasure_suppressions limit 1')).rows.length === 0) return found;
+  if ((await db.query('select 1 from erasure_suppressions where lifted_at is null limit 1')).rows.length === 0) return found;
   const key = await suppressionKey(db);
   const phones = people.map((p) => key.phone(p.phone));
   const emails = people.map((p) => (p.email ? key.email(p.email) : null));
   const { rows } = await db.query<{ phone_hash: string; email_hash: string | null; erased_at: Date }>(
     `select phone_hash, email_hash, erased_at from erasure_suppressions
-     where phone_hash = any($1::text[]) or email_hash = any($2::text[])`,
+     where lifted_at is null and (phone_hash = any($1::text[]) or email_hash = any($2::text[]))`,
     [phones, emails.filter((e): e is string => e !== null)],
   );
   for (const row of rows) {
@@ -72,11 +85,16 @@ export function suppressedReason(erasedAt: Date): string {
 
 /**
  * Lifts the erasure record of a number, for someone who comes back with their consent: the
- * next sync or import brings them in again. Audited. False when there was none.
+ * next sync or import brings them in again. An opt-out it kept stays (consent to be on the
+ * staff list is not consent to messages; only START or an admin's opt-in ends it), so such
+ * a record is marked lifted rather than removed. Audited. False when there was none.
  */
 export async function suppressionLift(db: Queryable, phone: string, actor: string): Promise<boolean> {
   const key = await suppressionKey(db);
-  const result = await db.query('delete from erasure_suppressions where phone_hash = $1', [key.phone(phoneToE164(phone) ?? phone)]);
+  const phoneHash = key.phone(phoneToE164(phone) ?? phone);
+  const result = await db.query('update erasure_suppressions set lifted_at = now() where phone_hash = $1 and lifted_at is null', [phoneHash]);
+  // Nothing left to keep of a record without an opt-out.
+  await db.query('delete from erasure_suppressions where phone_hash = $1 and opted_out_at is null', [phoneHash]);
   const lifted = result.rowCount > 0;
   await auditRecord(db, { actor, action: 'erasure lifted', result: lifted ? 'ok' : 'not_found' });
   return lifted;
