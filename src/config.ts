@@ -377,7 +377,9 @@ export function trustProxyOf(config: Pick<Env, 'TRUST_PROXY'>): boolean | string
   if (['true', 'yes', 'on'].includes(word)) return true;
   if (/^\d+$/.test(value)) {
     // A hop count, as a function: fastify's types take no number, its runtime does the same.
+    // 0 trusts no hop: off, as `false` (webhookAddressUnpinned must not take it for on).
     const hops = Number(value);
+    if (hops === 0) return false;
     return (_address, hop) => hop < hops;
   }
   const entries = value.split(',').map((entry) => entry.trim()).filter(Boolean);

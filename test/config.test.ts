@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseEnv } from 'node:util';
-import { allowedHostsOf, CONFIG_VARIABLES, ConfigError, dotEnvProblem, loadConfig, trustProxyOf } from '../src/config.ts';
+import { allowedHostsOf, CONFIG_VARIABLES, ConfigError, dotEnvProblem, loadConfig, trustProxyOf, webhookAddressUnpinned } from '../src/config.ts';
 
 test('defaults need no variables at all', () => {
   const config = loadConfig({});
@@ -102,6 +102,16 @@ test('a switch reads as people write it, in any case', () => {
   // TRUST_PROXY takes the same words (a number there is a hop count).
   assert.equal(trustProxyOf(loadConfig({ TRUST_PROXY: 'TRUE' })), true);
   assert.equal(trustProxyOf(loadConfig({ TRUST_PROXY: 'Off' })), false);
+});
+
+test('TRUST_PROXY=0 (no hop trusted) is off, and is no reason to refuse a start without PUBLIC_URL', () => {
+  // Found in review: a hop count of 0 believes no X-Forwarded-* at all, yet the start refused
+  // it with Twilio's token and no PUBLIC_URL, as if a client could pick the signed address.
+  const twilio = { TWILIO_ACCOUNT_SID: `AC${'0123456789abcdef'.repeat(2)}`, TWILIO_AUTH_TOKEN: 'a-twilio-auth-token', TWILIO_WHATSAPP_FROM: 'whatsapp:+14155238886' };
+  assert.equal(trustProxyOf(loadConfig({ TRUST_PROXY: '0' })), false);
+  assert.equal(webhookAddressUnpinned(loadConfig({ TRUST_PROXY: '0', ...twilio })), null);
+  // One hop is believed: refused, as before.
+  assert.match(webhookAddressUnpinned(loadConfig({ TRUST_PROXY: '1', ...twilio })) ?? '', /TRUST_PROXY=1 without PUBLIC_URL/);
 });
 
 test('secrets are never echoed in config errors', () => {
