@@ -10,6 +10,7 @@ import { createLogger } from '../src/logger.ts';
 import { Worker } from '../src/queue/index.ts';
 import { startAdminApp, TEST_ADMIN_TOKEN, type AdminApp } from './helpers/admin-app.ts';
 import { FAKE_ACCOUNT_SID, FAKE_AUTH_TOKEN, startFakeTwilio, type FakeTwilio } from './helpers/fake-twilio.ts';
+import { fakeOpenAiEnv, startFakeOpenAi, type FakeOpenAi } from './helpers/fake-openai.ts';
 import { FROM_NUMBER } from './helpers/messaging.ts';
 import { waitFor } from './helpers/processes.ts';
 
@@ -186,5 +187,59 @@ describe('a suggestion Twilio refuses', () => {
     assert.equal(got.status, 'pending');
     assert.equal(got.sentMessageStatus, 'failed');
     assert.match(got.sentMessageError, /21211/);
+  });
+});
+
+describe('a reply written while the draft was being composed', () => {
+  let t: AdminApp;
+  let worker: Worker;
+  let openai: FakeOpenAi;
+
+  before(async () => {
+    openai = await startFakeOpenAi();
+    t = await startAdminApp(fakeOpenAiEnv(openai));
+    worker = new Worker({ db: t.runtime.db, logger: createLogger('silent'), handlers: t.runtime.handlers, pollIntervalMs: 200 });
+    await worker.start();
+  });
+
+  after(async () => {
+    await worker?.stop();
+    await t?.close();
+    await openai?.close();
+  });
+
+  test('answered the question since the draft was read: the draft is outdated and its send refused (409)', async () => {
+    // Found in review: "since" was the suggestion's row, stored once the model answered, so
+    // an admin's reply written while the model was still drafting (seconds) counted as
+    // written before it: the draft, which never saw that reply, was offered as fresh and went
+    // (201), a second answer.
+    const from = '+31655510006';
+    const hello = await t.app.inject({ method: 'POST', url: '/api/simulate', headers: api, payload: { from, body: 'Hallo' } });
+    assert.equal(hello.statusCode, 201, hello.body);
+    const { conversationId } = hello.json() as { conversationId: string };
+    await waitFor(async () => (await t.runtime.db.query(`select 1 from messages where conversation_id = $1 and source = 'ai'`, [conversationId])).rowCount > 0, 'the AI answers the greeting');
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/pause`, headers: api, payload: { paused: true } })).statusCode, 200);
+    const asked = await t.app.inject({ method: 'POST', url: '/api/simulate', headers: api, payload: { from, body: 'Hoeveel vakantiedagen heb ik nog?' } });
+    const seq = Number((await t.runtime.db.query<{ seq: string }>('select seq from messages where id = $1', [asked.json().messageId])).rows[0]!.seq);
+
+    // The model takes its time over the draft; meanwhile another admin answers.
+    const chatsBefore = openai.chatRequests().length;
+    openai.failNext({ kind: 'delay', ms: 3000 }, { endpoint: 'chat' });
+    assert.equal((await t.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/suggest`, headers: api })).statusCode, 202);
+    await waitFor(async () => openai.chatRequests().length > chatsBefore, 'the suggest job asks the model');
+    const other = await t.app.inject({ method: 'POST', url: `/api/conversations/${conversationId}/messages`, headers: api, payload: { body: 'Je hebt nog 12 dagen.', seen: seq } });
+    assert.equal(other.statusCode, 201, other.body);
+    const otherId = other.json().message.id as string;
+    let suggestionId = '';
+    await waitFor(async () => {
+      suggestionId = (await t.runtime.db.query<{ id: string }>(`select id from suggestions where conversation_id = $1 and status = 'pending'`, [conversationId])).rows[0]?.id ?? '';
+      return suggestionId !== '';
+    }, 'the suggest job stores the draft');
+
+    assert.equal((await t.app.inject({ url: `/api/suggestions/${suggestionId}`, headers: api })).json().answeredBy, otherId);
+    const refused = await t.app.inject({ method: 'POST', url: `/api/suggestions/${suggestionId}/send`, headers: api, payload: {} });
+    assert.equal(refused.statusCode, 409, refused.body);
+    const admins = await t.runtime.db.query<{ body: string }>(`select body from messages where conversation_id = $1 and source = 'admin'`, [conversationId]);
+    assert.deepEqual(admins.rows.map((r) => r.body), ['Je hebt nog 12 dagen.'], 'no second answer went to the contact');
   });
 });

@@ -195,6 +195,10 @@ export function suggestHandler(depsFor: (businessNumber: string | null) => Reply
       const { inbound: message, conversation } = state;
       if (message.source !== 'inbound') throw new PermanentJobError(`message ${payload.messageId} is not an inbound message`);
 
+      // The draft's time is when its thread was read, not when the model's answer came back:
+      // a reply written while the model drafted (seconds) is one the draft never saw, and
+      // must count as written since (suggestionAnsweredSinceSql compares with created_at).
+      const readAt = (await deps.db.query<{ at: Date }>('select clock_timestamp() as at')).rows[0]!.at;
       // Read again when files were processed just now (their transcripts are in it then).
       const processed =
         (await mediaProcessForReply(media, state, { finalAttempt: job.attempts >= job.maxAttempts, purpose: 'suggest', signal })) ??
@@ -204,11 +208,11 @@ export function suggestHandler(depsFor: (businessNumber: string | null) => Reply
       // A racing duplicate job may have stored one meanwhile: keep the first. It answers what
       // its prompt held, and at least its own message (already answered, it held none).
       const inserted = await deps.db.query<{ id: string }>(
-        `insert into suggestions (conversation_id, message_id, body, provider, model, usage, citations, context_until_seq)
-         values ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8)
+        `insert into suggestions (conversation_id, message_id, body, provider, model, usage, citations, context_until_seq, created_at)
+         values ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8, $9)
          on conflict (message_id) where status <> 'discarded' do nothing
          returning id`,
-        [conversation.id, message.id, draft.text, draft.provider, draft.model, JSON.stringify(draft.usage), JSON.stringify(draft.citations), Math.max(draft.contextUntilSeq ?? 0, message.seq ?? 0)],
+        [conversation.id, message.id, draft.text, draft.provider, draft.model, JSON.stringify(draft.usage), JSON.stringify(draft.citations), Math.max(draft.contextUntilSeq ?? 0, message.seq ?? 0), readAt],
       );
       return {
         suggestionId: inserted.rows[0]?.id ?? null,
