@@ -171,22 +171,47 @@ describe('a suggestion Twilio refuses', () => {
     await twilio?.close();
   });
 
-  test('refused (a 400: nothing went out), it is not marked sent either', async () => {
-    // No worker: the draft is stored as the suggest job stores one, for the message's position.
-    const stored = await inboundStoreAndEnqueue(t.runtime.db, { whatsappNumber: '+31655510005', body: 'Wie is mijn leidinggevende?', mediaUrls: [], twilioSid: `SM${'5e'.repeat(16)}` });
+  /** A question with a stored draft. No worker: stored as the suggest job stores one, for the message's position. */
+  async function suggestionStored(whatsappNumber: string, sidByte: string): Promise<string> {
+    const stored = await inboundStoreAndEnqueue(t.runtime.db, { whatsappNumber, body: 'Wie is mijn leidinggevende?', mediaUrls: [], twilioSid: `SM${sidByte.repeat(16)}` });
     const { rows } = await t.runtime.db.query<{ id: string }>(
       `insert into suggestions (conversation_id, message_id, body, provider, model, context_until_seq)
        select conversation_id, id, 'Dat is Petra de Vries.', 'local', 'test', seq from messages where id = $1 returning id`,
       [stored!.messageId],
     );
+    return rows[0]!.id;
+  }
+
+  test('refused (a 400: nothing went out), it is not marked sent either', async () => {
+    const suggestionId = await suggestionStored('+31655510005', '5e');
     twilio.fault({ kind: 'http', status: 400, code: 21211, message: "Invalid 'To' Phone Number" });
-    const sent = await t.app.inject({ method: 'POST', url: `/api/suggestions/${rows[0]!.id}/send`, headers: api, payload: {} });
+    const sent = await t.app.inject({ method: 'POST', url: `/api/suggestions/${suggestionId}/send`, headers: api, payload: {} });
     assert.equal(sent.statusCode, 201, sent.body);
     assert.equal(sent.json().outcome, 'rejected');
-    const got = (await t.app.inject({ url: `/api/suggestions/${rows[0]!.id}`, headers: api })).json();
+    const got = (await t.app.inject({ url: `/api/suggestions/${suggestionId}`, headers: api })).json();
     assert.equal(got.status, 'pending');
     assert.equal(got.sentMessageStatus, 'failed');
     assert.match(got.sentMessageError, /21211/);
+  });
+
+  test('throttled (a 429: Twilio did not take it), it is not marked sent: it stays, to send again', async () => {
+    // Found in review: only `held` and `rejected` put it back, yet a 429 (or no connection)
+    // provably sent nothing either, and nothing resends an admin's message: the notice said
+    // "try again in a moment", with the suggestion already gone from the page.
+    const suggestionId = await suggestionStored('+31655510007', '7e');
+    twilio.fault(...Array.from({ length: 5 }, () => ({ kind: 'http' as const, status: 429, code: 20429, message: 'Too Many Requests' })));
+    const sent = await t.app.inject({ method: 'POST', url: `/api/suggestions/${suggestionId}/send`, headers: api, payload: {} });
+    assert.equal(sent.statusCode, 201, sent.body);
+    assert.equal(sent.json().outcome, 'retry');
+    const got = (await t.app.inject({ url: `/api/suggestions/${suggestionId}`, headers: api })).json();
+    assert.equal(got.status, 'pending');
+    assert.equal(got.sentMessageStatus, 'send_failed');
+    twilio.reset();
+    // Sent again once Twilio takes it: it goes, once.
+    const again = await t.app.inject({ method: 'POST', url: `/api/suggestions/${suggestionId}/send`, headers: api, payload: {} });
+    assert.equal(again.statusCode, 201, again.body);
+    assert.equal((await t.app.inject({ url: `/api/suggestions/${suggestionId}`, headers: api })).json().status, 'sent');
+    assert.equal(twilio.messages.filter((m) => m.body === 'Dat is Petra de Vries.').length, 1);
   });
 });
 

@@ -106,7 +106,7 @@ export async function adminReplySend(runtime: Runtime, conversationId: string, b
 /**
  * Sends a pending suggestion, as written or edited, as an admin message. The message and
  * the suggestion's `sent` mark are one transaction, so a double click sends once; a send
- * held or refused puts it back to pending (suggestionReopen). `seen` is the newest inbound
+ * held, refused or not taken (a 429) puts it back to pending (suggestionReopen). `seen` is the newest inbound
  * position the admin's page showed (adminReplySend). A suggestion
  * whose question a reply has answered since it was drafted is refused (409) unless
  * `sendAnyway`: the contact would get a second, stale answer.
@@ -139,9 +139,12 @@ export async function suggestionSend(runtime: Runtime, suggestionId: string, edi
     return written;
   }).catch(refusedIfOptedOut(runtime, conversation));
   const outcome = await replyDispatch(outboxDepsOf(runtime), reply, `whatsapp:${conversation.whatsappNumber}`);
-  // Held or refused, nothing reached the contact: the suggestion is not sent, and stays on
-  // the page with why. Not after a 5xx or a cut-off send, which may have gone out.
-  if (outcome.kind === 'held' || outcome.kind === 'rejected') await suggestionReopen(runtime.db, suggestion.id, reply.id);
+  // Held, refused, or never taken (a 429, no connection: `send_failed` and not maybe sent,
+  // which nothing resends for an admin), nothing reached the contact: the suggestion is not
+  // sent, and stays on the page with why. Not after a 5xx or a cut-off send, which may have
+  // gone out.
+  const wentNowhere = outcome.kind === 'held' || outcome.kind === 'rejected' || (outcome.kind === 'retry' && outcome.reply.status === 'send_failed' && !outcome.reply.maybeSent);
+  if (wentNowhere) await suggestionReopen(runtime.db, suggestion.id, reply.id);
   return { message: outcome.reply, outcome };
 }
 
