@@ -510,6 +510,7 @@ for (const backend of BACKENDS) {
       fake.listFailures = 1;
       const first = await replySend(blind, { conversationId: a.conversationId, replyToMessageId: a.messageId, parts: ['nog eens vragen'], contextUntilSeq: null, attemptsLeft: true }, TO);
       assert.equal(first.kind, 'retry', 'not flagged: the next attempt asks again');
+      assert.equal(first.kind === 'retry' && first.maybeSent, true, 'it may have gone: not to be read as "not sent"');
       assert.match(first.kind === 'retry' ? first.reason : '', /Twilio's Messages list could not be read .*asking it again at the next attempt, not resending/);
       assert.notEqual((await messageGet(t.db, first.reply.id))!.status, 'flagged');
       // The next attempt: Twilio's list answers and has it.

@@ -734,13 +734,18 @@ export interface ListUnknown {
   unreadable: boolean;
 }
 
-/** A possibly-sent reply whose Twilio list could not be read, left for the caller's next attempt to ask again. */
+/**
+ * A possibly-sent reply whose Twilio list could not be read, left for the caller's next
+ * attempt to ask again. `maybeSent`: whoever reads the outcome must not take it for one that
+ * went nowhere (a `retry` without it tells an admin "not sent, try again").
+ */
 function listUnreadableRetry(reply: Message, unknown: ListUnknown): ReplyOutcome {
   return {
     kind: 'retry',
     reply,
     reason: `may have reached Twilio and is not confirmed, and ${unknown.why}; asking it again at the next attempt, not resending`,
     throttled: false,
+    maybeSent: true,
   };
 }
 
