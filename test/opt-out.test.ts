@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
 import { inboundStoreAndEnqueue, inboundStoreManyAndEnqueue } from '../src/jobs/autoreply.ts';
 import { personErase } from '../src/privacy/erasure.ts';
+import { retentionPurge } from '../src/jobs/retention.ts';
 import { BACKENDS } from './helpers/db.ts';
 import { optChangeOf, optKeywordsOf } from '../src/messaging/opt-out.ts';
 import { inboundParams, injectSigned, messageSid, messagingSuite, receiveAnswered } from './helpers/messaging.ts';
@@ -348,6 +349,35 @@ for (const backend of BACKENDS) {
       // The carried opt-out holds no number either.
       const held = JSON.stringify((await b.db.query('select * from erasure_suppressions')).rows);
       assert.ok(!held.includes('611000001'), held);
+    } finally {
+      await b.close();
+    }
+  });
+}
+
+for (const backend of BACKENDS) {
+  test(`${backend.name}: an erased contact's opt-out goes to the contact made for their number, once: after their START, and the retention purge of that contact a year on, their next message is not opted out again`, async () => {
+    const b = await backend.fresh();
+    try {
+      const phone = '+31611000006';
+      const store = (body: string, optChange?: 'out' | 'in') => inboundStoreAndEnqueue(b.db, { whatsappNumber: phone, body, mediaUrls: [], twilioSid: messageSid(), optChange });
+      const state = async () =>
+        (await b.db.query<{ opted_out_by: string | null }>('select opted_out_by from contacts where whatsapp_number = $1', [phone])).rows[0];
+      await store('STOP', 'out');
+      assert.equal((await personErase(b.db, phone, 'test')).status, 'erased');
+      await store('Hallo');
+      assert.deepEqual(await state(), { opted_out_by: 'contact' }, 'carried');
+      await store('START', 'in');
+      assert.deepEqual(await state(), { opted_out_by: null });
+      // A year of silence: the retention purge removes their messages, conversation and contact.
+      await b.db.query(`update messages set created_at = now() - interval '400 days'`);
+      await b.db.query(`update conversations set last_message_at = now() - interval '400 days'`);
+      await b.db.query(`update contacts set updated_at = now() - interval '400 days'`);
+      const removed = await retentionPurge(b.db, loadConfig({}));
+      assert.equal(removed['contacts without conversations'], 1, JSON.stringify(removed));
+      await store('Hallo, ik ben terug');
+      // Before, the erasure's record still held the STOP they had ended with START: opted out again.
+      assert.deepEqual(await state(), { opted_out_by: null });
     } finally {
       await b.close();
     }
