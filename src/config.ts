@@ -136,8 +136,9 @@ const schema = z.object({
   // are the ones Twilio and the SMS carriers honour (STOP, STOPALL, UNSUBSCRIBE, CANCEL,
   // END, QUIT, OPTOUT, REVOKE), then Dutch, German, French and Spanish ones, French with and
   // without accents as phones type them: a contact who wrote one of those got an AI answer.
-  // UNSTOP is Twilio's too; YES is not taken: it answers too many other questions.
-  OPT_OUT_KEYWORDS: z.string().default('STOP,STOPALL,STOP ALL,UNSUBSCRIBE,CANCEL,END,QUIT,OPTOUT,OPT OUT,REVOKE,STOPPEN,AFMELDEN,UITSCHRIJVEN,STOPP,ABMELDEN,ABBESTELLEN,ARRÊT,ARRET,ARRÊTER,ARRETER,DÉSABONNER,DESABONNER,DÉSINSCRIRE,DESINSCRIRE,PARAR,BAJA,CANCELAR'),
+  // UNSTOP is Twilio's too; YES is not taken: it answers too many other questions, nor
+  // Spanish BAJA, which is also sick leave ("Baja" alone, to a staff assistant, is a question).
+  OPT_OUT_KEYWORDS: z.string().default('STOP,STOPALL,STOP ALL,UNSUBSCRIBE,CANCEL,END,QUIT,OPTOUT,OPT OUT,REVOKE,STOPPEN,AFMELDEN,UITSCHRIJVEN,STOPP,ABMELDEN,ABBESTELLEN,ARRÊT,ARRET,ARRÊTER,ARRETER,DÉSABONNER,DESABONNER,DÉSINSCRIRE,DESINSCRIRE,PARAR,CANCELAR'),
   OPT_IN_KEYWORDS: z.string().default('START,UNSTOP'),
   OPT_OUT_REPLY: z
     .string()
