@@ -168,12 +168,28 @@ for (const backend of BACKENDS) {
       assert.match(record.rowErrors[0]!.reason, /^skipped: erased on \d{4}-\d{2}-\d{2} \(aiq forget\); .*aiq forget --lift/);
       // A skipped row is no rejected one: a complete list's prune still runs.
       assert.equal(again.pruneNote, null);
+      // The source's answer is kept (RETENTION_IMPORTS_DAYS) without their row, and the
+      // row error names nothing of theirs (it held the whole line before).
+      const stored = async (id: string) => Buffer.from((await b.db.query<{ content: Uint8Array }>('select content from imports where id = $1', [id])).rows[0]!.content).toString('utf8');
+      assert.equal(await stored(again.importId), 'Name,Phone,Email\n\nKim Kept,+31633334444,kim@example.org\n');
+      for (const needle of ['611112222', 'Erik', 'erik', 'Ersatz']) assert.ok(!JSON.stringify(record.rowErrors).includes(needle));
 
       // The same address under a new number (upper case, as a spreadsheet may hold it), in an upload.
-      const upload = await importCreate(b.db, { filename: 'staff.csv', content: Buffer.from('Name,Phone,Email\nErik Ersatz,+31655556666, Erik@Example.org\n') });
+      // Their row holds an address over two lines; a rejected row follows it, and Kim again.
+      const file = 'Name,Phone,Email,Address\r\nErik Ersatz,+31655556666, Erik@Example.org,"Dorpsstraat 1\r\nErfdorp"\r\nBad Number,0612,,\r\nKim Kept,+31633334444,kim@example.org,\r\n';
+      const upload = await importCreate(b.db, { filename: 'staff.csv', content: Buffer.from(file) });
       const imported = await importPeopleRun(b.db, upload, {});
-      assert.deepEqual([imported.inserted, imported.erasedSkipped], [0, 1]);
+      assert.deepEqual([imported.inserted, imported.erasedSkipped, imported.rejected, imported.unchanged], [0, 1, 1, 1]);
       assert.deepEqual(await names(), ['Kim Kept']);
+      // Their row is one empty line in the upload kept, so the row errors still name the
+      // right rows (the header is row 1): row 2 theirs, row 3 the bad number.
+      const scrubbed = await stored(upload);
+      assert.equal(scrubbed, 'Name,Phone,Email,Address\r\n\r\nBad Number,0612,,\r\nKim Kept,+31633334444,kim@example.org,\r\n');
+      const uploadErrors = (await importGet(b.db, upload))!.rowErrors;
+      assert.deepEqual(uploadErrors.map((e) => e.line), [2, 3]);
+      assert.match(uploadErrors[0]!.reason, /^skipped: erased on /);
+      assert.equal(scrubbed.split('\r\n')[uploadErrors[1]!.line - 1], 'Bad Number,0612,,');
+      for (const needle of ['655556666', 'Erik', 'erik', 'Dorpsstraat', 'Erfdorp']) assert.ok(!JSON.stringify(uploadErrors).includes(needle));
 
       // The record holds neither the number nor the address.
       const held = JSON.stringify((await b.db.query('select * from erasure_suppressions')).rows);

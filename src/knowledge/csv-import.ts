@@ -9,6 +9,7 @@ import { CsvError, parse } from 'csv-parse';
 import { z } from 'zod';
 import type { Database, Queryable } from '../db/types.ts';
 import { suppressedAmong, suppressedReason } from '../privacy/suppression.ts';
+import { uploadRowsBlank } from '../privacy/erasure.ts';
 import { columnNameKey, personUpsertMany, phoneToE164, type PersonColumns, type PersonInput } from './people.ts';
 import { textStreamDecoder } from './text-encoding.ts';
 import { auditRecord } from '../privacy/audit.ts';
@@ -348,6 +349,8 @@ export async function importPeopleRun(db: Database, importId: string, options: I
   let batchLines: number[] = [];
   let errors: RowError[] = [];
   let erasedSkipped = 0;
+  // The rows skipped as erased: blanked in a stored upload once it has been read (below).
+  const erasedLines: number[] = [];
 
   const flush = async () => {
     // People erased (aiq forget) are not brought back by a list that still has them
@@ -357,6 +360,7 @@ export async function importPeopleRun(db: Database, importId: string, options: I
     const skipped = [...suppressed].map(([i, erasedAt]) => ({ line: batchLines[i]!, reason: suppressedReason(erasedAt) }));
     const rows = batch.filter((_, i) => !suppressed.has(i));
     erasedSkipped += skipped.length;
+    erasedLines.push(...skipped.map((row) => row.line));
     errors = [...errors, ...skipped].sort((a, b) => a.line - b.line);
     const rejectedNow = errors.length - skipped.length;
     const rowErrors = errors.slice(0, Math.max(0, MAX_STORED_ROW_ERRORS - storedErrors));
@@ -439,12 +443,21 @@ export async function importPeopleRun(db: Database, importId: string, options: I
   }
   await flush();
   const skipped = erasedSkipped > 0 ? { erasedSkipped } : {};
+  // An upload is kept (RETENTION_IMPORTS_DAYS): the erased people's rows in it are blanked as
+  // their erasure blanked them, in the transaction that ends the import. Not per batch: the
+  // file is read in slices by offset, which a shorter content would shift under the reader.
   if (!record.prune) {
-    await db.query(`update imports set status = 'done', finished_at = now() where id = $1`, [importId]);
+    await db.transaction(async (tx) => {
+      await uploadRowsBlank(tx, importId, erasedLines);
+      await tx.query(`update imports set status = 'done', finished_at = now() where id = $1`, [importId]);
+    });
     return { ...counts, ...skipped };
   }
   const phones = [...seen.keys()].map((digits) => `+${digits}`);
-  const pruned = await db.transaction((tx) => importPrune(tx, importId, phones, counts.rejected, options.pruneAtMostHalf === true));
+  const pruned = await db.transaction(async (tx) => {
+    await uploadRowsBlank(tx, importId, erasedLines);
+    return importPrune(tx, importId, phones, counts.rejected, options.pruneAtMostHalf === true);
+  });
   return { ...counts, ...skipped, ...pruned };
 }
 

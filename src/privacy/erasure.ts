@@ -343,6 +343,32 @@ async function eraseForm(tx: Queryable, phone: string): Promise<{ counts: Erasur
 }
 
 /**
+ * An upload's lines (uploadLines) with `rows` (uploadRows') blanked: each becomes one empty
+ * line, which the import skips, so the rows after it keep the numbers their row errors name.
+ */
+function rowsBlanked(lines: string[], rows: Array<{ lines: number[] }>): string[] {
+  const firstLines = new Set(rows.map((row) => row.lines[0]!));
+  const theirs = new Set(rows.flatMap((row) => row.lines));
+  return lines.flatMap((line, i) => (firstLines.has(i) ? [blankLine(line)] : theirs.has(i) ? [] : [line]));
+}
+
+/**
+ * Blanks rows (by the numbers the import gave them) in an upload kept in the database, as an
+ * erasure blanks a person's: an import calls it for the rows it skipped as erased, once it
+ * has read the whole upload (it reads it in slices by offset). Row errors are left as they are.
+ */
+export async function uploadRowsBlank(tx: Queryable, importId: string, rowNumbers: number[]): Promise<void> {
+  if (rowNumbers.length === 0) return;
+  const content = (await tx.query<{ content: Uint8Array | null }>('select content from imports where id = $1 for update', [importId])).rows[0]?.content;
+  // A file the worker read from disk is not kept here.
+  if (!content) return;
+  const lines = uploadLines(content);
+  const wanted = new Set(rowNumbers);
+  const rows = uploadRows(uploadTexts(content, lines)).filter((row) => wanted.has(row.row));
+  await tx.query('update imports set content = $2 where id = $1', [importId, Buffer.from(rowsBlanked(lines, rows).join('\n'), 'latin1')]);
+}
+
+/**
  * Removes the person's lines (uploadsAboutPerson) from CSV uploads kept in the database. An
  * import reading such an upload is refused: it reads the bytes in slices by offset, so it
  * would bring back the lines it read already and misread the rest. The row locks make an
@@ -354,11 +380,7 @@ async function uploadsScrub(tx: Queryable, phone: string, email: string | null):
     throw new ErasureBusyError("an import of a file that names this person is running: erase once it has finished (the dashboard's Imports page shows it)");
   }
   for (const upload of rows) {
-    // Each of their rows becomes one empty line, which the import skips: the rows after it
-    // keep the numbers their row errors name.
-    const firstLines = new Set(upload.rows.map((row) => row.lines[0]!));
-    const theirs = new Set(upload.about.map((n) => n - 1));
-    const kept = upload.lines.flatMap((line, i) => (firstLines.has(i) ? [blankLine(line)] : theirs.has(i) ? [] : [line]));
+    const kept = rowsBlanked(upload.lines, upload.rows);
     // The row errors of their rows go with them (a rejected address, a name): export hands
     // those over as theirs.
     await tx.query(
