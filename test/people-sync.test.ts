@@ -165,7 +165,7 @@ for (const backend of BACKENDS) {
       assert.equal(record.erasedSkipped, 1);
       assert.equal(record.rowErrors.length, 1);
       assert.equal(record.rowErrors[0]!.line, 2);
-      assert.match(record.rowErrors[0]!.reason, /^skipped: erased on \d{4}-\d{2}-\d{2} \(aiq forget\); .*aiq forget --lift/);
+      assert.match(record.rowErrors[0]!.reason, /^skipped: erased on \d{4}-\d{2}-\d{2} \(aiq forget\), its number matches; .*`aiq forget --lift <their number>`/);
       // A skipped row is no rejected one: a complete list's prune still runs.
       assert.equal(again.pruneNote, null);
       // The source's answer is kept (RETENTION_IMPORTS_DAYS) without their row, and the
@@ -187,7 +187,7 @@ for (const backend of BACKENDS) {
       assert.equal(scrubbed, 'Name,Phone,Email,Address\r\n\r\nBad Number,0612,,\r\nKim Kept,+31633334444,kim@example.org,\r\n');
       const uploadErrors = (await importGet(b.db, upload))!.rowErrors;
       assert.deepEqual(uploadErrors.map((e) => e.line), [2, 3]);
-      assert.match(uploadErrors[0]!.reason, /^skipped: erased on /);
+      assert.match(uploadErrors[0]!.reason, /^skipped: erased on .*, its email address \(under another number\) matches; .*`aiq forget --lift <their email address>`/);
       assert.equal(scrubbed.split('\r\n')[uploadErrors[1]!.line - 1], 'Bad Number,0612,,');
       for (const needle of ['655556666', 'Erik', 'erik', 'Dorpsstraat', 'Erfdorp']) assert.ok(!JSON.stringify(uploadErrors).includes(needle));
 

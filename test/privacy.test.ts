@@ -519,6 +519,53 @@ test('the admin API lifts an erasure for someone who came back with consent, onc
   assert.equal((await lift('0612')).statusCode, 400);
 });
 
+test("a row skipped because its email address matched an erasure under another number names the match, and its remedy, followed as written, lifts it (CLI and API)", async () => {
+  // Before, it said to lift by `<their number>`: lifting by the row's number answered
+  // "no erasure … is recorded", and nothing told the admin that the address had matched.
+  const { importCreate, importGet, importPeopleRun } = await import('../src/knowledge/csv-import.ts');
+  const upload = async (rows: string) => {
+    const id = await importCreate(t.db, { filename: 'staff.csv', content: Buffer.from(`Name,Phone,Email\n${rows}\n`) });
+    return { ...(await importPeopleRun(t.db, id, {})), record: (await importGet(t.db, id))! };
+  };
+  for (const [name, phone, email, newPhone, via] of [
+    ['Gert Gone', '+31677770001', 'gert@example.org', '+31677770002', 'cli'],
+    ['Hanna Gone', '+31677770003', 'hanna@example.org', '+31677770004', 'api'],
+  ] as const) {
+    assert.equal((await upload(`${name},${phone},${email}`)).inserted, 1);
+    assert.equal((await aiq(['forget', phone, '--yes'])).code, 0);
+    const row = `${name},${newPhone},${email.toUpperCase()}`;
+    const skipped = await upload(row);
+    assert.deepEqual([skipped.inserted, skipped.erasedSkipped], [0, 1]);
+    const reason = skipped.record.rowErrors[0]!.reason;
+    assert.match(reason, /^skipped: erased on \d{4}-\d{2}-\d{2} \(aiq forget\), its email address \(under another number\) matches; /);
+    // The remedy as written, its placeholder filled in from the row.
+    const remedy = /`aiq (forget --lift) <their (number|email address)>`/.exec(reason);
+    assert.ok(remedy, reason);
+    const argument = remedy[2] === 'number' ? newPhone : email.toUpperCase();
+    if (via === 'cli') {
+      const lifted = await aiq([...remedy[1]!.split(' '), argument]);
+      assert.equal(lifted.code, 0, lifted.out);
+      assert.match(lifted.out, /^lifted the erasure of gert@example\.org/);
+    } else {
+      const lifted = await m.app.inject({ method: 'POST', url: '/api/privacy/lift', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { email: argument } });
+      assert.equal(lifted.statusCode, 200, lifted.body);
+      const again = await m.app.inject({ method: 'POST', url: '/api/privacy/lift', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { email: argument } });
+      assert.equal(again.statusCode, 404, again.body);
+    }
+    const back = await upload(row);
+    assert.deepEqual([back.inserted, back.erasedSkipped], [1, undefined]);
+  }
+  // A row whose number matched says so, and to lift by the number.
+  assert.equal((await aiq(['forget', '+31677770002', '--yes'])).code, 0);
+  const byNumber = await upload('Gert Gone,+31677770002,other@example.org');
+  assert.match(byNumber.record.rowErrors[0]!.reason, /, its number matches; .*`aiq forget --lift <their number>`/);
+  const bad = await aiq(['forget', '--lift', 'not@an@address']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.out, /neither a phone number .* nor an email address/);
+  const badApi = await m.app.inject({ method: 'POST', url: '/api/privacy/lift', headers: { ...BEARER, 'content-type': 'application/json' }, payload: { email: 'nope' } });
+  assert.equal(badApi.statusCode, 400, badApi.body);
+});
+
 test("aiq export and aiq forget with a DATA_DIR that holds no database say so: they made an empty one there and answered 'nothing is held'", async () => {
   // Run from another folder than the server's (its .env not read, DATA_DIR ./data), an
   // export request was answered "nothing is held for +31…" from a database made for it.

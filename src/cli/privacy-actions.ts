@@ -1,6 +1,7 @@
 // What `aiq forget` and `aiq export` do (src/cli/privacy-commands.ts declares them).
 import { closeSync, fchmodSync, fstatSync, openSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline/promises';
+import { z } from 'zod';
 import type { Env } from '../config.ts';
 import { auditRecord } from '../privacy/audit.ts';
 import { erasurePhone, ErasureInputError, personErase, type ErasureCounts, type ErasureOutcome } from '../privacy/erasure.ts';
@@ -23,8 +24,19 @@ function phoneOf(positionals: string[], command: string): string {
   }
 }
 
+/** The argument as an email address (`aiq forget --lift`), or null when it holds no @. */
+function emailOf(raw: string | undefined): string | null {
+  if (!raw?.includes('@')) return null;
+  const email = raw.trim().toLowerCase();
+  if (!z.email().safeParse(email).success) throw new UsageError(`"${raw}" is neither a phone number in international form (e.g. +31612345678) nor an email address`);
+  return email;
+}
+
 export async function forget({ values, positionals }: CommandInput, config: Env): Promise<number> {
-  const phone = phoneOf(positionals, 'forget');
+  // A lift takes an email address too: an import names it when a row's address matched an
+  // erasure under another number, which lifting by the row's number does not find.
+  const liftEmail = values.lift ? emailOf(positionals[0]) : null;
+  const phone = liftEmail ?? phoneOf(positionals, 'forget');
   // Opened, a folder without a database (DATA_DIR not the server's: another working folder, its
   // .env not read) got an empty one, and the answer was "nothing is held for" the person.
   refuseMissingEmbedded(config, 'nothing erased');
@@ -65,7 +77,7 @@ export async function forget({ values, positionals }: CommandInput, config: Env)
   return 0;
 }
 
-/** `aiq forget --lift`: the erasure record goes, so the next sync or import may bring them back. */
+/** `aiq forget --lift`: the erasure record goes, so the next sync or import may bring them back. `phone`: or an email address. */
 async function liftErasure(config: Env, phone: string): Promise<number> {
   const lifted = await withRuntime(config, (rt) => rt.db.transaction((tx) => suppressionLift(tx, phone, cliActor())));
   if (!lifted) {

@@ -10,7 +10,7 @@ export const privacyCommands: Command[] = [
     summary: 'erase a person: contact, conversations, messages, person record, embeddings and the jobs about them',
     options: {
       yes: { type: 'boolean', description: 'erase without asking (needed when not at a terminal)' },
-      lift: { type: 'boolean', description: 'erase nothing: let people syncs and imports bring back a person erased before (they came back and consent)' },
+      lift: { type: 'boolean', description: 'erase nothing: let people syncs and imports bring back a person erased before (they came back and consent); takes their number or, where an import says their email address matched, the address' },
     },
     example: 'aiq forget +31612345678',
     run: async (input, config) => (await import('./privacy-actions.ts')).forget(input, config),

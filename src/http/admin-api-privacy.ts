@@ -12,6 +12,8 @@ import { parseOr400 } from './api-input.ts';
 
 const warning = (purgeFailed: string | undefined) => (purgeFailed ? { warning: purgeFailed } : {});
 const PhoneInput = z.object({ phone: z.string().trim().min(1, 'a phone number is required').max(40) });
+// A lift by the number, or by the email address an import says matched under another number.
+const LiftInput = z.union([PhoneInput, z.object({ email: z.email('not an email address').max(320) })], { error: 'a phone number or an email address is required' });
 
 /**
  * The export's query with its number's + back: a query string writes a space as +, so the
@@ -49,11 +51,11 @@ export const privacyApi: FastifyPluginAsync<{ runtime: Runtime; actor: string }>
   // Lifts an erasure's record (privacy/suppression.ts) for someone who came back with
   // their consent: the next people sync or import that lists them brings them back.
   app.post('/api/privacy/lift', async (request, reply) => {
-    const input = parseOr400(PhoneInput, request.body, reply);
+    const input = parseOr400(LiftInput, request.body, reply);
     if (!input) return reply;
     try {
-      const lifted = await db.transaction((tx) => suppressionLift(tx, erasurePhone(input.phone), actor));
-      if (!lifted) return reply.status(404).send({ error: 'no erasure of this number is recorded: nothing to lift' });
+      const lifted = await db.transaction((tx) => suppressionLift(tx, 'phone' in input ? erasurePhone(input.phone) : input.email, actor));
+      if (!lifted) return reply.status(404).send({ error: `no erasure of this ${'phone' in input ? 'number' : 'email address'} is recorded: nothing to lift` });
       return { lifted: true };
     } catch (err) {
       if (err instanceof ErasureInputError) return reply.status(400).send({ error: `phone: ${err.message}` });

@@ -357,7 +357,7 @@ export async function importPeopleRun(db: Database, importId: string, options: I
     // (privacy/suppression.ts): each such row is reported, and counted apart from the
     // rejected, which would hold up a complete list's prune.
     const suppressed = await suppressedAmong(db, batch);
-    const skipped = [...suppressed].map(([i, erasedAt]) => ({ line: batchLines[i]!, reason: suppressedReason(erasedAt) }));
+    const skipped = [...suppressed].map(([i, why]) => ({ line: batchLines[i]!, reason: suppressedReason(why) }));
     const rows = batch.filter((_, i) => !suppressed.has(i));
     erasedSkipped += skipped.length;
     erasedLines.push(...skipped.map((row) => row.line));

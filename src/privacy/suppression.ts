@@ -53,12 +53,18 @@ export async function suppressionRecord(tx: Queryable, phone: string, emails: st
   );
 }
 
+/** Why an import skipped a row: when its person was erased, and what of the row matched (the number first). */
+export interface Suppressed {
+  erasedAt: Date;
+  matched: 'phone' | 'email';
+}
+
 /**
  * Of `people` (index → number and address), the ones an erasure suppresses, with when they
  * were erased: one query for a whole import batch.
  */
-export async function suppressedAmong(db: Queryable, people: Array<{ phone: string; email?: string | null }>): Promise<Map<number, Date>> {
-  const found = new Map<number, Date>();
+export async function suppressedAmong(db: Queryable, people: Array<{ phone: string; email?: string | null }>): Promise<Map<number, Suppressed>> {
+  const found = new Map<number, Suppressed>();
   if (people.length === 0) return found;
   // Nothing erased yet (the usual case): no hashing at all.
   if ((await db.query('select 1 from erasure_suppressions where lifted_at is null limit 1')).rows.length === 0) return found;
@@ -72,29 +78,40 @@ export async function suppressedAmong(db: Queryable, people: Array<{ phone: stri
   );
   for (const row of rows) {
     people.forEach((_, i) => {
-      if (phones[i] === row.phone_hash || (emails[i] !== null && emails[i] === row.email_hash)) found.set(i, row.erased_at);
+      if (phones[i] === row.phone_hash) found.set(i, { erasedAt: row.erased_at, matched: 'phone' });
+      else if (emails[i] !== null && emails[i] === row.email_hash && !found.has(i)) found.set(i, { erasedAt: row.erased_at, matched: 'email' });
     });
   }
   return found;
 }
 
-/** What an import's row error says of a person it skipped (their number is in the row itself). */
-export function suppressedReason(erasedAt: Date): string {
-  return `skipped: erased on ${erasedAt.toISOString().slice(0, 10)} (aiq forget); if they came back and consent, lift it with \`aiq forget --lift <their number>\` and import again`;
+/**
+ * What an import's row error says of a person it skipped: what matched, and the lift that
+ * works for it (their number and address are in the row itself, never in the error). An
+ * address under another number is lifted by the address: by the row's number, "no erasure
+ * recorded".
+ */
+export function suppressedReason({ erasedAt, matched }: Suppressed): string {
+  const what = matched === 'phone' ? { matches: 'its number', arg: '<their number>' } : { matches: 'its email address (under another number)', arg: '<their email address>' };
+  return `skipped: erased on ${erasedAt.toISOString().slice(0, 10)} (aiq forget), ${what.matches} matches; if they came back and consent, lift it with \`aiq forget --lift ${what.arg}\` and import again`;
 }
 
 /**
- * Lifts the erasure record of a number, for someone who comes back with their consent: the
- * next sync or import brings them in again. An opt-out it kept stays (consent to be on the
- * staff list is not consent to messages; only START or an admin's opt-in ends it), so such
- * a record is marked lifted rather than removed. Audited. False when there was none.
+ * Lifts the erasure record of a number, or the records of an email address (one that holds
+ * an @: an import skips a row whose address matches under another number, and the row
+ * error says to lift it so), for someone who comes back with their consent: the next sync
+ * or import brings them in again. An opt-out it kept stays (consent to be on the staff list
+ * is not consent to messages; only START or an admin's opt-in ends it), so such a record is
+ * marked lifted rather than removed. Audited. False when there was none.
  */
-export async function suppressionLift(db: Queryable, phone: string, actor: string): Promise<boolean> {
+export async function suppressionLift(db: Queryable, phoneOrEmail: string, actor: string): Promise<boolean> {
   const key = await suppressionKey(db);
-  const phoneHash = key.phone(phoneToE164(phone) ?? phone);
-  const result = await db.query('update erasure_suppressions set lifted_at = now() where phone_hash = $1 and lifted_at is null', [phoneHash]);
+  const byEmail = phoneOrEmail.includes('@');
+  const column = byEmail ? 'email_hash' : 'phone_hash';
+  const hash = byEmail ? key.email(phoneOrEmail) : key.phone(phoneToE164(phoneOrEmail) ?? phoneOrEmail);
+  const result = await db.query(`update erasure_suppressions set lifted_at = now() where ${column} = $1 and lifted_at is null`, [hash]);
   // Nothing left to keep of a record without an opt-out.
-  await db.query('delete from erasure_suppressions where phone_hash = $1 and opted_out_at is null', [phoneHash]);
+  await db.query(`delete from erasure_suppressions where ${column} = $1 and opted_out_at is null`, [hash]);
   const lifted = result.rowCount > 0;
   await auditRecord(db, { actor, action: 'erasure lifted', result: lifted ? 'ok' : 'not_found' });
   return lifted;
