@@ -342,6 +342,24 @@ describe('with an approved template', () => {
     }
   });
 
+  // Found by a CI run on a loaded machine: the template's `sent`/`delivered` callbacks came
+  // before Twilio's answer to the send, and the delivered template kept the free-form send's
+  // 63016, so the reply read "delivered · 63016" and the send form took the window as closed.
+  test('a 63016 by status callback, and the template\'s callbacks before Twilio\'s answer: delivered, without the old 63016', async () => {
+    const phone = '+31612340014';
+    s!.twilioApi.closedWindows.add(`whatsapp:${phone}`);
+    s!.twilioApi.responseDelayMs = 300;
+    const { conversationId } = await received(s!, phone, 'Wanneer is de teamdag?', 'Sanne');
+    await waitFor(async () => s!.twilioApi.messages.some((msg) => msg.to === `whatsapp:${phone}` && msg.contentSid === TEMPLATE), 'the template send', 20_000);
+    const rows = await s!.t.db.query<{ id: string }>(`select id from messages where conversation_id = $1 and source = 'ai'`, [conversationId]);
+    assert.equal(rows.rows.length, 1);
+    await waitFor(async () => (await s!.t.db.query(`select 1 from ai_jobs where payload->>'conversationId' = $1 and status <> 'done'`, [conversationId])).rowCount === 0, 'its jobs done');
+    const sent = s!.twilioApi.messages.filter((msg) => msg.to === `whatsapp:${phone}`);
+    assert.deepEqual(sent.map((msg) => [msg.contentSid ?? 'free-form', msg.status]), [['free-form', 'failed'], [TEMPLATE, 'delivered']]);
+    const stored = await s!.t.db.query<{ status: string; twilio_sid: string; error_code: number | null }>('select status, twilio_sid, error_code from messages where id = $1', [rows.rows[0]!.id]);
+    assert.deepEqual(stored.rows[0], { status: 'delivered', twilio_sid: sent[1]!.sid, error_code: null });
+  });
+
   test('outside the window a reply goes as the template with its variables; inside it free-form', async () => {
     const phone = '+31612340004';
     const { conversationId, jobId } = await received(s!, phone, 'Hallo', 'Sanne');

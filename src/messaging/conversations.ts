@@ -498,13 +498,16 @@ export interface StatusUpdate {
 // A reply flagged for a human that Twilio now reports loses the flag's text: it was no
 // alarm after all (`was_flagged` tells the caller, read from the row before the update).
 // So does one recorded "not sent" (a 5xx after which the message went out all the same),
-// with its error code: "delivered · not sent: Twilio is unavailable" said both.
+// with its error code: "delivered · not sent: Twilio is unavailable" said both. And any
+// reply Twilio had not named yet (no SID): its code and text were ours or an earlier send's
+// (a 63016 on the free-form send a template replaces), as REPLY_CONFIRM_SQL (outbox.ts)
+// drops them when Twilio's answer comes first; a callback may come before that answer.
 const STATUS_UPDATE_SQL = `
   update messages m
   set status = $3,
       twilio_sid = $2,
-      error_code = coalesce($4, case when m.status = 'send_failed' or (m.status = 'failed' and m.twilio_sid is null) then null else m.error_code end),
-      error_message = coalesce($5, case when m.status in ('flagged', 'send_failed') or (m.status = 'failed' and m.twilio_sid is null) then null else m.error_message end),
+      error_code = coalesce($4, case when m.status = 'send_failed' or m.twilio_sid is null then null else m.error_code end),
+      error_message = coalesce($5, case when m.status in ('flagged', 'send_failed') or m.twilio_sid is null then null else m.error_message end),
       status_updated_at = now()
   from (select id, status = 'flagged' as was_flagged from messages
         where (id = $1::uuid or twilio_sid = $2) and source <> 'inbound') before

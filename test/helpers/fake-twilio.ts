@@ -113,6 +113,12 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
    * fault): `failed`, or `undelivered`, as Twilio reports WhatsApp's 63016 too. Default `failed`.
    */
   closedWindowStatus: 'failed' | 'undelivered' = 'failed';
+  /**
+   * Delay before answering a send, over options.responseDelayMs: a status callback (5 ms
+   * after the send, with callbackDelayMs 5) then comes before Twilio's answer, as on a slow
+   * answer from the real Twilio. Default 0.
+   */
+  responseDelayMs = 0;
   /** How many of the next Messages list requests fail with a 500 (Twilio cannot tell). */
   listFailures = 0;
   /** How many of the next Messages list requests are never answered (the caller times out). */
@@ -170,6 +176,7 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
     this.queued.length = 0;
     this.closedWindows.clear();
     this.closedWindowStatus = 'failed';
+    this.responseDelayMs = 0;
     this.listFailures = 0;
     this.listHangs = 0;
     this.listLagMs = 0;
@@ -478,7 +485,8 @@ export class FakeTwilio extends EventEmitter<{ request: [RecordedRequest]; accep
       return;
     }
     const answer = () => sendJson(res, 201, this.resource(message));
-    if (this.options.responseDelayMs) this.later(answer, this.options.responseDelayMs);
+    const responseDelayMs = this.responseDelayMs || this.options.responseDelayMs;
+    if (responseDelayMs) this.later(answer, responseDelayMs);
     else answer();
   }
 
