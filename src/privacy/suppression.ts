@@ -76,12 +76,16 @@ export async function suppressedAmong(db: Queryable, people: Array<{ phone: stri
      where lifted_at is null and (phone_hash = any($1::text[]) or email_hash = any($2::text[]))`,
     [phones, emails.filter((e): e is string => e !== null)],
   );
-  for (const row of rows) {
-    people.forEach((_, i) => {
-      if (phones[i] === row.phone_hash) found.set(i, { erasedAt: row.erased_at, matched: 'phone' });
-      else if (emails[i] !== null && emails[i] === row.email_hash && !found.has(i)) found.set(i, { erasedAt: row.erased_at, matched: 'email' });
-    });
-  }
+  // By hash: the number first (one record each), else the first record with the address.
+  const byPhone = new Map(rows.map((row) => [row.phone_hash, row.erased_at]));
+  const byEmail = new Map<string, Date>();
+  for (const row of rows) if (row.email_hash !== null && !byEmail.has(row.email_hash)) byEmail.set(row.email_hash, row.erased_at);
+  people.forEach((_, i) => {
+    const byNumber = byPhone.get(phones[i]!);
+    const byAddress = emails[i] === null ? undefined : byEmail.get(emails[i]!);
+    if (byNumber) found.set(i, { erasedAt: byNumber, matched: 'phone' });
+    else if (byAddress) found.set(i, { erasedAt: byAddress, matched: 'email' });
+  });
   return found;
 }
 
